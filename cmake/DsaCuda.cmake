@@ -1,0 +1,26 @@
+# The CUDA backend builds whenever nvcc exists, for sm_90a only (H100/H200). Binaries link the
+# static CUDA runtime, which loads the driver lazily, so they start on machines without a GPU.
+set(DSA_HAVE_CUDA OFF)
+if(DSA_ENABLE_CUDA)
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_HOST_COMPILER)
+    set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}")
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_ARCHITECTURES OFF)
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(DSA_HAVE_CUDA ON)
+    # CMake 3.25 does not know nvcc 13's C++20 flag; tell it, so cuda_std_20 resolves.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(DSA_CUDA_FLAGS -gencode=arch=compute_90a,code=sm_90a -Xptxas=-warn-spills
+        -Xptxas=-warn-lmem-usage --expt-relaxed-constexpr -lineinfo)
+    message(STATUS "dsa: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, sm_90a)")
+  else()
+    message(STATUS "dsa: nvcc not found, host-only build")
+  endif()
+endif()

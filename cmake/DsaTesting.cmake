@@ -1,0 +1,33 @@
+# dsa_add_test(name SOURCES a.cc b.cc [LABELS gpu slow] [LIBS extra])
+# One GoogleTest binary per area; every test case is registered with ctest.
+if(DSA_BUILD_TESTS)
+  enable_testing()
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+endif()
+
+function(dsa_add_test name)
+  if(NOT DSA_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(ARG "" "" "SOURCES;LABELS;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE dsa_testing GTest::gtest GTest::gtest_main ${ARG_LIBS})
+  set(labels cpu)
+  if(ARG_LABELS)
+    set(labels ${ARG_LABELS})
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "${labels}"
+                       DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# dsa_add_bench(name SOURCES a.cc [LIBS extra]): a Google Benchmark binary, never a test.
+function(dsa_add_bench name)
+  if(NOT DSA_BUILD_BENCH)
+    return()
+  endif()
+  find_package(benchmark REQUIRED)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE dsa_kernels benchmark::benchmark ${ARG_LIBS})
+endfunction()

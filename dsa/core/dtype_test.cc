@@ -58,9 +58,21 @@ uint8_t e4m3_reference(float x) {
 }
 
 TEST(E4m3, MatchesNearestEvenOnSweep) {
-  std::vector<float> xs = {0.f, -0.f, 448.f, -448.f, 449.f, 464.f, 465.f, 1e9f, -1e9f,
-                           INFINITY, -INFINITY, std::ldexp(1.f, -10), std::ldexp(3.f, -11),
-                           std::ldexp(1.f, -11), 1e-30f};
+  std::vector<float> xs = {0.f,
+                           -0.f,
+                           448.f,
+                           -448.f,
+                           449.f,
+                           464.f,
+                           465.f,
+                           1e9f,
+                           -1e9f,
+                           INFINITY,
+                           -INFINITY,
+                           std::ldexp(1.f, -10),
+                           std::ldexp(3.f, -11),
+                           std::ldexp(1.f, -11),
+                           1e-30f};
   // Every midpoint between adjacent codes and its float neighbours: the tie cases.
   for (int c = 0; c < 0x7E; ++c) {
     float mid = float((e4m3_by_definition(c) + e4m3_by_definition(c + 1)) / 2);

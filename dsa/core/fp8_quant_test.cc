@@ -19,11 +19,11 @@ int exponent_by_frexp(float amax) {
 }
 
 TEST(Pow2Scale, HandComputed) {
-  EXPECT_EQ(pow2_scale_exponent(448.f), 0);   // v = 1 exactly -> e = 0
-  EXPECT_EQ(pow2_scale_exponent(449.f), 1);   // just above -> next power
+  EXPECT_EQ(pow2_scale_exponent(448.f), 0);  // v = 1 exactly -> e = 0
+  EXPECT_EQ(pow2_scale_exponent(449.f), 1);  // just above -> next power
   EXPECT_EQ(pow2_scale_exponent(224.f), -1);
-  EXPECT_EQ(pow2_scale_exponent(3.f), -7);    // 3/448 = 1.71 * 2^-8 -> ceil = -7
-  EXPECT_EQ(pow2_scale_exponent(0.f), -22);   // floor 1e-4 -> 2.23e-7 = 1.87 * 2^-23
+  EXPECT_EQ(pow2_scale_exponent(3.f), -7);   // 3/448 = 1.71 * 2^-8 -> ceil = -7
+  EXPECT_EQ(pow2_scale_exponent(0.f), -22);  // floor 1e-4 -> 2.23e-7 = 1.87 * 2^-23
   EXPECT_EQ(pow2_float(-7), 0.0078125f);
 }
 

@@ -50,7 +50,9 @@ Status Status::with_context(std::string_view context) const {
   return Status(code_, std::move(msg));
 }
 
-Status invalid_argument(std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); }
+Status invalid_argument(std::string m) {
+  return Status(StatusCode::kInvalidArgument, std::move(m));
+}
 Status failed_precondition(std::string m) {
   return Status(StatusCode::kFailedPrecondition, std::move(m));
 }

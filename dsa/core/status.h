@@ -59,7 +59,7 @@ Status unimplemented(std::string message);
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design, like absl.
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design, like absl.
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT
     DSA_CHECK(!status_.ok());
   }
@@ -94,9 +94,9 @@ class [[nodiscard]] StatusOr {
 #define DSA_STATUS_CONCAT_INNER_(a, b) a##b
 #define DSA_STATUS_CONCAT_(a, b) DSA_STATUS_CONCAT_INNER_(a, b)
 
-#define DSA_RETURN_IF_ERROR(expr)                  \
-  do {                                             \
-    ::dsa::Status dsa_status_tmp_ = (expr);        \
+#define DSA_RETURN_IF_ERROR(expr)                      \
+  do {                                                 \
+    ::dsa::Status dsa_status_tmp_ = (expr);            \
     if (!dsa_status_tmp_.ok()) return dsa_status_tmp_; \
   } while (0)
 

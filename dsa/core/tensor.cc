@@ -59,8 +59,8 @@ TensorView::TensorView(void* data, DType dtype, Shape shape, Shape strides, Devi
 Status TensorView::expect(std::string_view what, DType dtype, const Shape& shape) const {
   if (dtype_ != dtype || shape_ != shape) {
     return invalid_argument(std::string(what) + ": expected " + std::string(dtype_name(dtype)) +
-                            " " + shape_string(shape) + ", got " +
-                            std::string(dtype_name(dtype_)) + " " + shape_string(shape_));
+                            " " + shape_string(shape) + ", got " + std::string(dtype_name(dtype_)) +
+                            " " + shape_string(shape_));
   }
   return ok_status();
 }

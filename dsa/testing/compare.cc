@@ -30,8 +30,8 @@ CompareResult within_bound(std::span<const float> got, std::span<const float> re
   CompareResult r;
   if (got.size() != ref.size() || bound.size() != ref.size()) {
     r.ok = false;
-    r.message = fmt::format("size mismatch: got {} ref {} bound {}", got.size(), ref.size(),
-                            bound.size());
+    r.message =
+        fmt::format("size mismatch: got {} ref {} bound {}", got.size(), ref.size(), bound.size());
     return r;
   }
   for (size_t i = 0; i < got.size(); ++i) {
@@ -42,7 +42,9 @@ CompareResult within_bound(std::span<const float> got, std::span<const float> re
     }
     double err = std::fabs(double{g} - double{f});
     r.max_abs_err = std::max(r.max_abs_err, err);
-    if (err > bound[i]) note(r, fmt::format("[{}] got {} ref {} (err {:.3g} > bound {:.3g})", i, g, f, err, bound[i]));
+    if (err > bound[i])
+      note(r,
+           fmt::format("[{}] got {} ref {} (err {:.3g} > bound {:.3g})", i, g, f, err, bound[i]));
   }
   finish(r, static_cast<int64_t>(got.size()));
   return r;

@@ -8,9 +8,9 @@ namespace dsa::testing {
 bool cuda_device_available();
 }  // namespace dsa::testing
 
-#define DSA_SKIP_WITHOUT_GPU()                                              \
-  do {                                                                      \
-    if (!::dsa::testing::cuda_device_available()) {                         \
-      GTEST_SKIP() << "SKIPPED: no CUDA device";                            \
-    }                                                                       \
+#define DSA_SKIP_WITHOUT_GPU()                      \
+  do {                                              \
+    if (!::dsa::testing::cuda_device_available()) { \
+      GTEST_SKIP() << "SKIPPED: no CUDA device";    \
+    }                                               \
   } while (0)

@@ -9,14 +9,14 @@
 
 namespace dsa::kernels {
 
-inline constexpr int32_t kPageSize = 64;        // P: tokens per page, every pool
-inline constexpr int32_t kIndexHeadDim = 128;   // D_i
-inline constexpr int32_t kLatentDim = 512;      // D_c: normalised latent c
-inline constexpr int32_t kRopeDim = 64;         // D_r: roped key part k_pe
-inline constexpr int32_t kQkDim = 576;          // D_qk = D_c + D_r
-inline constexpr int32_t kVDim = 512;           // D_v
-inline constexpr int32_t kLatentTile = 128;     // FP8-656 quantisation tile (4 per row)
-inline constexpr int32_t kFp8LatentBytes = 656; // per token, §2.4
+inline constexpr int32_t kPageSize = 64;                 // P: tokens per page, every pool
+inline constexpr int32_t kIndexHeadDim = 128;            // D_i
+inline constexpr int32_t kLatentDim = 512;               // D_c: normalised latent c
+inline constexpr int32_t kRopeDim = 64;                  // D_r: roped key part k_pe
+inline constexpr int32_t kQkDim = 576;                   // D_qk = D_c + D_r
+inline constexpr int32_t kVDim = 512;                    // D_v
+inline constexpr int32_t kLatentTile = 128;              // FP8-656 quantisation tile (4 per row)
+inline constexpr int32_t kFp8LatentBytes = 656;          // per token, §2.4
 inline constexpr int32_t kBf16LatentBytes = kQkDim * 2;  // 1152, §2.3
 inline constexpr int32_t kMaxTopk = 2048;
 

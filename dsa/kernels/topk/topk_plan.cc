@@ -22,6 +22,7 @@ Status validate_topk_plan_header(const TopkPlanHeader& h, const int32_t* len, in
   if (h.rows != rows) return mismatch("rows", fmt::format("{}", h.rows), fmt::format("{}", rows));
   if (h.k != k) return mismatch("k", fmt::format("{}", h.k), fmt::format("{}", k));
   if (checked_mode()) {
+    if (len == nullptr && rows > 0) return invalid_argument("topk: plan check: len is null");
     uint32_t want = length_hash(len, rows);
     if (h.len_hash != want) {
       return mismatch("len_hash", fmt::format("{:#010x}", h.len_hash),

@@ -1,7 +1,8 @@
 // The top-k plan header (SPEC.md §3e). An implementation may precompute a plan (e.g. which rows
 // take a multi-CTA path); the plan is a pure function of (len, K, R), rebuilt on the device every
 // forward from the same `len` buffer, and starts with this header so a kernel can tell a plan built
-// for other lengths from its own. The CPU reference needs no plan, but it validates one it is given.
+// for other lengths from its own. The CPU reference needs no plan, but it validates one it is
+// given.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,59 @@
+// Top-k with per-row lengths (SPEC.md §3e): for each row, the K best positions among the first
+// len[r] logits under a total order (NaN below -inf, -0 == +0, ties to the lower position), written
+// as plain positions, global cache slots (paged) or gathered-buffer rows (ragged), -1 padded to K.
+#pragma once
+
+#include <cstdint>
+
+#include "dsa/core/status.h"
+#include "dsa/kernels/common/paged_cache.h"
+#include "dsa/kernels/topk/topk_plan.h"
+
+namespace dsa::kernels {
+
+// How a selected position p of row r (output row o) becomes an idx entry.
+enum class TopkVariant {
+  kPlain,   // p
+  kPaged,   // page_table[row_page[o]][p / P] * P + p % P  (global slot, §2.5)
+  kRagged,  // p + offset[r]  (row of a gathered key buffer, §3g source 2)
+};
+
+inline constexpr int32_t kMinTopk = 64;
+inline constexpr int32_t kTopkMultiple = 64;
+
+struct TopkParams {
+  const float* logits = nullptr;      // [R, ld] fp32; row r reads [col_base[r], +len[r])
+  int32_t logits_ld = 0;              // ld: row stride in floats, ld % 4 == 0
+  int32_t rows = 0;                   // R
+  const int32_t* len = nullptr;       // [R] int32 visible length of each row (row_len, ke - ks)
+  const int32_t* col_base = nullptr;  // [R] int32 first column of each row, or nullptr (= 0)
+  int32_t k = 0;                      // K: 64 <= K <= 2048, K % 64 == 0
+  TopkVariant variant = TopkVariant::kPlain;
+  PageTable page_table;                  // kPaged only: [R_slots, W] page ids
+  const int32_t* row_page = nullptr;     // kPaged only: [R_out] page-table row of each OUTPUT row
+  int32_t page_size = kPageSize;         // kPaged only: P, must be 64
+  const int32_t* offset = nullptr;       // kRagged only: [R] int32 added to every position (ks)
+  const int32_t* out_row = nullptr;      // [R] int32 idx row receiving row r, -1 = not written;
+                                         // nullptr = row r goes to idx row r
+  int32_t out_rows = 0;                  // R_out: rows of idx (its capacity)
+  int32_t* idx = nullptr;                // [R_out, K] int32 out: m selected entries, then -1
+  const TopkPlanHeader* plan = nullptr;  // optional; validated when given, never needed
+};
+
+// Host checks (InvalidArgument): R >= 0, K range and multiple of 64, ld >= 0 and ld % 4 == 0,
+// R_out >= 0 and R <= R_out without out_row, a known variant, pointers, and for kPaged a page
+// table (data, W >= 1, R_slots >= 1, num_pages >= 1), row_page and P = 64; for kRagged offset.
+Status validate(const TopkParams& p);
+
+// CPU reference. After validate(), a given plan header is checked (FailedPrecondition). Checked
+// mode (OutOfRange, nothing written): len >= 0, col_base >= 0, col_base + len <= ld, out_row
+// entries other than -1 in [0, R_out) and distinct; kPaged: row_page in [0, R_slots),
+// ceil(len / P) <= W and every page id covering [0, len) in [1, num_pages); kRagged: offset >= 0
+// and offset + len <= INT32_MAX. Unchecked: col_base clamped into [0, ld], len into
+// [0, ld - col_base]; a row whose out_row is out of range is not written (of repeated out_rows the
+// last row wins); kPaged: a bad row_page reads the reserved row 0, a page index >= W or a page id
+// outside [0, num_pages) becomes page 0; kRagged: p + offset wraps modulo 2^32. Rows not written
+// keep their idx contents.
+Status topk_ref(const TopkParams& p);
+
+}  // namespace dsa::kernels

@@ -1,11 +1,20 @@
 #include "dsa/cli/check_cases.h"
 
+#include "dsa/kernels/gather/gather_check.h"
 #include "dsa/kernels/indexer_write/indexer_write_check.h"
+#include "dsa/kernels/latent_write/latent_write_check.h"
+#include "dsa/kernels/logits_schedule/logits_schedule_check.h"
+#include "dsa/kernels/paged_logits/paged_logits_check.h"
+#include "dsa/kernels/ragged_logits/ragged_logits_check.h"
+#include "dsa/kernels/sparse_mla/sparse_mla_check.h"
+#include "dsa/kernels/topk/topk_check.h"
 
 namespace dsa::cli {
 
-using namespace dsa::kernels;  // NOLINT: the case table names many ops
+using namespace dsa::kernels;  // NOLINT: the case table names every op
 
+// V3.2 shapes (SPEC.md §1.1): index heads 64, D_i 128, K 2048, MLA heads 128, P 64, G 132. The
+// large cases keep to a few requests so the CPU reference finishes in seconds.
 std::vector<CheckCase> check_cases(const OpTable& ops) {
   std::vector<CheckCase> cases;
   auto add = [&](std::string op, ShapeClass c, std::string shape,
@@ -14,12 +23,59 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
   };
   const auto kS = ShapeClass::kSmall;
   const auto kV = ShapeClass::kV32;
+  const OpTable* o = &ops;
 
   add("indexer_write", kS, "T=37 D_i=128",
-      [&](uint64_t s) { return check_indexer_write(ops.indexer_write, 37, s); });
+      [o](uint64_t s) { return check_indexer_write(o->indexer_write, 37, s); });
   add("indexer_write", kV, "T=4096 D_i=128",
-      [&](uint64_t s) { return check_indexer_write(ops.indexer_write, 4096, s); });
-  (void)kV;
+      [o](uint64_t s) { return check_indexer_write(o->indexer_write, 4096, s); });
+  add("latent_write", kS, "T=37 bf16",
+      [o](uint64_t s) { return check_latent_write(o->latent_write, 37, LatentFormat::kBf16, s); });
+  add("latent_write", kV, "T=4096 fp8-656", [o](uint64_t s) {
+    return check_latent_write(o->latent_write, 4096, LatentFormat::kFp8_656, s);
+  });
+  add("logits_schedule", kS, "B=8 n=4 G=7 L=5000", [o](uint64_t s) {
+    return check_logits_schedule(o->build_logits_schedule, 8, 4, 7, 5000, s);
+  });
+  add("logits_schedule", kV, "B=256 n=4 G=132 L=163840", [o](uint64_t s) {
+    return check_logits_schedule(o->build_logits_schedule, 256, 4, 132, 163840, s);
+  });
+  add("paged_logits", kS, "B=3 n=3 H_i=16 L=700", [o](uint64_t s) {
+    return check_paged_logits(o->paged_logits, o->build_logits_schedule, 3, 3, 16, 700, s);
+  });
+  add("paged_logits", kV, "B=2 n=4 H_i=64 D_i=128 L=4096", [o](uint64_t s) {
+    return check_paged_logits(o->paged_logits, o->build_logits_schedule, 2, 4, 64, 4096, s);
+  });
+  add("ragged_logits", kS, "T=8 H_i=16 L=300",
+      [o](uint64_t s) { return check_ragged_logits(o->ragged_logits, 8, 16, 300, s); });
+  add("ragged_logits", kV, "T=16 H_i=64 D_i=128 L=4096",
+      [o](uint64_t s) { return check_ragged_logits(o->ragged_logits, 16, 64, 4096, s); });
+  add("gather", kS, "B=3 L=500",
+      [o](uint64_t s) { return check_gather(o->indexer_gather, o->latent_gather, 3, 500, s); });
+  add("gather", kV, "B=2 L=4096 (indexer, bf16, fp8-656)",
+      [o](uint64_t s) { return check_gather(o->indexer_gather, o->latent_gather, 2, 4096, s); });
+  add("topk", kS, "R=16 K=64 L=1000",
+      [o](uint64_t s) { return check_topk(o->topk, 16, 64, 1000, s); });
+  add("topk", kV, "R=8 K=2048 L=65536",
+      [o](uint64_t s) { return check_topk(o->topk, 8, 2048, 65536, s); });
+  add("sparse_mla_decode", kS, "R=4 H=16 K=64 L=300 bf16", [o](uint64_t s) {
+    return check_sparse_mla_decode(o->sparse_mla_decode, 4, 16, 64, 300, LatentFormat::kBf16, s);
+  });
+  add("sparse_mla_decode", kS, "R=4 H=16 K=64 L=300 fp8-656", [o](uint64_t s) {
+    return check_sparse_mla_decode(o->sparse_mla_decode, 4, 16, 64, 300, LatentFormat::kFp8_656, s);
+  });
+  add("sparse_mla_decode", kV, "R=2 H=128 K=2048 L=4096 fp8-656", [o](uint64_t s) {
+    return check_sparse_mla_decode(o->sparse_mla_decode, 2, 128, 2048, 4096, LatentFormat::kFp8_656,
+                                   s);
+  });
+  add("sparse_mla_decode", kV, "R=2 H=128 K=2048 L=4096 bf16", [o](uint64_t s) {
+    return check_sparse_mla_decode(o->sparse_mla_decode, 2, 128, 2048, 4096, LatentFormat::kBf16,
+                                   s);
+  });
+  add("sparse_mla_prefill", kS, "T=40 H=16 K=64",
+      [o](uint64_t s) { return check_sparse_mla_prefill(o->sparse_mla_prefill, 40, 16, 64, s); });
+  add("sparse_mla_prefill", kV, "T=3 H=128 K=2048",
+      [o](uint64_t s) { return check_sparse_mla_prefill(o->sparse_mla_prefill, 3, 128, 2048, s); });
   return cases;
 }
 

@@ -7,6 +7,15 @@ const OpTable& cpu_ops() {
       .backend = Backend::kCpu,
       .name = "cpu",
       .indexer_write = indexer_write_ref,
+      .latent_write = latent_write_ref,
+      .build_logits_schedule = build_logits_schedule_ref,
+      .paged_logits = paged_logits_ref,
+      .ragged_logits = ragged_logits_ref,
+      .indexer_gather = indexer_gather_ref,
+      .latent_gather = latent_gather_ref,
+      .topk = topk_ref,
+      .sparse_mla_decode = sparse_mla_decode_ref,
+      .sparse_mla_prefill = sparse_mla_prefill_ref,
   };
   return table;
 }

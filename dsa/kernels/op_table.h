@@ -1,11 +1,18 @@
 // The op table: one plain function table per backend, chosen once (ARCHITECTURE.md §2).
-// Layers above kernels/ (the model, `dsa check`) call ops only through it.
+// Layers above kernels/ (the runtime executor, the model, `dsa check`) call ops only through it.
 #pragma once
 
 #include <string_view>
 
 #include "dsa/core/status.h"
+#include "dsa/kernels/gather/gather.h"
 #include "dsa/kernels/indexer_write/indexer_write.h"
+#include "dsa/kernels/latent_write/latent_write.h"
+#include "dsa/kernels/logits_schedule/logits_schedule.h"
+#include "dsa/kernels/paged_logits/paged_logits.h"
+#include "dsa/kernels/ragged_logits/ragged_logits.h"
+#include "dsa/kernels/sparse_mla/sparse_mla.h"
+#include "dsa/kernels/topk/topk.h"
 
 namespace dsa::kernels {
 
@@ -14,7 +21,16 @@ enum class Backend { kCpu, kCuda };
 struct OpTable {
   Backend backend;
   std::string_view name;
-  Status (*indexer_write)(const IndexerWriteParams&);
+  Status (*indexer_write)(const IndexerWriteParams&);            // §3a
+  Status (*latent_write)(const LatentWriteParams&);              // §4.7
+  Status (*build_logits_schedule)(const LogitsScheduleParams&);  // §3c
+  Status (*paged_logits)(const PagedLogitsParams&);              // §3b
+  Status (*ragged_logits)(const RaggedLogitsParams&);            // §3d
+  Status (*indexer_gather)(const IndexerGatherParams&);          // §3h
+  Status (*latent_gather)(const LatentGatherParams&);            // §3h
+  Status (*topk)(const TopkParams&);                             // §3e
+  Status (*sparse_mla_decode)(const SparseMlaDecodeParams&);     // §3f
+  Status (*sparse_mla_prefill)(const SparseMlaPrefillParams&);   // §3g
 };
 
 // The CPU backend: the references of every op.

@@ -30,7 +30,8 @@ uint16_t fp8_656_value_bits(const uint8_t* row, int32_t t) {
 }
 }  // namespace
 
-Status check_gather(int32_t batch, int32_t context_len, uint64_t seed) {
+Status check_gather(IndexerGatherFn indexer_gather, LatentGatherFn latent_gather, int32_t batch,
+                    int32_t context_len, uint64_t seed) {
   if (batch < 1 || context_len < 1) {
     return invalid_argument(fmt::format(
         "check_gather: batch = {}, context_len = {}: both must be >= 1", batch, context_len));
@@ -65,14 +66,14 @@ Status check_gather(int32_t batch, int32_t context_len, uint64_t seed) {
   std::vector<float> kscale(static_cast<size_t>(total));
   IndexerGatherParams ip{req_slot.data(), cu_kv.data(), table.table(), ipool.pool(),
                          batch,           k8.data(),    kscale.data(), total};
-  DSA_RETURN_IF_ERROR(indexer_gather_ref(ip));
+  DSA_RETURN_IF_ERROR(indexer_gather(ip));
   std::vector<bf16> kv_bf16(size_t(total) * kQkDim), kv_fp8(size_t(total) * kQkDim);
   LatentGatherParams lp{req_slot.data(), cu_kv.data(),   table.table(), bf16_pool.pool(),
                         batch,           kv_bf16.data(), total};
-  DSA_RETURN_IF_ERROR(latent_gather_ref(lp));
+  DSA_RETURN_IF_ERROR(latent_gather(lp));
   lp.pool = fp8_pool.pool();
   lp.kv = kv_fp8.data();
-  DSA_RETURN_IF_ERROR(latent_gather_ref(lp));
+  DSA_RETURN_IF_ERROR(latent_gather(lp));
 
   for (int32_t b = 0; b < batch; ++b) {
     for (int32_t pos = 0; pos < cu_kv[size_t(b) + 1] - cu_kv[size_t(b)]; ++pos) {

@@ -115,7 +115,8 @@ TEST(Gather, Bf16LatentRowsAreVerbatim) {
 TEST(Gather, RandomMatchesPerTokenLookup) {
   const uint64_t seed = testing::test_seed();
   for (auto [batch, ctx] : {std::pair{1, 1}, {3, 64}, {5, 300}, {4, 1000}}) {
-    Status st = check_gather(batch, ctx, seed + uint64_t(batch));
+    Status st =
+        check_gather(indexer_gather_ref, latent_gather_ref, batch, ctx, seed + uint64_t(batch));
     EXPECT_TRUE(st.ok()) << st.to_string();
   }
 }

@@ -40,8 +40,8 @@ std::vector<std::vector<Split>> expected_assignment(const std::vector<int32_t>& 
 }
 }  // namespace
 
-Status check_logits_schedule(int32_t batch, int32_t n, int32_t G, int32_t context_len,
-                             uint64_t seed) {
+Status check_logits_schedule(BuildLogitsScheduleFn build, int32_t batch, int32_t n, int32_t G,
+                             int32_t context_len, uint64_t seed) {
   if (batch < 0 || n < 1 || n > 8 || G < 1 || context_len < n) {
     return invalid_argument(fmt::format(
         "check_logits_schedule: batch = {}, n = {}, G = {}, context_len = {}: need batch >= 0, "
@@ -65,7 +65,7 @@ Status check_logits_schedule(int32_t batch, int32_t n, int32_t G, int32_t contex
   p.page_table_width = W;
   p.schedule = schedule.data();
   p.schedule_capacity = static_cast<int32_t>(schedule.size());
-  DSA_RETURN_IF_ERROR(build_logits_schedule_ref(p));
+  DSA_RETURN_IF_ERROR(build(p));
   DSA_RETURN_IF_ERROR(validate_logits_schedule(schedule.data(), p.schedule_capacity, row_len.data(),
                                                batch, n, G, W));
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "dsa/core/status.h"
+#include "dsa/kernels/logits_schedule/logits_schedule.h"
 
 namespace dsa::kernels {
 
@@ -11,7 +12,9 @@ namespace dsa::kernels {
 // below context_len; about a quarter of the requests padded with zero lengths) and G consumers,
 // validates it, and checks that every consumer's walk visits exactly the splits an independent
 // count-based assignment gives it. OK on pass; the first mismatch in the message otherwise.
-Status check_logits_schedule(int32_t batch, int32_t n, int32_t G, int32_t context_len,
-                             uint64_t seed);
+using BuildLogitsScheduleFn = Status (*)(const LogitsScheduleParams&);
+
+Status check_logits_schedule(BuildLogitsScheduleFn build, int32_t batch, int32_t n, int32_t G,
+                             int32_t context_len, uint64_t seed);
 
 }  // namespace dsa::kernels

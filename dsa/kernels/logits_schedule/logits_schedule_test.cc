@@ -207,9 +207,10 @@ TEST(LogitsSchedule, RandomCoverageIsExactlyOnce) {
 }
 
 TEST(LogitsSchedule, CheckEntryPasses) {
-  Status st = check_logits_schedule(8, 4, 132, 5000, testing::test_seed());
+  Status st =
+      check_logits_schedule(build_logits_schedule_ref, 8, 4, 132, 5000, testing::test_seed());
   EXPECT_TRUE(st.ok()) << st.to_string();
-  st = check_logits_schedule(3, 1, 7, 300, testing::test_seed() + 1);
+  st = check_logits_schedule(build_logits_schedule_ref, 3, 1, 7, 300, testing::test_seed() + 1);
   EXPECT_TRUE(st.ok()) << st.to_string();
 }
 

@@ -48,8 +48,8 @@ Expected independent_logit(const uint8_t* pool, const int32_t* table_row, int32_
 }
 }  // namespace
 
-Status check_paged_logits(int32_t batch, int32_t n, int32_t heads, int32_t context_len,
-                          uint64_t seed) {
+Status check_paged_logits(PagedLogitsFn op, LogitsScheduleFn build_schedule, int32_t batch,
+                          int32_t n, int32_t heads, int32_t context_len, uint64_t seed) {
   if (batch < 1 || n < 1 || n > 8 || context_len < n) {
     return invalid_argument(
         fmt::format("check_paged_logits: batch = {}, n = {}, context_len = {}: need batch >= 1, "
@@ -87,7 +87,7 @@ Status check_paged_logits(int32_t batch, int32_t n, int32_t heads, int32_t conte
                           kPageSize,
                           schedule.data(),
                           static_cast<int32_t>(schedule.size())};
-  DSA_RETURN_IF_ERROR(build_logits_schedule_ref(sp));
+  DSA_RETURN_IF_ERROR(build_schedule(sp));
 
   const int64_t ld = (int64_t{W} * kPageSize + 255) / 256 * 256;
   std::vector<float> logits(size_t(rows) * ld, 0.f);
@@ -107,7 +107,7 @@ Status check_paged_logits(int32_t batch, int32_t n, int32_t heads, int32_t conte
   p.logits = logits.data();
   p.logits_ld = ld;
   p.logits_rows = rows;
-  DSA_RETURN_IF_ERROR(paged_logits_ref(p));
+  DSA_RETURN_IF_ERROR(op(p));
 
   const auto pt = table.table();
   for (int32_t r = 0; r < rows; ++r) {

@@ -4,10 +4,12 @@
 #include <cstdint>
 
 #include "dsa/core/status.h"
+#include "dsa/kernels/logits_schedule/logits_schedule.h"
+#include "dsa/kernels/paged_logits/paged_logits.h"
 
 namespace dsa::kernels {
 
-// Runs paged_logits_ref (checked mode) on `batch` verify-like requests of n rows (row j sees
+// Runs `op` (checked mode) on `batch` verify-like requests of n rows (row j sees
 // C + j + 1 with C random below context_len, the first request at C = context_len - n so the full
 // length is exercised; later requests padded with probability 1/4) over a scattered page table
 // and compares with an independent integer-exact formulation that reads the pool bytes directly.
@@ -15,7 +17,11 @@ namespace dsa::kernels {
 // (the first and last 64 and every 13th), which keeps V3.2 shapes (batch 2, n 4, 64 heads, 4096)
 // to about a second; the reference itself always computes every column. Also checks that
 // columns >= row_len are NaN.
-Status check_paged_logits(int32_t batch, int32_t n, int32_t heads, int32_t context_len,
-                          uint64_t seed);
+using PagedLogitsFn = Status (*)(const PagedLogitsParams&);
+using LogitsScheduleFn = Status (*)(const LogitsScheduleParams&);
+
+// `op` and `build_schedule` are any backend's implementations.
+Status check_paged_logits(PagedLogitsFn op, LogitsScheduleFn build_schedule, int32_t batch,
+                          int32_t n, int32_t heads, int32_t context_len, uint64_t seed);
 
 }  // namespace dsa::kernels

@@ -187,9 +187,11 @@ TEST(PagedLogits, UncheckedNeutralisesLengthsPagesAndSlots) {
 }
 
 TEST(PagedLogits, CheckEntryPasses) {
-  Status st = check_paged_logits(3, 4, 64, 700, testing::test_seed());
+  Status st = check_paged_logits(paged_logits_ref, build_logits_schedule_ref, 3, 4, 64, 700,
+                                 testing::test_seed());
   EXPECT_TRUE(st.ok()) << st.to_string();
-  st = check_paged_logits(2, 1, 16, 65, testing::test_seed() + 7);
+  st = check_paged_logits(paged_logits_ref, build_logits_schedule_ref, 2, 1, 16, 65,
+                          testing::test_seed() + 7);
   EXPECT_TRUE(st.ok()) << st.to_string();
 }
 

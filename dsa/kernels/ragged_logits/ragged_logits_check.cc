@@ -37,7 +37,8 @@ std::pair<double, double> independent_logit(const uint8_t* q, const float* w, in
 }
 }  // namespace
 
-Status check_ragged_logits(int32_t tokens, int32_t heads, int32_t context_len, uint64_t seed) {
+Status check_ragged_logits(RaggedLogitsFn op, int32_t tokens, int32_t heads, int32_t context_len,
+                           uint64_t seed) {
   if (tokens < 1 || context_len < tokens) {
     return invalid_argument(fmt::format(
         "check_ragged_logits: tokens = {}, context_len = {}: need 1 <= tokens <= context_len",
@@ -76,7 +77,7 @@ Status check_ragged_logits(int32_t tokens, int32_t heads, int32_t context_len, u
                        logits.data(),
                        ld,
                        int64_t{tokens} * ld * 4};
-  DSA_RETURN_IF_ERROR(ragged_logits_ref(p));
+  DSA_RETURN_IF_ERROR(op(p));
 
   for (int32_t t = 0; t < tokens; ++t) {
     const int32_t len = ke[size_t(t)] - ks[size_t(t)];

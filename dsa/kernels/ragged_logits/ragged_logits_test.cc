@@ -81,7 +81,7 @@ TEST(RaggedLogits, HandComputedCompressedColumns) {
 TEST(RaggedLogits, RandomMatchesIndependentFormulation) {
   const uint64_t seed = testing::test_seed();
   for (auto [tokens, heads, ctx] : {std::tuple{1, 16, 1}, {5, 32, 200}, {9, 64, 517}}) {
-    Status st = check_ragged_logits(tokens, heads, ctx, seed + uint64_t(ctx));
+    Status st = check_ragged_logits(ragged_logits_ref, tokens, heads, ctx, seed + uint64_t(ctx));
     EXPECT_TRUE(st.ok()) << st.to_string();
   }
 }

@@ -125,8 +125,4 @@ Status check_topk(TopkFn op, int32_t rows, int32_t k, int32_t context_len, uint6
   return ok_status();
 }
 
-Status check_topk(int32_t rows, int32_t k, int32_t context_len, uint64_t seed) {
-  return check_topk(&topk_ref, rows, k, context_len, seed);
-}
-
 }  // namespace dsa::kernels

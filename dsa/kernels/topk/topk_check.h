@@ -28,7 +28,4 @@ using TopkFn = Status (*)(const TopkParams&);
 // idx, and compares every row with the full sort. OK on pass, the first mismatch otherwise.
 Status check_topk(TopkFn op, int32_t rows, int32_t k, int32_t context_len, uint64_t seed);
 
-// The same check run on the CPU reference, topk_ref.
-Status check_topk(int32_t rows, int32_t k, int32_t context_len, uint64_t seed);
-
 }  // namespace dsa::kernels

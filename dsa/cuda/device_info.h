@@ -5,6 +5,6 @@
 #include <string>
 
 namespace dsa::cuda {
-int device_count();             // 0 when there is no usable device or driver
+int device_count();  // 0 when there is no usable device or driver
 std::string device_name(int device);
 }  // namespace dsa::cuda

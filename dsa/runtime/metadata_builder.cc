@@ -34,9 +34,9 @@ Status check_request(const ForwardBatch& batch, const MetadataConfig& config,
   }
   const int64_t kv_len = int64_t{q.cached_len} + q.new_len;
   if (kv_len > int64_t{config.page_table_width} * kPageSize) {
-    return resource_exhausted(fmt::format(
-        "metadata builder: requests[{}] kv_len = {}: exceeds W * P = {}", b, kv_len,
-        int64_t{config.page_table_width} * kPageSize));
+    return resource_exhausted(
+        fmt::format("metadata builder: requests[{}] kv_len = {}: exceeds W * P = {}", b, kv_len,
+                    int64_t{config.page_table_width} * kPageSize));
   }
   // Every position the forward writes must have a page (reserved before the build).
   const int32_t last_page = static_cast<int32_t>((kv_len - 1) / kPageSize);
@@ -101,8 +101,8 @@ Status build_forward_metadata(const ForwardBatch& batch, const MetadataConfig& c
         fmt::format("metadata builder (idle): {} requests: an idle forward has none", num_req));
   }
   if (num_req > config.max_requests) {
-    return resource_exhausted(fmt::format("metadata builder: B = {}: exceeds B_max = {}", num_req,
-                                          config.max_requests));
+    return resource_exhausted(
+        fmt::format("metadata builder: B = {}: exceeds B_max = {}", num_req, config.max_requests));
   }
   std::vector<uint8_t> slot_seen(static_cast<size_t>(config.num_rows), 0);
   int64_t rows = 0;
@@ -116,8 +116,8 @@ Status build_forward_metadata(const ForwardBatch& batch, const MetadataConfig& c
   if (uniform) {
     batch_pad = batch.batch_pad == 0 ? num_req : batch.batch_pad;
     if (batch_pad < num_req) {
-      return invalid_argument(fmt::format("metadata builder: batch_pad = {}: below B = {}",
-                                          batch.batch_pad, num_req));
+      return invalid_argument(
+          fmt::format("metadata builder: batch_pad = {}: below B = {}", batch.batch_pad, num_req));
     }
     if (batch_pad > config.max_requests) {
       return resource_exhausted(fmt::format("metadata builder: batch_pad = {}: exceeds B_max = {}",
@@ -126,20 +126,21 @@ Status build_forward_metadata(const ForwardBatch& batch, const MetadataConfig& c
     rows_pad = batch_pad * n;
   } else {
     if (batch.rows_pad != 0 && batch.rows_pad < rows) {
-      return invalid_argument(fmt::format("metadata builder: rows_pad = {}: below rows = {}",
-                                          batch.rows_pad, rows));
+      return invalid_argument(
+          fmt::format("metadata builder: rows_pad = {}: below rows = {}", batch.rows_pad, rows));
     }
     rows_pad = batch.rows_pad == 0 ? static_cast<int32_t>(rows) : batch.rows_pad;
     batch_pad = rows_pad > rows ? num_req + 1 : num_req;
     if (rows_pad > config.max_extend_rows) {
-      return resource_exhausted(fmt::format("metadata builder: extend rows_pad = {}: exceeds T_ext = {}",
-                                            rows_pad, config.max_extend_rows));
+      return resource_exhausted(
+          fmt::format("metadata builder: extend rows_pad = {}: exceeds T_ext = {}", rows_pad,
+                      config.max_extend_rows));
     }
   }
 
-  RowArrays a{out.row_len.data(), out.row_topk_len.data(), out.row_req.data(),
-              out.row_page.data(), out.positions.data(),  out.write_slot.data(),
-              out.ks.data(),       out.ke.data()};
+  RowArrays a{
+      out.row_len.data(),   out.row_topk_len.data(), out.row_req.data(), out.row_page.data(),
+      out.positions.data(), out.write_slot.data(),   out.ks.data(),      out.ke.data()};
   const int32_t paged_max_rows = config.max_rows_per_request();
   int32_t pg_count = 0, pg_rows = 0, samples = 0;
   if (!uniform) {
@@ -179,9 +180,9 @@ Status build_forward_metadata(const ForwardBatch& batch, const MetadataConfig& c
     }
   }
   if (out.cu_kv[num_req] > config.max_extend_kv && out.cu_kv[num_req] > 0) {
-    return resource_exhausted(fmt::format(
-        "metadata builder: gathered keys cu_kv[B] = {}: exceed T_ext_kv = {}",
-        out.cu_kv[num_req], config.max_extend_kv));
+    return resource_exhausted(
+        fmt::format("metadata builder: gathered keys cu_kv[B] = {}: exceed T_ext_kv = {}",
+                    out.cu_kv[num_req], config.max_extend_kv));
   }
   for (int32_t b = num_req; b < batch_pad; ++b) {
     const int32_t count = uniform ? n : rows_pad - static_cast<int32_t>(rows);

@@ -34,7 +34,8 @@ TEST(MetadataBuilder, TargetVerifyHandComputedWithBucketPadding) {
   EXPECT_EQ(m.header.rows, 8);
   EXPECT_EQ(m.header.rows_pad, 12);
   EXPECT_EQ(prefix(m.row_len, 12), (std::vector<int32_t>{63, 64, 65, 66, 6, 7, 8, 9, 0, 0, 0, 0}));
-  EXPECT_EQ(prefix(m.positions, 12), (std::vector<int32_t>{62, 63, 64, 65, 5, 6, 7, 8, 0, 0, 0, 0}));
+  EXPECT_EQ(prefix(m.positions, 12),
+            (std::vector<int32_t>{62, 63, 64, 65, 5, 6, 7, 8, 0, 0, 0, 0}));
   EXPECT_EQ(prefix(m.row_req, 12), (std::vector<int32_t>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}));
   EXPECT_EQ(prefix(m.cu_q, 4), (std::vector<int32_t>{0, 4, 8, 12}));
   EXPECT_EQ(prefix(m.req_kv_len, 3), (std::vector<int32_t>{66, 9, 0}));
@@ -151,7 +152,9 @@ struct BadCase {
 TEST(MetadataBuilder, RejectsMalformedRequests) {
   World w(testing::small_config(3));
   ForwardMetadata m(w.config);
-  auto run = [&](ForwardBatch b) { return build_forward_metadata(b, w.config, w.pages.page_table(), m); };
+  auto run = [&](ForwardBatch b) {
+    return build_forward_metadata(b, w.config, w.pages.page_table(), m);
+  };
   RequestInput good = w.request(10, 4);
   auto verify = [&](RequestInput q) {
     ForwardBatch b;

@@ -34,14 +34,16 @@ ForwardBatch random_batch(Rng& rng, testing::World& w) {
   const int32_t max_kv = w.config.page_table_width * kernels::kPageSize;
   int32_t rows = 0;
   for (int32_t b = 0; b < num_req; ++b) {
-    int32_t new_len = batch.mode == ForwardMode::kExtend
-                          ? (rng.randint(0, 1) ? int32_t(rng.randint(1, d + 1)) : int32_t(rng.randint(1, 200)))
-                          : n;
+    int32_t new_len =
+        batch.mode == ForwardMode::kExtend
+            ? (rng.randint(0, 1) ? int32_t(rng.randint(1, d + 1)) : int32_t(rng.randint(1, 200)))
+            : n;
     int32_t cached = random_cached_len(rng, std::min(max_kv - new_len, 700));
     if (w.pages.num_free_pages() < (cached + new_len) / 64 + 2) break;
     if (rows + new_len + 40 > w.config.max_extend_rows) break;
     RequestInput q = w.request(cached, new_len);
-    q.sample_first = batch.mode == ForwardMode::kDraftExtend ? int32_t(rng.randint(0, n - 1)) : new_len - 1;
+    q.sample_first =
+        batch.mode == ForwardMode::kDraftExtend ? int32_t(rng.randint(0, n - 1)) : new_len - 1;
     q.sample_count = batch.mode == ForwardMode::kExtend ? int32_t(rng.randint(0, 1)) : -1;
     batch.requests.push_back(q);
     rows += new_len;
@@ -78,7 +80,8 @@ TEST(MetadataFuzz, TenThousandCompositionsPassTheValidatorAndAreDeterministic) {
       ASSERT_EQ(a.sample_row, b.sample_row);
       ASSERT_EQ(a.pg_row_len, b.pg_row_len);
       ASSERT_TRUE(a.header == b.header);
-      for (const RequestInput& q : batch.requests) ASSERT_TRUE(w.pages.close_request(q.req_slot).ok());
+      for (const RequestInput& q : batch.requests)
+        ASSERT_TRUE(w.pages.close_request(q.req_slot).ok());
       ++built;
       real_rows += a.header.rows;
       padded_rows += a.header.rows_pad - a.header.rows;

@@ -32,9 +32,9 @@ Status build_metadata_schedule(const MetadataConfig& config, ForwardMetadata& m)
 
 Status validate_metadata_schedule(const MetadataConfig& config, const ForwardMetadata& m) {
   ScheduleLayout layout = schedule_layout(m);
-  return kernels::validate_logits_schedule(m.schedule.data(), static_cast<int32_t>(m.schedule.size()),
-                                           layout.row_len, layout.batch, layout.rows_per_request,
-                                           config.num_consumers, config.page_table_width);
+  return kernels::validate_logits_schedule(
+      m.schedule.data(), static_cast<int32_t>(m.schedule.size()), layout.row_len, layout.batch,
+      layout.rows_per_request, config.num_consumers, config.page_table_width);
 }
 
 }  // namespace dsa::runtime

@@ -1,6 +1,7 @@
 // The validator of SPEC.md §4.6: checks invariants 1–15 and 19 of built metadata, independently of
 // the builder (it re-derives nothing with the builder's code). Run before every step in checked
-// mode; a broken invariant is FailedPrecondition naming the invariant and the first offending index.
+// mode; a broken invariant is FailedPrecondition naming the invariant and the first offending
+// index.
 #pragma once
 
 #include <optional>

@@ -137,9 +137,10 @@ TEST_F(ValidatorTest, Inv14HeaderMagic) {
 TEST_F(ValidatorTest, Inv14ConsumedAsAnotherForward) {
   build_verify();
   expect_broken(14, ForwardKey{ModelKind::kMtp, ForwardMode::kDraftExtend, 4, 4});
-  EXPECT_TRUE(validate_forward_metadata(m, w.config, w.pages.page_table(),
-                                        ForwardKey{ModelKind::kTarget, ForwardMode::kTargetVerify, 4, 4})
-                  .ok());
+  EXPECT_TRUE(
+      validate_forward_metadata(m, w.config, w.pages.page_table(),
+                                ForwardKey{ModelKind::kTarget, ForwardMode::kTargetVerify, 4, 4})
+          .ok());
 }
 TEST_F(ValidatorTest, Inv15ScheduleFromOtherLengths) {
   build_verify();

@@ -15,8 +15,8 @@ IdAllocator::IdAllocator(std::string_view what, int32_t capacity)
 
 StatusOr<int32_t> IdAllocator::allocate() {
   if (free_.empty()) {
-    return resource_exhausted(fmt::format("{}: all {} allocatable ids are in use", what_,
-                                          capacity_ - 1));
+    return resource_exhausted(
+        fmt::format("{}: all {} allocatable ids are in use", what_, capacity_ - 1));
   }
   int32_t id = free_.back();
   free_.pop_back();
@@ -27,8 +27,8 @@ StatusOr<int32_t> IdAllocator::allocate() {
 StatusOr<std::vector<int32_t>> IdAllocator::allocate(int32_t count) {
   if (count < 0) return invalid_argument(fmt::format("{}: count = {}: must be >= 0", what_, count));
   if (count > num_free()) {
-    return resource_exhausted(
-        fmt::format("{}: {} ids requested, {} free of {}", what_, count, num_free(), capacity_ - 1));
+    return resource_exhausted(fmt::format("{}: {} ids requested, {} free of {}", what_, count,
+                                          num_free(), capacity_ - 1));
   }
   std::vector<int32_t> ids;
   for (int32_t i = 0; i < count; ++i) ids.push_back(*allocate());
@@ -55,13 +55,13 @@ StatusOr<int32_t> PagedCacheManager::open_request() { return slots_.allocate(); 
 
 Status PagedCacheManager::reserve(int32_t req_slot, int32_t length) {
   if (req_slot <= 0 || req_slot >= num_rows()) {
-    return invalid_argument(fmt::format("reserve: req_slot = {}: must be in [1, {})", req_slot,
-                                        num_rows()));
+    return invalid_argument(
+        fmt::format("reserve: req_slot = {}: must be in [1, {})", req_slot, num_rows()));
   }
   if (length < 0 || int64_t{length} > int64_t{width_} * kPageSize) {
-    return resource_exhausted(fmt::format(
-        "reserve: length = {}: exceeds the page-table width {} pages x {} tokens", length, width_,
-        kPageSize));
+    return resource_exhausted(
+        fmt::format("reserve: length = {}: exceeds the page-table width {} pages x {} tokens",
+                    length, width_, kPageSize));
   }
   int32_t need = (length + kPageSize - 1) / kPageSize;
   int32_t& held = held_[static_cast<size_t>(req_slot)];
@@ -73,8 +73,8 @@ Status PagedCacheManager::reserve(int32_t req_slot, int32_t length) {
 
 Status PagedCacheManager::close_request(int32_t req_slot) {
   if (req_slot <= 0 || req_slot >= num_rows()) {
-    return invalid_argument(fmt::format("close_request: req_slot = {}: must be in [1, {})",
-                                        req_slot, num_rows()));
+    return invalid_argument(
+        fmt::format("close_request: req_slot = {}: must be in [1, {})", req_slot, num_rows()));
   }
   int32_t& held = held_[static_cast<size_t>(req_slot)];
   for (int32_t i = 0; i < held; ++i) {

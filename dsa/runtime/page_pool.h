@@ -57,8 +57,8 @@ class PagedCacheManager {
   IdAllocator pages_;
   IdAllocator slots_;
   int32_t width_;
-  std::vector<int32_t> table_;   // [num_rows, width]
-  std::vector<int32_t> held_;    // pages held per row
+  std::vector<int32_t> table_;  // [num_rows, width]
+  std::vector<int32_t> held_;   // pages held per row
 };
 
 }  // namespace dsa::runtime

@@ -8,6 +8,7 @@
 #include "dsa/kernels/ragged_logits/ragged_logits_check.h"
 #include "dsa/kernels/sparse_mla/sparse_mla_check.h"
 #include "dsa/kernels/topk/topk_check.h"
+#include "dsa/runtime/attention_step_check.h"
 
 namespace dsa::cli {
 
@@ -76,6 +77,12 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
       [o](uint64_t s) { return check_sparse_mla_prefill(o->sparse_mla_prefill, 40, 16, 64, s); });
   add("sparse_mla_prefill", kV, "T=3 H=128 K=2048",
       [o](uint64_t s) { return check_sparse_mla_prefill(o->sparse_mla_prefill, 3, 128, 2048, s); });
+  // One attention step of every forward mode (metadata builder + validator + the ops above).
+  for (runtime::ForwardMode mode : runtime::kAllForwardModes) {
+    add(std::string("step:") + std::string(runtime::mode_name(mode)), kS,
+        "3 requests, 2 layers, H_i=16 H=16 K=128 d=3",
+        [o, mode](uint64_t s) { return runtime::check_attention_step(*o, mode, s); });
+  }
   return cases;
 }
 

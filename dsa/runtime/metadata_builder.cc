@@ -4,8 +4,10 @@
 
 #include <algorithm>
 
+#include "dsa/core/checked_mode.h"
 #include "dsa/runtime/metadata_rows.h"
 #include "dsa/runtime/metadata_schedule.h"
+#include "dsa/runtime/metadata_validator.h"
 
 namespace dsa::runtime {
 
@@ -210,7 +212,10 @@ Status build_forward_metadata(const ForwardBatch& batch, const MetadataConfig& c
   h.page_table_width = config.page_table_width;
   h.num_samples = samples;
   h.forward_id = batch.forward_id;
-  return build_metadata_schedule(config, out);
+  DSA_RETURN_IF_ERROR(build_metadata_schedule(config, out));
+  // Checked mode validates every host build before anything consumes it (SPEC.md §4.6).
+  if (checked_mode()) return validate_forward_metadata(out, config, pt);
+  return ok_status();
 }
 
 }  // namespace dsa::runtime

@@ -12,7 +12,8 @@ namespace dsa::runtime {
 // Builds `out` for `batch`. Reads inputs only for real requests. Errors: InvalidArgument for a
 // malformed request (cached_len < 0, new_len < 1, new_len != n in a uniform mode, a bad or
 // repeated req_slot, B_pad < B), ResourceExhausted for kv_len > W P or a capacity overrun,
-// FailedPrecondition for a position whose page was never reserved. On error `out` is unspecified.
+// FailedPrecondition for a position whose page was never reserved. In checked mode the build is
+// then validated (validate_forward_metadata). On error `out` is unspecified.
 Status build_forward_metadata(const ForwardBatch& batch, const MetadataConfig& config,
                               const kernels::PageTable& page_table, ForwardMetadata& out);
 

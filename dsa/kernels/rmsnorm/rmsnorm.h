@@ -1,0 +1,48 @@
+// RMSNorm (SPEC.md §8.3) and the residual add of the decoder layer (§8.6).
+//   rmsnorm:      y = x * (mean(x^2) + eps)^-1/2 * w, bf16 in, bf16 out (class T, <= 1 bf16 ulp
+//                 from the correctly rounded value; the reference IS the correctly rounded value).
+//   residual_add: h += x, computed in fp32 from the two bf16 operands, rounded once (RNE).
+#pragma once
+
+#include <cstdint>
+
+#include "dsa/core/dtype.h"
+#include "dsa/core/status.h"
+
+namespace dsa::kernels {
+
+struct RmsNormParams {
+  const bf16* x = nullptr;       // [T, D] bf16 input rows, row stride x_stride
+  const bf16* weight = nullptr;  // [D] bf16 norm weight
+  bf16* y = nullptr;             // [T, D] bf16 output rows, row stride y_stride; may equal x
+  int32_t num_tokens = 0;        // T
+  int32_t dim = 0;               // D
+  // Elements between consecutive rows; 0 = dim. Lets the norm read the first 512 values of a
+  // 576-wide kv_a row (§8.4) without a copy.
+  int64_t x_stride = 0;
+  int64_t y_stride = 0;
+  float eps = 1e-6f;  // rms_norm_eps
+};
+
+// Host checks (InvalidArgument): T >= 0, D >= 1, pointers, strides >= D, eps finite and > 0.
+Status validate(const RmsNormParams& p);
+
+// CPU reference: mean(x^2) and the product accumulated in double, rounded once to bf16. Rows are
+// independent; y == x (in place) is allowed, partial overlap is not. Non-finite inputs propagate
+// (the norm has no device-data contract, so there is no OutOfRange here).
+Status rmsnorm_ref(const RmsNormParams& p);
+
+struct ResidualAddParams {
+  bf16* h = nullptr;        // [T, D] bf16 residual stream, updated in place
+  const bf16* x = nullptr;  // [T, D] bf16 branch output added to h
+  int32_t num_tokens = 0;   // T
+  int32_t dim = 0;          // D
+};
+
+// Host checks (InvalidArgument): T >= 0, D >= 1, pointers.
+Status validate(const ResidualAddParams& p);
+
+// CPU reference: h = bf16(float(h) + float(x)), one fp32 add, one RNE rounding (§8.6).
+Status residual_add_ref(const ResidualAddParams& p);
+
+}  // namespace dsa::kernels

@@ -1,0 +1,97 @@
+#include "dsa/kernels/rmsnorm/rmsnorm_check.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <vector>
+
+#include "dsa/kernels/rmsnorm/bf16_round.h"
+#include "dsa/testing/random.h"
+
+namespace dsa::kernels {
+
+namespace {
+Status require_shape(std::string_view what, int32_t tokens, int32_t dim) {
+  if (tokens >= 1 && dim >= 1) return ok_status();
+  return invalid_argument(
+      fmt::format("{}: tokens = {}, dim = {}: both must be >= 1", what, tokens, dim));
+}
+
+// Independent formulation: long double, sum of squares taken back to front, divide by the root.
+bf16 expected_rms(const bf16* x, const bf16* w, int32_t dim, int32_t d, float eps) {
+  long double sum_sq = 0;
+  for (int32_t j = dim - 1; j >= 0; --j) {
+    long double v = bf16_to_float(x[j]);
+    sum_sq += v * v;
+  }
+  long double rms = std::sqrt(sum_sq / dim + eps);
+  long double y = static_cast<long double>(bf16_to_float(x[d])) * bf16_to_float(w[d]) / rms;
+  return double_to_bf16(static_cast<double>(y));
+}
+}  // namespace
+
+Status check_rmsnorm(RmsNormFn op, int32_t tokens, int32_t dim, uint64_t seed) {
+  DSA_RETURN_IF_ERROR(require_shape("check_rmsnorm", tokens, dim));
+  testing::Rng rng(seed);
+  const int64_t x_stride = dim + 3;  // rows read from a wider buffer, as kv_a's latent part is
+  std::vector<bf16> x(size_t(tokens) * x_stride);
+  for (int32_t t = 0; t < tokens; ++t) {
+    const float scale = std::ldexp(1.f, int(rng.randint(-6, 6)));
+    for (int64_t j = 0; j < x_stride; ++j)
+      x[t * x_stride + j] = float_to_bf16(rng.normal() * scale);
+  }
+  std::vector<bf16> w = rng.bf16_vector(size_t(dim), 0.5f);
+  std::vector<bf16> y(size_t(tokens) * dim, float_to_bf16(NAN));
+
+  RmsNormParams p;
+  p.x = x.data();
+  p.weight = w.data();
+  p.y = y.data();
+  p.num_tokens = tokens;
+  p.dim = dim;
+  p.x_stride = x_stride;
+  DSA_RETURN_IF_ERROR(op(p));
+
+  for (int32_t t = 0; t < tokens; ++t) {
+    for (int32_t d = 0; d < dim; ++d) {
+      bf16 want = expected_rms(&x[t * x_stride], w.data(), dim, d, p.eps);
+      bf16 got = y[size_t(t) * dim + d];
+      if (bf16_ulp_distance(got, want) > 1) {
+        return internal_error(fmt::format("rmsnorm: y[{}][{}] = {}, expected {} (> 1 bf16 ulp)", t,
+                                          d, bf16_to_float(got), bf16_to_float(want)));
+      }
+    }
+  }
+  return ok_status();
+}
+
+Status check_residual_add(ResidualAddFn op, int32_t tokens, int32_t dim, uint64_t seed) {
+  DSA_RETURN_IF_ERROR(require_shape("check_residual_add", tokens, dim));
+  testing::Rng rng(seed);
+  const size_t n = size_t(tokens) * dim;
+  std::vector<bf16> h(n), x(n);
+  for (size_t i = 0; i < n; ++i) {
+    // Magnitudes 2^-20..2^20 apart, so the fp32 add itself sometimes rounds.
+    h[i] = float_to_bf16(rng.normal() * std::ldexp(1.f, int(rng.randint(-10, 10))));
+    x[i] = float_to_bf16(rng.normal() * std::ldexp(1.f, int(rng.randint(-10, 10))));
+  }
+  const std::vector<bf16> h0 = h;
+  ResidualAddParams p;
+  p.h = h.data();
+  p.x = x.data();
+  p.num_tokens = tokens;
+  p.dim = dim;
+  DSA_RETURN_IF_ERROR(op(p));
+  for (size_t i = 0; i < n; ++i) {
+    // Independent formulation: the exact sum in double, then fp32 (the one fp32 add), then bf16.
+    double exact = double{bf16_to_float(h0[i])} + double{bf16_to_float(x[i])};
+    bf16 want = float_to_bf16(static_cast<float>(exact));
+    if (h[i].bits != want.bits) {
+      return internal_error(fmt::format("residual_add: h[{}][{}] = {}, expected {}", i / dim,
+                                        i % dim, bf16_to_float(h[i]), bf16_to_float(want)));
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace dsa::kernels

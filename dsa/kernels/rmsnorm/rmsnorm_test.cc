@@ -1,0 +1,215 @@
+#include "dsa/kernels/rmsnorm/rmsnorm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "dsa/kernels/rmsnorm/bf16_round.h"
+#include "dsa/kernels/rmsnorm/rmsnorm_check.h"
+#include "dsa/testing/random.h"
+
+namespace dsa::kernels {
+namespace {
+
+using testing::Rng;
+
+std::vector<bf16> to_bf16(std::initializer_list<float> v) {
+  std::vector<bf16> out;
+  for (float f : v) out.push_back(float_to_bf16(f));
+  return out;
+}
+
+RmsNormParams params(const std::vector<bf16>& x, const std::vector<bf16>& w, std::vector<bf16>& y,
+                     int32_t tokens) {
+  RmsNormParams p;
+  p.x = x.data();
+  p.weight = w.data();
+  p.y = y.data();
+  p.num_tokens = tokens;
+  p.dim = static_cast<int32_t>(w.size());
+  return p;
+}
+
+// x = [3, 4]: mean(x^2) = 12.5, rsqrt = 0.2828427; y = [0.848528, 1.131371], which round to the
+// bf16 values 217 * 2^-8 and 145 * 2^-7.
+TEST(RmsNorm, HandComputedPair) {
+  auto x = to_bf16({3.f, 4.f}), w = to_bf16({1.f, 1.f});
+  std::vector<bf16> y(2, float_to_bf16(NAN));
+  ASSERT_TRUE(rmsnorm_ref(params(x, w, y, 1)).ok());
+  EXPECT_EQ(bf16_to_float(y[0]), 0.84765625f);
+  EXPECT_EQ(bf16_to_float(y[1]), 1.1328125f);
+}
+
+// x = [2, 2, 2, 2]: rms = 2 (eps moves it by 1e-7 relative, below bf16 resolution), so y = w.
+TEST(RmsNorm, HandComputedWeightIsApplied) {
+  auto x = to_bf16({2.f, 2.f, 2.f, 2.f}), w = to_bf16({1.f, 0.5f, 2.f, -1.f});
+  std::vector<bf16> y(4, float_to_bf16(NAN));
+  ASSERT_TRUE(rmsnorm_ref(params(x, w, y, 1)).ok());
+  EXPECT_EQ(bf16_to_float(y[0]), 1.f);
+  EXPECT_EQ(bf16_to_float(y[1]), 0.5f);
+  EXPECT_EQ(bf16_to_float(y[2]), 2.f);
+  EXPECT_EQ(bf16_to_float(y[3]), -1.f);
+}
+
+// eps enters under the root: x = [1, 1], eps = 0.25 -> y = 1/sqrt(1.25) = 0.894427 -> 229 * 2^-8.
+// With a zero row the result is 0, not NaN.
+TEST(RmsNorm, EpsUnderTheRoot) {
+  auto x = to_bf16({1.f, 1.f, 0.f, 0.f}), w = to_bf16({1.f, 1.f});
+  std::vector<bf16> y(4, float_to_bf16(NAN));
+  auto p = params(x, w, y, 2);
+  p.eps = 0.25f;
+  ASSERT_TRUE(rmsnorm_ref(p).ok());
+  EXPECT_EQ(bf16_to_float(y[0]), 0.89453125f);
+  EXPECT_EQ(bf16_to_float(y[1]), 0.89453125f);
+  EXPECT_EQ(bf16_to_float(y[2]), 0.f);
+  EXPECT_EQ(bf16_to_float(y[3]), 0.f);
+}
+
+// Independent long-double formulation on random rows (strided input, mixed row scales).
+TEST(RmsNorm, RandomRowsMatchIndependentFormulation) {
+  const uint64_t seed = testing::test_seed();
+  for (auto [tokens, dim] : {std::pair{37, 512}, {5, 1536}, {9, 256}, {3, 7}}) {
+    Status s = check_rmsnorm(rmsnorm_ref, tokens, dim, seed + dim);
+    EXPECT_TRUE(s.ok()) << "T=" << tokens << " D=" << dim << ": " << s.to_string();
+  }
+}
+
+// In place (y == x) equals out of place; a row alone equals the same row inside a batch.
+TEST(RmsNorm, InPlaceAndBatchInvariant) {
+  Rng rng(testing::test_seed());
+  const int32_t tokens = 6, dim = 96;
+  auto x = rng.bf16_vector(size_t(tokens) * dim, 3.f), w = rng.bf16_vector(dim);
+  std::vector<bf16> y(x.size());
+  ASSERT_TRUE(rmsnorm_ref(params(x, w, y, tokens)).ok());
+  std::vector<bf16> inplace = x;
+  auto p = params(inplace, w, inplace, tokens);
+  ASSERT_TRUE(rmsnorm_ref(p).ok());
+  std::vector<bf16> alone(dim);
+  p = params(x, w, alone, 1);
+  p.x = x.data() + 4 * dim;
+  ASSERT_TRUE(rmsnorm_ref(p).ok());
+  for (int32_t i = 0; i < tokens * dim; ++i) EXPECT_EQ(inplace[i].bits, y[i].bits) << i;
+  for (int32_t d = 0; d < dim; ++d) EXPECT_EQ(alone[d].bits, y[4 * dim + d].bits) << d;
+}
+
+// y_stride > D: the gap between output rows is not written.
+TEST(RmsNorm, StridedOutputLeavesGap) {
+  Rng rng(testing::test_seed());
+  auto x = rng.bf16_vector(2 * 8), w = rng.bf16_vector(8);
+  std::vector<bf16> y(2 * 10, float_to_bf16(-7.f));
+  auto p = params(x, w, y, 2);
+  p.y_stride = 10;
+  ASSERT_TRUE(rmsnorm_ref(p).ok());
+  for (int i : {8, 9, 18, 19}) EXPECT_EQ(bf16_to_float(y[i]), -7.f) << i;
+  for (int i : {0, 7, 10, 17}) EXPECT_NE(bf16_to_float(y[i]), -7.f) << i;
+}
+
+TEST(RmsNorm, ZeroTokensIsNoOpWithoutPointers) {
+  RmsNormParams p;
+  p.dim = 16;
+  EXPECT_TRUE(rmsnorm_ref(p).ok());
+}
+
+TEST(RmsNorm, NanPropagatesToItsRowOnly) {
+  auto x = to_bf16({1.f, NAN, 1.f, 2.f}), w = to_bf16({1.f, 1.f});
+  std::vector<bf16> y(4);
+  ASSERT_TRUE(rmsnorm_ref(params(x, w, y, 2)).ok());
+  EXPECT_TRUE(std::isnan(bf16_to_float(y[0])));
+  EXPECT_FALSE(std::isnan(bf16_to_float(y[2])));
+}
+
+class RmsNormRejects : public ::testing::Test {
+ protected:
+  RmsNormRejects() : x(8, float_to_bf16(1.f)), w(4, float_to_bf16(1.f)), y(8) {}
+  void expect(const RmsNormParams& p, const std::string& needle) {
+    Status s = rmsnorm_ref(p);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.to_string();
+  }
+  RmsNormParams good() { return params(x, w, y, 2); }
+  std::vector<bf16> x, w, y;
+};
+
+TEST_F(RmsNormRejects, NegativeTokens) {
+  auto p = good();
+  p.num_tokens = -2;
+  expect(p, "num_tokens = -2");
+}
+TEST_F(RmsNormRejects, ZeroDim) {
+  auto p = good();
+  p.dim = 0;
+  expect(p, "dim = 0");
+}
+TEST_F(RmsNormRejects, ZeroEps) {
+  auto p = good();
+  p.eps = 0.f;
+  expect(p, "eps = 0");
+}
+TEST_F(RmsNormRejects, NanEps) {
+  auto p = good();
+  p.eps = NAN;
+  expect(p, "eps = nan");
+}
+TEST_F(RmsNormRejects, InputStrideBelowDim) {
+  auto p = good();
+  p.x_stride = 3;
+  expect(p, "x_stride = 3");
+}
+TEST_F(RmsNormRejects, OutputStrideBelowDim) {
+  auto p = good();
+  p.y_stride = 2;
+  expect(p, "y_stride = 2");
+}
+TEST_F(RmsNormRejects, NullX) {
+  auto p = good();
+  p.x = nullptr;
+  expect(p, "x is null");
+}
+TEST_F(RmsNormRejects, NullWeight) {
+  auto p = good();
+  p.weight = nullptr;
+  expect(p, "weight is null");
+}
+TEST_F(RmsNormRejects, NullY) {
+  auto p = good();
+  p.y = nullptr;
+  expect(p, "y is null");
+}
+
+// ---- residual add ----
+
+// One fp32 add, one RNE rounding: 1 + 2^-8 is a bf16 tie and goes to the even 1.0;
+// (1 + 2^-7) + 2^-8 is a tie too and goes up to the even 1 + 2^-6; 3 + (-1.5) = 1.5 exactly.
+TEST(ResidualAdd, HandComputedTiesRoundToEven) {
+  auto h = to_bf16({1.f, 1.f + 0x1p-7f, 3.f}), x = to_bf16({0x1p-8f, 0x1p-8f, -1.5f});
+  ResidualAddParams p{h.data(), x.data(), 1, 3};
+  ASSERT_TRUE(residual_add_ref(p).ok());
+  EXPECT_EQ(bf16_to_float(h[0]), 1.f);
+  EXPECT_EQ(bf16_to_float(h[1]), 1.f + 0x1p-6f);
+  EXPECT_EQ(bf16_to_float(h[2]), 1.5f);
+}
+
+TEST(ResidualAdd, RandomMatchesExactSumRoundedTwice) {
+  Status s = check_residual_add(residual_add_ref, 19, 256, testing::test_seed());
+  EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
+TEST(ResidualAdd, Rejects) {
+  std::vector<bf16> h(4), x(4);
+  struct Case {
+    ResidualAddParams p;
+    const char* needle;
+  } cases[] = {{{h.data(), x.data(), -1, 4}, "num_tokens = -1"},
+               {{h.data(), x.data(), 1, 0}, "dim = 0"},
+               {{nullptr, x.data(), 1, 4}, "h is null"},
+               {{h.data(), nullptr, 1, 4}, "x is null"}};
+  for (const auto& c : cases) {
+    Status s = residual_add_ref(c.p);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    EXPECT_NE(s.message().find(c.needle), std::string::npos) << s.to_string();
+  }
+}
+
+}  // namespace
+}  // namespace dsa::kernels

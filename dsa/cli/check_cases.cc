@@ -1,11 +1,18 @@
 #include "dsa/cli/check_cases.h"
 
+#include "dsa/kernels/embedding/embedding_check.h"
 #include "dsa/kernels/gather/gather_check.h"
+#include "dsa/kernels/hadamard/hadamard_check.h"
 #include "dsa/kernels/indexer_write/indexer_write_check.h"
 #include "dsa/kernels/latent_write/latent_write_check.h"
+#include "dsa/kernels/layernorm/layernorm_check.h"
+#include "dsa/kernels/linear/linear_check.h"
 #include "dsa/kernels/logits_schedule/logits_schedule_check.h"
+#include "dsa/kernels/moe_routing/moe_routing_check.h"
 #include "dsa/kernels/paged_logits/paged_logits_check.h"
 #include "dsa/kernels/ragged_logits/ragged_logits_check.h"
+#include "dsa/kernels/rmsnorm/rmsnorm_check.h"
+#include "dsa/kernels/rope/rope_check.h"
 #include "dsa/kernels/sparse_mla/sparse_mla_check.h"
 #include "dsa/kernels/topk/topk_check.h"
 #include "dsa/runtime/attention_step_check.h"
@@ -77,6 +84,30 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
       [o](uint64_t s) { return check_sparse_mla_prefill(o->sparse_mla_prefill, 40, 16, 64, s); });
   add("sparse_mla_prefill", kV, "T=3 H=128 K=2048",
       [o](uint64_t s) { return check_sparse_mla_prefill(o->sparse_mla_prefill, 3, 128, 2048, s); });
+  // Model ops (§8): tiny widths, then V3.2 widths.
+  add("embedding", kS, "T=37 V=6144 D=256",
+      [o](uint64_t s) { return check_embedding(o->embedding, 37, 6144, 256, s); });
+  add("rmsnorm", kS, "T=37 D=256",
+      [o](uint64_t s) { return check_rmsnorm(o->rmsnorm, 37, 256, s); });
+  add("rmsnorm", kV, "T=37 D=7168",
+      [o](uint64_t s) { return check_rmsnorm(o->rmsnorm, 37, 7168, s); });
+  add("residual_add", kV, "T=37 D=7168",
+      [o](uint64_t s) { return check_residual_add(o->residual_add, 37, 7168, s); });
+  add("layernorm", kV, "T=64 D=128",
+      [o](uint64_t s) { return check_layernorm(o->layernorm, 64, 128, s); });
+  add("rope", kS, "T=33 H=16", [o](uint64_t s) { return check_rope(o->rope, 33, 16, s); });
+  add("rope", kV, "T=33 H=128", [o](uint64_t s) { return check_rope(o->rope, 33, 128, s); });
+  add("hadamard", kV, "R=1024 D=128",
+      [o](uint64_t s) { return check_hadamard(o->hadamard, 1024, s); });
+  add("linear", kS, "T=4 256->6144 bf16",
+      [o](uint64_t s) { return check_linear(o->linear, 4, 256, 6144, false, s); });
+  add("linear", kV, "T=2 7168->1536 fp8 (block 128)",
+      [o](uint64_t s) { return check_linear(o->linear, 2, 7168, 1536, true, s); });
+  add("moe_routing", kS, "T=40 E=4 groups=2/1 top=2",
+      [o](uint64_t s) { return check_moe_routing(o->moe_routing, 40, 4, 2, 1, 2, s); });
+  add("moe_routing", kV, "T=40 E=256 groups=8/4 top=8",
+      [o](uint64_t s) { return check_moe_routing(o->moe_routing, 40, 256, 8, 4, 8, s); });
+
   // One attention step of every forward mode (metadata builder + validator + the ops above).
   for (runtime::ForwardMode mode : runtime::kAllForwardModes) {
     add(std::string("step:") + std::string(runtime::mode_name(mode)), kS,

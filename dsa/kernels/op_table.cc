@@ -16,6 +16,14 @@ const OpTable& cpu_ops() {
       .topk = topk_ref,
       .sparse_mla_decode = sparse_mla_decode_ref,
       .sparse_mla_prefill = sparse_mla_prefill_ref,
+      .embedding = embedding_ref,
+      .rmsnorm = rmsnorm_ref,
+      .residual_add = residual_add_ref,
+      .layernorm = layernorm_ref,
+      .rope = rope_ref,
+      .hadamard = hadamard_ref,
+      .linear = linear_ref,
+      .moe_routing = moe_routing_ref,
   };
   return table;
 }

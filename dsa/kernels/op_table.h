@@ -5,12 +5,19 @@
 #include <string_view>
 
 #include "dsa/core/status.h"
+#include "dsa/kernels/embedding/embedding.h"
 #include "dsa/kernels/gather/gather.h"
+#include "dsa/kernels/hadamard/hadamard.h"
 #include "dsa/kernels/indexer_write/indexer_write.h"
 #include "dsa/kernels/latent_write/latent_write.h"
+#include "dsa/kernels/layernorm/layernorm.h"
+#include "dsa/kernels/linear/linear.h"
 #include "dsa/kernels/logits_schedule/logits_schedule.h"
+#include "dsa/kernels/moe_routing/moe_routing.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"
 #include "dsa/kernels/ragged_logits/ragged_logits.h"
+#include "dsa/kernels/rmsnorm/rmsnorm.h"
+#include "dsa/kernels/rope/rope.h"
 #include "dsa/kernels/sparse_mla/sparse_mla.h"
 #include "dsa/kernels/topk/topk.h"
 
@@ -31,6 +38,15 @@ struct OpTable {
   Status (*topk)(const TopkParams&);                             // §3e
   Status (*sparse_mla_decode)(const SparseMlaDecodeParams&);     // §3f
   Status (*sparse_mla_prefill)(const SparseMlaPrefillParams&);   // §3g
+  // Model ops (§8).
+  Status (*embedding)(const EmbeddingParams&);
+  Status (*rmsnorm)(const RmsNormParams&);
+  Status (*residual_add)(const ResidualAddParams&);
+  Status (*layernorm)(const LayerNormParams&);
+  Status (*rope)(const RopeParams&);
+  Status (*hadamard)(const HadamardParams&);
+  Status (*linear)(const LinearParams&);
+  Status (*moe_routing)(const MoeRoutingParams&);
 };
 
 // The CPU backend: the references of every op.

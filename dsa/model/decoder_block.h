@@ -1,0 +1,43 @@
+// One DeepSeek-V3.2 decoder block over the rows of a forward (SPEC.md §8.4–§8.6):
+//   h += o_proj(MLA(RMSNorm(h)))   with the lightning indexer and sparse attention,
+//   h += FFN(RMSNorm(h))           dense SwiGLU MLP or noaux_tc MoE.
+// Every op goes through the op table. Padded rows are computed like any row but are inert in
+// attention (length 0) and in the MoE (expert id -1).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dsa/core/dtype.h"
+#include "dsa/core/status.h"
+#include "dsa/kernels/op_table.h"
+#include "dsa/model/model_config.h"
+#include "dsa/model/model_weights.h"
+#include "dsa/runtime/attention_step.h"
+#include "dsa/runtime/forward_metadata.h"
+
+namespace dsa::model {
+
+struct RopeTables {
+  std::vector<float> cos, sin;  // [T_rope, 32]
+  int32_t num_positions = 0;
+};
+
+struct BlockContext {
+  const kernels::OpTable& ops;
+  const ModelConfig& config;
+  const RopeTables& rope;
+  runtime::AttentionStep& attention;
+  const runtime::ForwardMetadata& meta;
+  const kernels::PageTable& page_table;
+};
+
+// y = x W^T through the op table (bf16 or FP8 weight); y_f32 selects an fp32 output.
+Status run_linear(const kernels::OpTable& ops, const LinearWeight& w, const bf16* x, int32_t rows,
+                  bf16* y, float* y_f32 = nullptr);
+
+// Runs one block in place on h [rows_pad, hidden].
+Status run_decoder_block(const BlockContext& ctx, const DecoderLayerWeights& w,
+                         const runtime::LayerCaches& caches, std::vector<bf16>& h);
+
+}  // namespace dsa::model

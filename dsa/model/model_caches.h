@@ -1,0 +1,25 @@
+// The paged caches of every layer of a model (SPEC.md §2.2–§2.5): per target layer and for the MTP
+// layer, one indexer pool and one MLA latent pool, all addressed by the same page ids.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dsa/kernels/common/paged_cache.h"
+#include "dsa/runtime/attention_step.h"
+
+namespace dsa::model {
+
+class ModelCaches {
+ public:
+  ModelCaches(int32_t num_layers, int32_t num_pages, kernels::LatentFormat format);
+  runtime::LayerCaches layer(int32_t l);
+  int32_t num_layers() const { return static_cast<int32_t>(indexer_.size()); }
+
+ private:
+  int32_t num_pages_;
+  kernels::LatentFormat format_;
+  std::vector<std::vector<uint8_t>> indexer_, latent_;
+};
+
+}  // namespace dsa::model

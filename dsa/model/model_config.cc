@@ -1,0 +1,244 @@
+#include "dsa/model/model_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "dsa/model/json_reader.h"
+
+namespace dsa::model {
+
+using nlohmann::json;
+
+namespace {
+
+bool one_of(int64_t v, std::initializer_list<int64_t> allowed) {
+  return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
+}
+
+// Reads a positive integer (every width, count and length of §8.1).
+Status get_positive(const JsonReader& r, std::string_view key, int64_t* out) {
+  DSA_RETURN_IF_ERROR(r.get(key, out));
+  return r.require(*out > 0, key, *out, "must be > 0");
+}
+
+Status read_identity(const JsonReader& r, ModelConfig* c) {
+  DSA_ASSIGN_OR_RETURN(const json* arch, r.find("architectures"));
+  bool found = false;
+  if (arch->is_array()) {
+    for (const json& a : *arch) {
+      if (!a.is_string()) return r.bad("architectures", *arch, "must be an array of strings");
+      c->architectures.push_back(a.get<std::string>());
+      found = found || c->architectures.back() == "DeepseekV32ForCausalLM";
+    }
+  }
+  DSA_RETURN_IF_ERROR(r.require(found, "architectures", *arch,
+                                "must be an array containing \"DeepseekV32ForCausalLM\""));
+  DSA_RETURN_IF_ERROR(r.get("model_type", &c->model_type));
+  return r.require(c->model_type == "deepseek_v32", "model_type", c->model_type,
+                   "must be \"deepseek_v32\"");
+}
+
+Status read_sizes(const JsonReader& r, ModelConfig* c) {
+  DSA_RETURN_IF_ERROR(get_positive(r, "vocab_size", &c->vocab_size));
+  DSA_RETURN_IF_ERROR(get_positive(r, "hidden_size", &c->hidden_size));
+  DSA_RETURN_IF_ERROR(get_positive(r, "intermediate_size", &c->intermediate_size));
+  DSA_RETURN_IF_ERROR(get_positive(r, "moe_intermediate_size", &c->moe_intermediate_size));
+  DSA_RETURN_IF_ERROR(get_positive(r, "num_hidden_layers", &c->num_hidden_layers));
+  DSA_RETURN_IF_ERROR(r.get("num_nextn_predict_layers", &c->num_nextn_predict_layers));
+  DSA_RETURN_IF_ERROR(r.require(one_of(c->num_nextn_predict_layers, {0, 1}),
+                                "num_nextn_predict_layers", c->num_nextn_predict_layers,
+                                "must be 0 or 1 (one MTP layer, SPEC §6.5)"));
+  DSA_RETURN_IF_ERROR(r.get("first_k_dense_replace", &c->first_k_dense_replace));
+  DSA_RETURN_IF_ERROR(r.require(
+      c->first_k_dense_replace >= 0 && c->first_k_dense_replace <= c->num_hidden_layers,
+      "first_k_dense_replace", c->first_k_dense_replace,
+      "must be in [0, num_hidden_layers = " + std::to_string(c->num_hidden_layers) + "]"));
+  DSA_RETURN_IF_ERROR(r.get("moe_layer_freq", &c->moe_layer_freq));
+  // §8.6: every layer from first_k_dense_replace on is MoE; interleaved dense layers are not a
+  // V3.2 shape and would silently change which tensors exist.
+  DSA_RETURN_IF_ERROR(r.require(c->moe_layer_freq == 1, "moe_layer_freq", c->moe_layer_freq,
+                                "must be 1 (every layer from first_k_dense_replace is MoE)"));
+  DSA_RETURN_IF_ERROR(get_positive(r, "max_position_embeddings", &c->max_position_embeddings));
+  return ok_status();
+}
+
+// The fixed widths are those the kernels are built for (SPEC.md §8.7: they stay real even in the
+// tiny model).
+Status read_attention(const JsonReader& r, ModelConfig* c) {
+  DSA_RETURN_IF_ERROR(r.get("num_attention_heads", &c->num_attention_heads));
+  DSA_RETURN_IF_ERROR(r.require(one_of(c->num_attention_heads, {16, 32, 64, 128}),
+                                "num_attention_heads", c->num_attention_heads,
+                                "must be 16, 32, 64 or 128"));
+  DSA_RETURN_IF_ERROR(r.get("num_key_value_heads", &c->num_key_value_heads));
+  DSA_RETURN_IF_ERROR(
+      r.require(c->num_key_value_heads == c->num_attention_heads, "num_key_value_heads",
+                c->num_key_value_heads,
+                "must equal num_attention_heads = " + std::to_string(c->num_attention_heads)));
+  DSA_RETURN_IF_ERROR(get_positive(r, "q_lora_rank", &c->q_lora_rank));
+  DSA_RETURN_IF_ERROR(r.get("kv_lora_rank", &c->kv_lora_rank));
+  DSA_RETURN_IF_ERROR(
+      r.require(c->kv_lora_rank == 512, "kv_lora_rank", c->kv_lora_rank, "must be 512"));
+  DSA_RETURN_IF_ERROR(get_positive(r, "qk_nope_head_dim", &c->qk_nope_head_dim));
+  DSA_RETURN_IF_ERROR(r.get("qk_rope_head_dim", &c->qk_rope_head_dim));
+  DSA_RETURN_IF_ERROR(
+      r.require(c->qk_rope_head_dim == 64, "qk_rope_head_dim", c->qk_rope_head_dim, "must be 64"));
+  DSA_RETURN_IF_ERROR(get_positive(r, "v_head_dim", &c->v_head_dim));
+  return ok_status();
+}
+
+Status read_indexer(const JsonReader& r, ModelConfig* c) {
+  DSA_RETURN_IF_ERROR(r.get("index_n_heads", &c->index_n_heads));
+  DSA_RETURN_IF_ERROR(r.require(one_of(c->index_n_heads, {16, 32, 64}), "index_n_heads",
+                                c->index_n_heads, "must be 16, 32 or 64"));
+  DSA_RETURN_IF_ERROR(r.get("index_head_dim", &c->index_head_dim));
+  DSA_RETURN_IF_ERROR(
+      r.require(c->index_head_dim == 128, "index_head_dim", c->index_head_dim, "must be 128"));
+  DSA_RETURN_IF_ERROR(r.get("index_topk", &c->index_topk));
+  DSA_RETURN_IF_ERROR(
+      r.require(c->index_topk >= 64 && c->index_topk <= 2048 && c->index_topk % 64 == 0,
+                "index_topk", c->index_topk, "must be a multiple of 64 in [64, 2048]"));
+  c->indexer_rope_interleave = false;  // absent = false (SPEC.md §8.1)
+  if (r.has("indexer_rope_interleave")) {
+    DSA_RETURN_IF_ERROR(r.get("indexer_rope_interleave", &c->indexer_rope_interleave));
+  }
+  return ok_status();
+}
+
+Status read_moe(const JsonReader& r, ModelConfig* c) {
+  DSA_RETURN_IF_ERROR(get_positive(r, "n_routed_experts", &c->n_routed_experts));
+  DSA_RETURN_IF_ERROR(r.get("n_shared_experts", &c->n_shared_experts));
+  DSA_RETURN_IF_ERROR(
+      r.require(c->n_shared_experts >= 0, "n_shared_experts", c->n_shared_experts, "must be >= 0"));
+  DSA_RETURN_IF_ERROR(get_positive(r, "n_group", &c->n_group));
+  const std::string groups = "n_group = " + std::to_string(c->n_group);
+  // noaux_tc scores a group by the sum of its two largest experts (§8.6).
+  DSA_RETURN_IF_ERROR(
+      r.require(c->n_routed_experts % c->n_group == 0 && c->n_routed_experts / c->n_group >= 2,
+                "n_routed_experts", c->n_routed_experts,
+                "must be divisible by " + groups + " with at least 2 experts per group"));
+  DSA_RETURN_IF_ERROR(r.get("topk_group", &c->topk_group));
+  DSA_RETURN_IF_ERROR(r.require(c->topk_group >= 1 && c->topk_group <= c->n_group, "topk_group",
+                                c->topk_group, "must be in [1, " + groups + "]"));
+  DSA_RETURN_IF_ERROR(r.get("num_experts_per_tok", &c->num_experts_per_tok));
+  // The chosen experts come from the kept groups only, so those must hold enough of them.
+  const int64_t selectable = c->topk_group * (c->n_routed_experts / c->n_group);
+  DSA_RETURN_IF_ERROR(r.require(c->num_experts_per_tok >= 1 && c->num_experts_per_tok <= selectable,
+                                "num_experts_per_tok", c->num_experts_per_tok,
+                                "must be in [1, topk_group * n_routed_experts / n_group = " +
+                                    std::to_string(selectable) + "] (and so <= n_routed_experts)"));
+  DSA_RETURN_IF_ERROR(r.get("topk_method", &c->topk_method));
+  DSA_RETURN_IF_ERROR(r.require(c->topk_method == "noaux_tc", "topk_method", c->topk_method,
+                                "unsupported; only \"noaux_tc\" is implemented"));
+  DSA_RETURN_IF_ERROR(r.get("scoring_func", &c->scoring_func));
+  DSA_RETURN_IF_ERROR(r.require(c->scoring_func == "sigmoid", "scoring_func", c->scoring_func,
+                                "unsupported; only \"sigmoid\" is implemented"));
+  DSA_RETURN_IF_ERROR(r.get("norm_topk_prob", &c->norm_topk_prob));
+  DSA_RETURN_IF_ERROR(r.get("routed_scaling_factor", &c->routed_scaling_factor));
+  return r.require(c->routed_scaling_factor > 0, "routed_scaling_factor", c->routed_scaling_factor,
+                   "must be > 0");
+}
+
+Status read_rope_scaling(const JsonReader& parent, RopeScaling* s) {
+  DSA_ASSIGN_OR_RETURN(JsonReader r, parent.child("rope_scaling"));
+  // HF writes the kind as "type" in V3 configs and as "rope_type" in newer ones.
+  const char* type_key = r.has("type") ? "type" : "rope_type";
+  DSA_RETURN_IF_ERROR(r.get(type_key, &s->type));
+  DSA_RETURN_IF_ERROR(
+      r.require(s->type == "yarn", type_key, s->type, "unsupported; only \"yarn\" is implemented"));
+  DSA_RETURN_IF_ERROR(r.get("factor", &s->factor));
+  DSA_RETURN_IF_ERROR(r.require(s->factor >= 1, "factor", s->factor, "must be >= 1"));
+  DSA_RETURN_IF_ERROR(
+      get_positive(r, "original_max_position_embeddings", &s->original_max_position_embeddings));
+  DSA_RETURN_IF_ERROR(r.get("beta_fast", &s->beta_fast));
+  DSA_RETURN_IF_ERROR(r.get("beta_slow", &s->beta_slow));
+  DSA_RETURN_IF_ERROR(r.require(s->beta_slow > 0, "beta_slow", s->beta_slow, "must be > 0"));
+  // c(beta) falls as beta grows; beta_fast bounds the ramp from below, beta_slow from above.
+  DSA_RETURN_IF_ERROR(r.require(s->beta_fast > s->beta_slow, "beta_fast", s->beta_fast,
+                                "must be > beta_slow = " + json(s->beta_slow).dump()));
+  DSA_RETURN_IF_ERROR(r.get("mscale", &s->mscale));
+  DSA_RETURN_IF_ERROR(r.get("mscale_all_dim", &s->mscale_all_dim));
+  DSA_RETURN_IF_ERROR(
+      r.require(s->mscale_all_dim > 0, "mscale_all_dim", s->mscale_all_dim, "must be > 0"));
+  // §8.3 leaves cos/sin unscaled, which is exact only when the two mscales cancel.
+  return r.require(s->mscale == s->mscale_all_dim, "mscale", s->mscale,
+                   "must equal mscale_all_dim = " + json(s->mscale_all_dim).dump() +
+                       " (cos/sin are not rescaled, SPEC §8.3)");
+}
+
+Status read_quantization(const JsonReader& parent, QuantizationConfig* q) {
+  DSA_ASSIGN_OR_RETURN(JsonReader r, parent.child("quantization_config"));
+  DSA_RETURN_IF_ERROR(r.get("quant_method", &q->quant_method));
+  DSA_RETURN_IF_ERROR(r.require(q->quant_method == "fp8", "quant_method", q->quant_method,
+                                "unsupported; only \"fp8\" is implemented"));
+  DSA_RETURN_IF_ERROR(r.get("fmt", &q->fmt));
+  DSA_RETURN_IF_ERROR(r.require(q->fmt == "e4m3", "fmt", q->fmt, "must be \"e4m3\""));
+  DSA_ASSIGN_OR_RETURN(const json* block, r.find("weight_block_size"));
+  DSA_RETURN_IF_ERROR(r.require(*block == json::array({128, 128}), "weight_block_size", *block,
+                                "must be [128, 128]"));
+  q->weight_block_size = {128, 128};
+  DSA_RETURN_IF_ERROR(r.get("activation_scheme", &q->activation_scheme));
+  DSA_RETURN_IF_ERROR(r.require(q->activation_scheme == "dynamic", "activation_scheme",
+                                q->activation_scheme, "must be \"dynamic\""));
+  q->scale_fmt.clear();
+  if (r.has("scale_fmt")) {
+    DSA_RETURN_IF_ERROR(r.get("scale_fmt", &q->scale_fmt));
+    DSA_RETURN_IF_ERROR(r.require(q->scale_fmt == "ue8m0", "scale_fmt", q->scale_fmt,
+                                  "must be \"ue8m0\" when present"));
+  }
+  return ok_status();
+}
+
+Status read_misc(const JsonReader& r, ModelConfig* c) {
+  DSA_RETURN_IF_ERROR(r.get("rms_norm_eps", &c->rms_norm_eps));
+  DSA_RETURN_IF_ERROR(
+      r.require(c->rms_norm_eps > 0, "rms_norm_eps", c->rms_norm_eps, "must be > 0"));
+  DSA_RETURN_IF_ERROR(r.get("rope_theta", &c->rope_theta));
+  DSA_RETURN_IF_ERROR(r.require(c->rope_theta > 1, "rope_theta", c->rope_theta, "must be > 1"));
+  DSA_RETURN_IF_ERROR(read_rope_scaling(r, &c->rope_scaling));
+  DSA_RETURN_IF_ERROR(r.get("tie_word_embeddings", &c->tie_word_embeddings));
+  // §8.2 lists lm_head.weight as its own tensor; a tied checkpoint would not carry it.
+  DSA_RETURN_IF_ERROR(r.require(!c->tie_word_embeddings, "tie_word_embeddings",
+                                c->tie_word_embeddings, "must be false (SPEC §8.2)"));
+  const std::string vocab =
+      "must be a token id in [0, vocab_size = " + std::to_string(c->vocab_size) + ")";
+  DSA_RETURN_IF_ERROR(r.get("bos_token_id", &c->bos_token_id));
+  DSA_RETURN_IF_ERROR(r.require(c->bos_token_id >= 0 && c->bos_token_id < c->vocab_size,
+                                "bos_token_id", c->bos_token_id, vocab));
+  DSA_RETURN_IF_ERROR(r.get("eos_token_id", &c->eos_token_id));
+  DSA_RETURN_IF_ERROR(r.require(c->eos_token_id >= 0 && c->eos_token_id < c->vocab_size,
+                                "eos_token_id", c->eos_token_id, vocab));
+  if (r.has("quantization_config")) {
+    c->quantization_config.emplace();
+    DSA_RETURN_IF_ERROR(read_quantization(r, &*c->quantization_config));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+double ModelConfig::sm_scale() const {
+  const double m = 0.1 * rope_scaling.mscale_all_dim * std::log(rope_scaling.factor) + 1.0;
+  return m * m / std::sqrt(static_cast<double>(qk_head_dim()));
+}
+
+StatusOr<ModelConfig> parse_model_config(std::string_view text, const std::string& file) {
+  DSA_ASSIGN_OR_RETURN(json root, parse_json(text, file));
+  if (!root.is_object()) return invalid_argument(file + ": top level must be a JSON object");
+  JsonReader r(file, root);
+  ModelConfig c;
+  DSA_RETURN_IF_ERROR(read_identity(r, &c));
+  DSA_RETURN_IF_ERROR(read_sizes(r, &c));
+  DSA_RETURN_IF_ERROR(read_attention(r, &c));
+  DSA_RETURN_IF_ERROR(read_indexer(r, &c));
+  DSA_RETURN_IF_ERROR(read_moe(r, &c));
+  DSA_RETURN_IF_ERROR(read_misc(r, &c));
+  return c;
+}
+
+StatusOr<ModelConfig> load_model_config(const std::filesystem::path& file) {
+  DSA_ASSIGN_OR_RETURN(std::string text, read_text_file(file.string()));
+  return parse_model_config(text, file.string());
+}
+
+}  // namespace dsa::model

@@ -1,0 +1,253 @@
+#include "dsa/model/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
+
+namespace dsa::model {
+
+using nlohmann::json;
+
+namespace {
+
+struct DtypeName {
+  std::string_view name;
+  DType dtype;
+};
+constexpr DtypeName kDtypes[] = {{"F32", DType::kF32},
+                                 {"BF16", DType::kBF16},
+                                 {"F8_E4M3", DType::kE4M3},
+                                 {"I32", DType::kI32},
+                                 {"U8", DType::kU8}};
+
+uint64_t read_u64_le(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// A non-negative integer that fits int64 (shape dims and offsets).
+bool as_count(const json& v, int64_t* out) {
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return false;
+  } else if (v.get<int64_t>() < 0) {
+    return false;
+  }
+  *out = v.get<int64_t>();
+  return true;
+}
+
+}  // namespace
+
+StatusOr<DType> parse_safetensors_dtype(std::string_view name, std::string_view tensor) {
+  for (const DtypeName& d : kDtypes) {
+    if (d.name == name) return d.dtype;
+  }
+  return invalid_argument(std::string(tensor) + ": dtype " + std::string(name) +
+                          " is not supported (F32, BF16, F8_E4M3, I32, U8)");
+}
+
+std::string_view safetensors_dtype_name(DType dtype) {
+  for (const DtypeName& d : kDtypes) {
+    if (d.dtype == dtype) return d.name;
+  }
+  return "?";
+}
+
+StatusOr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return not_found(file + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    Status s = not_found(file + ": cannot stat: " + std::strerror(errno));
+    ::close(fd);
+    return s;
+  }
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  if (file_size < 8) {
+    ::close(fd);
+    return invalid_argument(file + ": " + std::to_string(file_size) +
+                            " bytes, shorter than the 8-byte header length");
+  }
+  void* map = ::mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  int map_errno = errno;
+  ::close(fd);  // the mapping keeps the file alive
+  if (map == MAP_FAILED) return internal_error(file + ": mmap failed: " + std::strerror(map_errno));
+
+  SafetensorsFile f;
+  f.path_ = path;
+  f.map_ = map;
+  f.map_size_ = file_size;
+  const auto* bytes = static_cast<const unsigned char*>(map);
+  const uint64_t header_len = read_u64_le(bytes);
+  if (header_len > kMaxSafetensorsHeaderBytes || header_len > file_size - 8) {
+    return invalid_argument(file + ": header length " + std::to_string(header_len) +
+                            " exceeds the file (" + std::to_string(file_size) +
+                            " bytes) or the limit of " +
+                            std::to_string(kMaxSafetensorsHeaderBytes) + " bytes");
+  }
+  f.data_ = bytes + 8 + header_len;
+  std::string_view header(reinterpret_cast<const char*>(bytes + 8), header_len);
+  Status s = f.parse_header(header, file_size - 8 - header_len);
+  if (!s.ok()) return s.with_context(file);
+  return f;
+}
+
+StatusOr<SafetensorsFile::Entry> SafetensorsFile::parse_entry(const std::string& name,
+                                                              const json& entry,
+                                                              uint64_t data_size) {
+  const std::string where = name + ": ";
+  if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+      !entry.contains("data_offsets")) {
+    return invalid_argument(where + entry.dump() + ": must be {dtype, shape, data_offsets}");
+  }
+  const json& jd = entry["dtype"];
+  if (!jd.is_string()) return invalid_argument(where + "dtype " + jd.dump() + " is not a string");
+  DSA_ASSIGN_OR_RETURN(DType dtype, parse_safetensors_dtype(jd.get<std::string>(), name));
+
+  Entry e{dtype, {}, 0, 0};
+  const json& js = entry["shape"];
+  if (!js.is_array()) return invalid_argument(where + "shape " + js.dump() + " is not an array");
+  uint64_t numel = 1;
+  for (const json& d : js) {
+    int64_t dim;
+    if (!as_count(d, &dim)) {
+      return invalid_argument(where + "shape " + js.dump() + " must hold integers >= 0");
+    }
+    e.shape.push_back(dim);
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dim), &numel)) {
+      return invalid_argument(where + "shape " + js.dump() + " overflows");
+    }
+  }
+  const json& jo = entry["data_offsets"];
+  int64_t begin, end;
+  if (!jo.is_array() || jo.size() != 2 || !as_count(jo[0], &begin) || !as_count(jo[1], &end)) {
+    return invalid_argument(where + "data_offsets " + jo.dump() +
+                            " must be [begin, end] with integers >= 0");
+  }
+  e.begin = static_cast<uint64_t>(begin);
+  e.end = static_cast<uint64_t>(end);
+  if (e.begin > e.end || e.end > data_size) {
+    return invalid_argument(where + "data_offsets " + jo.dump() +
+                            " must satisfy begin <= end <= data size " + std::to_string(data_size));
+  }
+  uint64_t expected;
+  if (__builtin_mul_overflow(numel, dtype_size(dtype), &expected) || e.end - e.begin != expected) {
+    return invalid_argument(where + "data_offsets " + jo.dump() + " span " +
+                            std::to_string(e.end - e.begin) + " bytes, but " +
+                            std::string(safetensors_dtype_name(dtype)) + " " +
+                            shape_string(e.shape) + " needs " + std::to_string(expected));
+  }
+  return e;
+}
+
+Status SafetensorsFile::parse_header(std::string_view header, uint64_t data_size) {
+  // nlohmann keeps the last of duplicate keys; a second entry for a name is a lying header, so
+  // top-level keys are recorded as they are parsed.
+  std::set<std::string> seen;
+  std::string duplicate;
+  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth == 1 && event == json::parse_event_t::key && !seen.insert(parsed).second) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  json root;
+  try {
+    root = json::parse(header.begin(), header.end(), on_event);
+  } catch (const json::parse_error& e) {
+    return invalid_argument(std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!duplicate.empty()) return invalid_argument("header names " + duplicate + " twice");
+  if (!root.is_object()) return invalid_argument("header must be a JSON object");
+
+  std::vector<std::pair<uint64_t, std::string>> by_begin;
+  for (auto& [name, entry] : root.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) return invalid_argument("__metadata__ must be an object");
+      for (auto& [k, v] : entry.items()) {
+        if (!v.is_string()) return invalid_argument("__metadata__." + k + " must be a string");
+        metadata_[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    DSA_ASSIGN_OR_RETURN(Entry e, parse_entry(name, entry, data_size));
+    if (e.end > e.begin) by_begin.emplace_back(e.begin, name);
+    tensors_.emplace(name, std::move(e));
+  }
+
+  // Sorted by start, each non-empty tensor must end before the next begins. Gaps are allowed:
+  // the format does not forbid padding, and they cannot cause an out-of-bounds read.
+  std::sort(by_begin.begin(), by_begin.end());
+  for (size_t i = 1; i < by_begin.size(); ++i) {
+    const Entry& prev = tensors_.find(by_begin[i - 1].second)->second;
+    if (by_begin[i].first < prev.end) {
+      return invalid_argument(by_begin[i].second + ": data_offsets [" +
+                              std::to_string(by_begin[i].first) + ", ...] overlap " +
+                              by_begin[i - 1].second + " [" + std::to_string(prev.begin) + ", " +
+                              std::to_string(prev.end) + ")");
+    }
+  }
+  return ok_status();
+}
+
+SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept { *this = std::move(other); }
+
+SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
+  if (this != &other) {
+    unmap();
+    path_ = std::move(other.path_);
+    map_ = std::exchange(other.map_, nullptr);
+    map_size_ = std::exchange(other.map_size_, 0);
+    data_ = std::exchange(other.data_, nullptr);
+    tensors_ = std::move(other.tensors_);
+    metadata_ = std::move(other.metadata_);
+  }
+  return *this;
+}
+
+SafetensorsFile::~SafetensorsFile() { unmap(); }
+
+void SafetensorsFile::unmap() {
+  if (map_ != nullptr) ::munmap(map_, map_size_);
+  map_ = nullptr;
+  map_size_ = 0;
+  data_ = nullptr;
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  out.reserve(tensors_.size());
+  for (const auto& [name, entry] : tensors_) out.push_back(name);
+  return out;
+}
+
+StatusOr<TensorInfo> SafetensorsFile::get(std::string_view name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    return not_found(path_.string() + ": tensor " + std::string(name) + " not found");
+  }
+  const Entry& e = it->second;
+  return TensorInfo{it->first, e.dtype, e.shape, data_ + e.begin,
+                    static_cast<size_t>(e.end - e.begin)};
+}
+
+Status SafetensorsFile::expect(std::string_view name, DType dtype, const Shape& shape) const {
+  DSA_ASSIGN_OR_RETURN(TensorInfo t, get(name));
+  if (t.dtype == dtype && t.shape == shape) return ok_status();
+  return invalid_argument(path_.string() + ": " + std::string(name) + ": expected " +
+                          std::string(dtype_name(dtype)) + " " + shape_string(shape) + ", got " +
+                          std::string(dtype_name(t.dtype)) + " " + shape_string(t.shape));
+}
+
+}  // namespace dsa::model

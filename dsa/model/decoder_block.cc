@@ -205,32 +205,38 @@ Status moe(const BlockContext& c, const MoeWeights& w, const bf16* x, int32_t ro
   rp.norm_topk_prob = cf.norm_topk_prob;
   DSA_RETURN_IF_ERROR(c.ops.moe_routing(rp));
 
-  std::vector<float> acc(sz(rows) * D, 0.f);
-  if (w.shared) {
-    std::vector<float> s;
-    DSA_RETURN_IF_ERROR(mlp(c, *w.shared, x, rows, s));
-    acc = s;
-  }
-  // Each expert runs on the rows routed to it (row order kept, so results are batch invariant).
+  // Each expert runs on the rows routed to it (row order kept, so results are batch invariant);
+  // routed[(r, j)] is row r's output of its j-th selected expert.
+  std::vector<float> routed(sz(rows) * k * D, 0.f);
   for (int32_t e = 0; e < E; ++e) {
-    std::vector<int32_t> rows_e;
-    std::vector<float> gates;
-    for (int32_t r = 0; r < rows; ++r) {
-      for (int32_t j = 0; j < k; ++j) {
-        if (ids[sz(r) * k + j] == e) {
-          rows_e.push_back(r);
-          gates.push_back(g[sz(r) * k + j]);
-        }
-      }
+    std::vector<int32_t> slots;  // r * k + j
+    for (int32_t i = 0; i < rows * k; ++i) {
+      if (ids[sz(i)] == e) slots.push_back(i);
     }
-    if (rows_e.empty()) continue;
-    std::vector<bf16> xe(rows_e.size() * sz(D));
-    for (size_t i = 0; i < rows_e.size(); ++i)
-      std::memcpy(&xe[i * D], x + sz(rows_e[i]) * D, sz(D) * sizeof(bf16));
+    if (slots.empty()) continue;
+    std::vector<bf16> xe(slots.size() * sz(D));
+    for (size_t i = 0; i < slots.size(); ++i) {
+      std::memcpy(&xe[i * D], x + sz(slots[i] / k) * D, sz(D) * sizeof(bf16));
+    }
     std::vector<float> ye;
-    DSA_RETURN_IF_ERROR(mlp(c, w.experts[sz(e)], xe.data(), int32_t(rows_e.size()), ye));
-    for (size_t i = 0; i < rows_e.size(); ++i) {
-      for (int32_t t = 0; t < D; ++t) acc[sz(rows_e[i]) * D + t] += gates[i] * ye[i * D + t];
+    DSA_RETURN_IF_ERROR(mlp(c, w.experts[sz(e)], xe.data(), int32_t(slots.size()), ye));
+    for (size_t i = 0; i < slots.size(); ++i) {
+      std::memcpy(&routed[sz(slots[i]) * D], &ye[i * D], sz(D) * sizeof(float));
+    }
+  }
+  std::vector<float> shared;
+  if (w.shared) DSA_RETURN_IF_ERROR(mlp(c, *w.shared, x, rows, shared));
+  // fp32 sum in selection order, then the shared expert; one rounding to bf16.
+  std::vector<float> acc(sz(rows) * D, 0.f);
+  for (int32_t r = 0; r < rows; ++r) {
+    for (int32_t j = 0; j < k; ++j) {
+      if (ids[sz(r) * k + j] < 0) continue;  // padded rows: no expert
+      const float gate = g[sz(r) * k + j];
+      const float* yj = &routed[(sz(r) * k + j) * D];
+      for (int32_t t = 0; t < D; ++t) acc[sz(r) * D + t] += gate * yj[t];
+    }
+    if (!shared.empty()) {
+      for (int32_t t = 0; t < D; ++t) acc[sz(r) * D + t] += shared[sz(r) * D + t];
     }
   }
   y.resize(acc.size());

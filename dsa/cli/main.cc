@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "dsa/cli/check_command.h"
+#include "dsa/cli/perplexity_command.h"
 #include "dsa/core/log.h"
 
 int main(int argc, char** argv) {
@@ -10,6 +11,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   dsa::cli::add_check_command(app, &exit_code);
+  dsa::cli::add_perplexity_command(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "dsa/model/dsa_model.h"
+#include "dsa/model/perplexity.h"
 #include "dsa/model/tokenizer.h"
 #include "dsa/runtime/metadata_builder.h"
 #include "tests/e2e/golden.h"
@@ -173,6 +177,59 @@ TEST(TinyModel, GreedyContinuationMatchesReferenceUpToNearTies) {
     }
     ASSERT_TRUE(m->pages().close_request(*slot).ok());
   }
+}
+
+}  // namespace
+}  // namespace dsa::e2e
+
+namespace dsa::e2e {
+namespace {
+
+// Held-out perplexity (sparse) and the MTP layer's teacher-forced top-1 over the whole held-out
+// text, against the reference's figures computed the same way (tools/golden.py).
+TEST(TinyModel, HeldOutPerplexityMatchesReference) {
+  auto m = load_model();
+  ASSERT_NE(m, nullptr);
+  auto tok = model::Tokenizer::load(model_dir() + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok());
+  ASSERT_TRUE(
+      tok->set_special_ids(int32_t(m->config().bos_token_id), int32_t(m->config().eos_token_id))
+          .ok());
+  std::ifstream f(source_dir() + "/testdata/heldout.txt", std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto r = model::evaluate_perplexity(*m, *tok, ss.str(), model::PerplexityOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  std::printf("held-out: %lld tokens, ppl %.4f (reference %.4f), mtp top-1 %.4f (reference %.4f)\n",
+              (long long)r->stream_tokens, r->perplexity, golden().ppl_sparse, r->mtp_top1,
+              golden().mtp_top1);
+  EXPECT_EQ(r->stream_tokens, golden().heldout_tokens);
+  EXPECT_NEAR(r->perplexity / golden().ppl_sparse, 1.0, 0.005);
+  EXPECT_NEAR(r->mtp_top1, golden().mtp_top1, 0.005);
+}
+
+TEST(TinyModel, LoadRejectsMissingDirectoryAndCorruptCheckpoint) {
+  model::ModelOptions o;
+  auto missing = model::DsaModel::load("/nonexistent/tiny", o, kernels::cpu_ops());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("/nonexistent/tiny"), std::string::npos);
+
+  // A copy of the model whose safetensors file is cut in half.
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / "dsa_corrupt_tiny";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(model_dir() + "/config.json", dir / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  {
+    std::ifstream in(model_dir() + "/model.safetensors", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream out(dir / "model.safetensors", std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), std::streamsize(bytes.size() / 2));
+  }
+  auto corrupt = model::DsaModel::load(dir, o, kernels::cpu_ops());
+  ASSERT_FALSE(corrupt.ok());
+  EXPECT_NE(corrupt.status().message().find("model.safetensors"), std::string::npos)
+      << corrupt.status().to_string();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "dsa/cli/check_command.h"
+#include "dsa/cli/generate_command.h"
 #include "dsa/cli/perplexity_command.h"
 #include "dsa/core/log.h"
 
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   dsa::cli::add_check_command(app, &exit_code);
   dsa::cli::add_perplexity_command(app, &exit_code);
+  dsa::cli::add_generate_command(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -1,0 +1,115 @@
+// The decode phase of an engine step: plain DECODE when d = 0, else the speculative step of
+// SPEC.md §6.1 — TARGET_VERIFY over [x_C, g_1..g_d], acceptance (§6.2/§6.3), DRAFT_EXTEND of the
+// MTP layer over the same positions (row a's output is the first new draft), and the draft chain.
+#include <fmt/format.h>
+
+#include "dsa/engine/acceptance.h"
+#include "dsa/engine/engine.h"
+#include "dsa/runtime/metadata_builder.h"
+
+namespace dsa::engine {
+
+namespace {
+
+using runtime::ForwardMode;
+using runtime::ModelKind;
+
+size_t sz(int64_t v) { return static_cast<size_t>(v); }
+
+int32_t argmax(const float* row, int32_t V) {
+  int32_t best = 0;
+  for (int32_t v = 1; v < V; ++v) {
+    if (row[v] > row[best]) best = v;
+  }
+  return best;
+}
+
+}  // namespace
+
+Status Engine::decode_phase() {
+  std::vector<RequestState*> reqs;
+  for (RequestState* r : running_) {
+    if (r->phase == RequestPhase::kDecode && r->finish == FinishReason::kNone &&
+        r->output.size() > 0 && !r->drafts.empty() == (d_ > 0)) {
+      reqs.push_back(r);
+    }
+  }
+  if (reqs.empty()) return ok_status();
+  const int32_t n = d_ + 1;
+  std::vector<runtime::RequestInput> inputs;
+  std::vector<int32_t> tokens;
+  for (RequestState* r : reqs) {
+    inputs.push_back({r->req_slot, r->committed, n, 0, n});
+    tokens.push_back(r->pending);
+    for (int32_t j = 0; j < d_; ++j) tokens.push_back(r->drafts[sz(j)]);
+  }
+  auto build_and_run = [&](ForwardMode mode, ModelKind kind,
+                           const std::vector<runtime::RequestInput>& in,
+                           std::span<const int32_t> tok, std::span<const bf16> hidden,
+                           runtime::ForwardMetadata& meta, model::ForwardOutput* out) -> Status {
+    runtime::ForwardBatch b;
+    b.mode = mode;
+    b.model = kind;
+    b.requests = in;
+    DSA_RETURN_IF_ERROR(runtime::build_forward_metadata(b, model_.metadata_config(),
+                                                        model_.pages().page_table(), meta));
+    return kind == ModelKind::kTarget ? model_.forward_target(meta, tok, out)
+                                      : model_.forward_mtp(meta, tok, hidden, out);
+  };
+  runtime::ForwardMetadata meta(model_.metadata_config());
+  model::ForwardOutput target;
+  DSA_RETURN_IF_ERROR(build_and_run(d_ == 0 ? ForwardMode::kDecode : ForwardMode::kTargetVerify,
+                                    ModelKind::kTarget, inputs, tokens, {}, meta, &target));
+  if (d_ == 0) {
+    for (size_t b = 0; b < reqs.size(); ++b) {
+      RequestState& r = *reqs[b];
+      const int32_t y = sample(r, &target.logits[b * sz(vocab_)], r.committed + 1);
+      r.committed += 1;
+      r.pending = y;
+      emit(r, std::span<const int32_t>(&y, 1));
+    }
+    return ok_status();
+  }
+
+  // Acceptance, then the DRAFT_EXTEND token rows: row j takes g_{j+1} for j < a, y for j = a,
+  // and g_{j+1} (or y when j = d) after it (computed and discarded).
+  std::vector<int32_t> mtp_tokens;
+  std::vector<int32_t> committed;
+  std::vector<runtime::RequestInput> mtp_inputs = inputs;
+  for (size_t b = 0; b < reqs.size(); ++b) {
+    RequestState& r = *reqs[b];
+    AcceptResult acc = accept_drafts(
+        std::span<const float>(&target.logits[b * n * sz(vocab_)], sz(n) * sz(vocab_)), vocab_,
+        r.drafts, r.req.sampling, int64_t(r.committed) + 1);
+    const int32_t a = acc.accepted;
+    const int32_t y = acc.emitted.back();
+    for (int32_t j = 0; j < n; ++j) {
+      mtp_tokens.push_back(j < a ? r.drafts[sz(j)] : j == a ? y : (j < d_ ? r.drafts[sz(j)] : y));
+    }
+    mtp_inputs[b].sample_first = a;
+    mtp_inputs[b].sample_count = 1;
+    ++metrics_.accept_histogram[sz(a)];
+    ++metrics_.verify_steps;
+    r.accept_lengths.push_back(a + 1);
+    r.committed += a + 1;
+    r.pending = y;
+    committed.push_back(r.committed);
+    emit(r, acc.emitted);
+  }
+  runtime::ForwardMetadata mmeta(model_.metadata_config());
+  model::ForwardOutput mtp;
+  DSA_RETURN_IF_ERROR(build_and_run(ForwardMode::kDraftExtend, ModelKind::kMtp, mtp_inputs,
+                                    mtp_tokens, target.hidden, mmeta, &mtp));
+  std::vector<int32_t> first;
+  std::vector<bf16> hidden;
+  const int32_t D = int32_t(model_.config().hidden_size);
+  for (size_t b = 0; b < reqs.size(); ++b) {
+    first.push_back(argmax(&mtp.logits[b * sz(vocab_)], vocab_));
+    const int32_t row = mmeta.sample_row[b];
+    hidden.insert(hidden.end(), mtp.hidden.begin() + long(row) * D,
+                  mtp.hidden.begin() + long(row + 1) * D);
+  }
+  return draft_chain(reqs, std::move(first), std::move(hidden), std::move(committed));
+}
+
+}  // namespace dsa::engine

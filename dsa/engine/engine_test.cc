@@ -135,7 +135,8 @@ TEST(Engine, RefusesWhatCanNeverFitAndBadRequests) {
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
   EXPECT_NE(s.message().find("pages"), std::string::npos) << s.to_string();
 
-  Engine f(*tiny_model(0, 1));
+  auto plain = tiny_model(0, 1);  // outlives the engine that refers to it
+  Engine f(*plain);
   EXPECT_EQ(f.add_request({{}, 5, {}}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(f.add_request({{0, 5}, 0, {}}).status().message().find("max_new_tokens = 0"),
             std::string::npos);

@@ -28,6 +28,7 @@ struct GenerateArgs {
   bool json = false;
   int32_t max_context = 2048;
   int32_t max_batch = 8;
+  std::string mtp_chain_hidden = "post_norm";
 };
 
 StatusOr<std::vector<std::string>> read_prompts(const GenerateArgs& a) {
@@ -75,6 +76,8 @@ Status run(const GenerateArgs& a) {
   o.num_draft_tokens = a.draft_tokens;
   o.max_requests = std::min<int32_t>(a.max_batch, int32_t(prompts.size()));
   o.max_extend_rows = 1024;
+  o.mtp_chain_hidden = a.mtp_chain_hidden == "pre_norm" ? model::MtpChainHidden::kPreNorm
+                                                        : model::MtpChainHidden::kPostNorm;
   DSA_ASSIGN_OR_RETURN(auto model, model::DsaModel::load(a.model_dir, o, kernels::cpu_ops()));
   DSA_ASSIGN_OR_RETURN(model::Tokenizer tok,
                        model::Tokenizer::load(a.model_dir + "/tokenizer.json"));
@@ -189,6 +192,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--json", a->json, "One JSON object per request instead of text");
   cmd->add_option("--max-context", a->max_context, "Longest request (prompt + new tokens)");
   cmd->add_option("--max-batch", a->max_batch, "Most requests decoded together");
+  cmd->add_option("--mtp-chain-hidden", a->mtp_chain_hidden,
+                  "Hidden state chained between draft steps (SPEC.md §6.5)")
+      ->check(CLI::IsMember({"post_norm", "pre_norm"}));
   cmd->callback([a, exit_code] {
     Status s = run(*a);
     if (!s.ok()) {

@@ -41,40 +41,42 @@ Status AttentionStep::write_caches(const ForwardMetadata& m, const LayerCaches& 
   return ops_.indexer_write(iw);
 }
 
-// Uniform modes: one paged-logits launch over (B_pad, n) and the canonical row_len.
-Status AttentionStep::uniform_indexer(const ForwardMetadata& m, const kernels::PageTable& pt,
-                                      const LayerCaches& c, const AttentionInputs& in,
-                                      const AttentionOutputs& out) {
+// One paged-logits launch over `rows.layout` (the very length array the schedule was built from)
+// and the paged top-k of those rows; out_row routes results to forward rows (nullptr = same row).
+Status AttentionStep::paged_indexer(const ForwardMetadata& m, const kernels::PageTable& pt,
+                                    const LayerCaches& c, const PagedRows& rows, int32_t* topk) {
   const MetadataHeader& h = m.header;
+  const int32_t num_rows = rows.layout.batch * rows.layout.rows_per_request;
   kernels::PagedLogitsParams p;
-  p.q = in.q_index;
-  p.w = in.w_index;
-  p.row_len = m.row_len.data();
-  p.req_slot = m.req_slot.data();
+  p.q = rows.q;
+  p.w = rows.w;
+  p.row_len = rows.layout.row_len;
+  p.req_slot = rows.req_slot;
   p.page_table = pt;
   p.pool = c.indexer;
   p.schedule = m.schedule.data();
   p.schedule_words = static_cast<int32_t>(m.schedule.size());
-  p.batch_pad = h.batch_pad;
-  p.rows_per_request = h.rows_per_request;
+  p.batch_pad = rows.layout.batch;
+  p.rows_per_request = rows.layout.rows_per_request;
   p.num_heads = dims_.index_heads;
   p.num_consumers = config_.num_consumers;
-  p.logits = out.logits;
+  p.logits = rows.logits;
   p.logits_ld = logits_ld_;
-  p.logits_rows = h.rows_pad;
+  p.logits_rows = num_rows;
   DSA_RETURN_IF_ERROR(ops_.paged_logits(p));
 
   kernels::TopkParams t;
-  t.logits = out.logits;
+  t.logits = rows.logits;
   t.logits_ld = static_cast<int32_t>(logits_ld_);
-  t.rows = h.rows_pad;
-  t.len = m.row_len.data();
+  t.rows = num_rows;
+  t.len = rows.layout.row_len;
   t.k = h.topk;
   t.variant = kernels::TopkVariant::kPaged;
   t.page_table = pt;
   t.row_page = m.row_page.data();
+  t.out_row = rows.out_row;
   t.out_rows = h.rows_pad;
-  t.idx = out.topk;
+  t.idx = topk;
   return ops_.topk(t);
 }
 
@@ -94,44 +96,16 @@ Status AttentionStep::extend_paged_indexer(const ForwardMetadata& m, const kerne
     std::memcpy(&pg_w_[size_t(i) * dims_.index_heads], in.w_index + size_t(r) * dims_.index_heads,
                 sizeof(float) * size_t(dims_.index_heads));
   }
-  ScheduleLayout layout = schedule_layout(m);
-  kernels::PagedLogitsParams p;
-  p.q = pg_q_.data();
-  p.w = pg_w_.data();
-  p.row_len = layout.row_len;
-  p.req_slot = m.pg_req_slot.data();
-  p.page_table = pt;
-  p.pool = c.indexer;
-  p.schedule = m.schedule.data();
-  p.schedule_words = static_cast<int32_t>(m.schedule.size());
-  p.batch_pad = layout.batch;
-  p.rows_per_request = layout.rows_per_request;
-  p.num_heads = dims_.index_heads;
-  p.num_consumers = config_.num_consumers;
-  p.logits = pg_logits_.data();
-  p.logits_ld = logits_ld_;
-  p.logits_rows = pg_rows;
-  DSA_RETURN_IF_ERROR(ops_.paged_logits(p));
+  PagedRows rows{pg_q_.data(),         pg_w_.data(),      schedule_layout(m),
+                 m.pg_req_slot.data(), pg_logits_.data(), m.pg_row.data()};
+  DSA_RETURN_IF_ERROR(paged_indexer(m, pt, c, rows, out.topk));
   for (int32_t i = 0; i < pg_rows; ++i) {  // expose each row's logits at its EXTEND row
     const int32_t r = m.pg_row[size_t(i)];
     if (r < 0) continue;
     std::memcpy(out.logits + size_t(r) * logits_ld_, &pg_logits_[size_t(i) * logits_ld_],
                 sizeof(float) * size_t(logits_ld_));
   }
-
-  kernels::TopkParams t;
-  t.logits = pg_logits_.data();
-  t.logits_ld = static_cast<int32_t>(logits_ld_);
-  t.rows = pg_rows;
-  t.len = layout.row_len;
-  t.k = h.topk;
-  t.variant = kernels::TopkVariant::kPaged;
-  t.page_table = pt;
-  t.row_page = m.row_page.data();
-  t.out_row = m.pg_row.data();
-  t.out_rows = h.rows_pad;
-  t.idx = out.topk;
-  return ops_.topk(t);
+  return ok_status();
 }
 
 // EXTEND's ragged path: gather the keys of long requests, score rows against [ks, ke), select
@@ -197,7 +171,9 @@ Status AttentionStep::run_layer(const ForwardMetadata& m, const kernels::PageTab
   if (h.rows_pad == 0) return ok_status();
   DSA_RETURN_IF_ERROR(write_caches(m, c, in));  // (1) before anything reads the caches
   if (is_uniform(h.mode)) {
-    DSA_RETURN_IF_ERROR(uniform_indexer(m, pt, c, in, out));
+    PagedRows rows{in.q_index,        in.w_index, schedule_layout(m),
+                   m.req_slot.data(), out.logits, nullptr};
+    DSA_RETURN_IF_ERROR(paged_indexer(m, pt, c, rows, out.topk));
   } else {
     DSA_RETURN_IF_ERROR(extend_ragged_indexer(m, pt, c, in, out));
     DSA_RETURN_IF_ERROR(extend_paged_indexer(m, pt, c, in, out));

@@ -13,6 +13,7 @@
 #include "dsa/kernels/op_table.h"
 #include "dsa/runtime/forward_batch.h"
 #include "dsa/runtime/forward_metadata.h"
+#include "dsa/runtime/metadata_schedule.h"
 
 namespace dsa::runtime {
 
@@ -57,9 +58,18 @@ class AttentionStep {
 
  private:
   Status write_caches(const ForwardMetadata& m, const LayerCaches& c, const AttentionInputs& in);
-  Status uniform_indexer(const ForwardMetadata& m, const kernels::PageTable& pt,
-                         const LayerCaches& c, const AttentionInputs& in,
-                         const AttentionOutputs& out);
+  // Rows of one paged-logits launch: its q/w rows, the schedule's layout, per-request page-table
+  // rows, where its logits go, and where its top-k rows go (nullptr = same row).
+  struct PagedRows {
+    const uint8_t* q;
+    const float* w;
+    ScheduleLayout layout;
+    const int32_t* req_slot;
+    float* logits;
+    const int32_t* out_row;
+  };
+  Status paged_indexer(const ForwardMetadata& m, const kernels::PageTable& pt, const LayerCaches& c,
+                       const PagedRows& rows, int32_t* topk);
   Status extend_paged_indexer(const ForwardMetadata& m, const kernels::PageTable& pt,
                               const LayerCaches& c, const AttentionInputs& in,
                               const AttentionOutputs& out);

@@ -29,7 +29,23 @@ struct SparseMlaDecodeParams {
   float sm_scale = 0.f;               // finite, > 0
   bf16* out = nullptr;                // [R, H, 512] bf16
   float* lse = nullptr;               // [R, H] fp32, natural log; +inf for empty rows
+
+  // Split-KV (CUDA path only; the reference ignores these). Each row's key list is cut into
+  // num_splits fixed ranges of 64-key tiles whose partial softmax states go to the workspace and
+  // are merged in split order, so results are deterministic for a given num_splits.
+  //   0: the launcher chooses (splits only when R * ceil(H / 64) < SMs and the workspace holds
+  //      the partials; never splits without a workspace); 1: never split; 2..64: exactly that.
+  int32_t num_splits = 0;
+  float* split_workspace = nullptr;    // device fp32 [S, R, H, 512 + 2] (partial o, then m, l)
+  int64_t split_workspace_floats = 0;  // capacity of split_workspace, in floats
 };
+
+inline constexpr int32_t kMaxSparseMlaSplits = 64;
+
+// Floats of split_workspace that num_splits splits of R rows and H heads need.
+inline int64_t sparse_mla_decode_workspace_floats(int32_t rows, int32_t heads, int32_t num_splits) {
+  return int64_t{num_splits} * rows * heads * (kVDim + 2);
+}
 
 // Where the kv rows of prefill come from (§3g). Both are [S_kv, 576] bf16 contiguous rows.
 enum class SparseMlaKvSource {
@@ -79,5 +95,12 @@ struct SparseMlaBounds {
 // _ref functions do) and returns the bounds for each element of those outputs.
 StatusOr<SparseMlaBounds> sparse_mla_decode_bounds(const SparseMlaDecodeParams& p);
 StatusOr<SparseMlaBounds> sparse_mla_prefill_bounds(const SparseMlaPrefillParams& p);
+
+// CUDA implementations (sparse_mla_cuda.cu, CUDA builds only): every pointer of p is device
+// memory, 16-byte aligned; launched on cuda::current_stream(). Same host validation as the
+// references; in checked mode the device checks of the references report OutOfRange through the
+// device error word (the call synchronises), in unchecked mode bad values are neutralised.
+Status sparse_mla_decode_cuda(const SparseMlaDecodeParams& p);
+Status sparse_mla_prefill_cuda(const SparseMlaPrefillParams& p);
 
 }  // namespace dsa::kernels

@@ -70,6 +70,19 @@ Status validate(const SparseMlaDecodeParams& p) {
   DSA_RETURN_IF_ERROR(require_eq(kDecode, "cache.page_size", p.cache.page_size, kPageSize));
   DSA_RETURN_IF_ERROR(
       require_in(kDecode, "cache.num_pages", p.cache.num_pages, 1, INT32_MAX / kPageSize));
+  DSA_RETURN_IF_ERROR(require_in(kDecode, "num_splits", p.num_splits, 0, kMaxSparseMlaSplits));
+  DSA_RETURN_IF_ERROR(
+      require_in(kDecode, "split_workspace_floats", p.split_workspace_floats, 0, INT64_MAX));
+  if (p.num_splits > 1) {
+    const int64_t need = sparse_mla_decode_workspace_floats(p.rows, p.num_heads, p.num_splits);
+    if (p.split_workspace_floats < need) {
+      return field_error(
+          StatusCode::kInvalidArgument, kDecode, "split_workspace_floats", p.split_workspace_floats,
+          fmt::format("must be >= S * R * H * 514 = {} for num_splits = {}", need, p.num_splits));
+    }
+    if (p.rows > 0)
+      DSA_RETURN_IF_ERROR(require_pointer(kDecode, "split_workspace", p.split_workspace));
+  }
   if (p.rows == 0) return ok_status();
   return require_pointer(kDecode, "cache.data", p.cache.data);
 }

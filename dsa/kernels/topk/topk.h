@@ -38,11 +38,15 @@ struct TopkParams {
   int32_t out_rows = 0;                  // R_out: rows of idx (its capacity)
   int32_t* idx = nullptr;                // [R_out, K] int32 out: m selected entries, then -1
   const TopkPlanHeader* plan = nullptr;  // optional; validated when given, never needed
+  // CUDA only (the reference ignores it): rows with len >= this are selected by a cluster of CTAs
+  // instead of one CTA. A launch constant, never derived from lengths; must be >= 1.
+  int32_t long_row_min_len = 65536;
 };
 
 // Host checks (InvalidArgument): R >= 0, K range and multiple of 64, ld >= 0 and ld % 4 == 0,
 // R_out >= 0 and R <= R_out without out_row, a known variant, pointers, and for kPaged a page
-// table (data, W >= 1, R_slots >= 1, num_pages >= 1), row_page and P = 64; for kRagged offset.
+// table (data, W >= 1, R_slots >= 1, num_pages >= 1), row_page and P = 64; for kRagged offset;
+// long_row_min_len >= 1.
 Status validate(const TopkParams& p);
 
 // CPU reference. After validate(), a given plan header is checked (FailedPrecondition). Checked
@@ -55,5 +59,12 @@ Status validate(const TopkParams& p);
 // outside [0, num_pages) becomes page 0; kRagged: p + offset wraps modulo 2^32. Rows not written
 // keep their idx contents.
 Status topk_ref(const TopkParams& p);
+
+// CUDA implementation (topk_cuda.cu): the same contract with every pointer (plan included) on the
+// device, launched on cuda::current_stream(). Checked-mode data rules are verified on the device
+// and returned through the device error word (the call then synchronises); unchecked mode never
+// synchronises. Needs no scratch: long rows use thread-block clusters and distributed shared
+// memory.
+Status topk_cuda(const TopkParams& p);
 
 }  // namespace dsa::kernels

@@ -46,6 +46,14 @@ Status validate(const PagedLogitsParams& p);
 // B_pad = 0 is a no-op (after the host and header checks).
 Status paged_logits_ref(const PagedLogitsParams& p);
 
+// CUDA implementation (sm_90a, params hold device pointers; launches on cuda::current_stream()).
+// Host checks as validate() plus 16-byte aligned pool, q, w (InvalidArgument). The schedule header
+// is checked on the device, always: a mismatch does no work and sets the device error word
+// (FailedPrecondition). Checked mode additionally checks len_hash, row_len and page ids on the
+// device and returns the error word's Status (synchronising); unchecked mode neutralises as the
+// reference does and never synchronises. Columns >= row_len are left untouched.
+Status paged_logits_cuda(const PagedLogitsParams& p);
+
 // §3b tolerance of one element: 2^-8 * M[r, s], M = kscale * sum_h |w[h]| * sum_t |q[h,t] k8[t]|.
 // q: [heads, 128] e4m3 codes of row r, w: [heads], k8: [128] e4m3 codes of the key.
 float paged_logits_bound(const uint8_t* q, const float* w, int32_t heads, const uint8_t* k8,

@@ -37,6 +37,12 @@ Status validate(const RaggedLogitsParams& p);
 // [0, ke - ks) get kscale[c] * sum_h w relu(q . k8[c]), c = ks + j, in double, rounded once.
 Status ragged_logits_ref(const RaggedLogitsParams& p);
 
+// CUDA implementation (sm_90a, params hold device pointers; launches on cuda::current_stream()).
+// Host checks as validate() plus 16-byte aligned q, w, k8 (InvalidArgument). Checked mode checks
+// ks / ke on the device and returns the error word's Status (OutOfRange, synchronising);
+// unchecked mode clamps as the reference does. Columns past each row are left untouched.
+Status ragged_logits_cuda(const RaggedLogitsParams& p);
+
 // Fills bound [T, ld] with the §3b/§3d tolerance 2^-8 M[t, j] for defined columns, 0 elsewhere
 // (for GPU tests). Runs validate() only; assumes in-contract ks/ke.
 Status ragged_logits_bounds(const RaggedLogitsParams& p, float* bound);

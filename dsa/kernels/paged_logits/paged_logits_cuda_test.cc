@@ -1,0 +1,435 @@
+// GPU tests of paged_logits_cuda (SPEC.md §3b, §3c) against the CPU reference: fresh random
+// inputs, outputs poisoned (NaN bytes) before every launch, every defined column within
+// 2^-8 M[r, s] (paged_logits_bounds), every column >= row_len left untouched, bit-identical reruns,
+// the always-on header check, the checked-mode error word, the unchecked neutralisation, and a
+// watchdog proving that mismatched schedules terminate.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "dsa/core/checked_mode.h"
+#include "dsa/cuda/device_buffer.h"
+#include "dsa/cuda/error_word.h"
+#include "dsa/cuda/stream.h"
+#include "dsa/kernels/logits_schedule/logits_schedule.h"
+#include "dsa/kernels/paged_logits/paged_logits.h"
+#include "dsa/kernels/paged_logits/paged_logits_test_case.h"
+#include "dsa/testing/gpu_skip.h"
+
+namespace dsa::kernels {
+namespace {
+
+using cuda::DeviceBuffer;
+using namespace paged_logits_test;  // NOLINT: the shared fixture (Case) of the CPU tests
+
+constexpr uint32_t kPoisonBits = 0xFFFFFFFFu;  // a NaN: fill_bytes(0xFF)
+
+template <class T>
+DeviceBuffer<T> to_device(const std::vector<T>& host, size_t min_count = 1) {
+  auto buf = DeviceBuffer<T>::alloc(std::max(host.size(), min_count));
+  EXPECT_TRUE(buf.ok()) << buf.status().to_string();
+  if (!host.empty()) EXPECT_TRUE(buf->upload(std::span<const T>(host)).ok());
+  return std::move(*buf);
+}
+
+// The device copy of a Case. run() poisons the logits, launches, synchronises and downloads.
+struct DeviceCase {
+  DeviceBuffer<uint8_t> q, pool;
+  DeviceBuffer<float> w, logits;
+  DeviceBuffer<int32_t> row_len, req_slot, table, schedule;
+  PagedLogitsParams p;
+
+  explicit DeviceCase(Case& c) {
+    p = c.params();  // builds the schedule from row_len unless the test set one
+    const PageTable t = c.table.table();
+    q = to_device(c.q);
+    pool = to_device(c.pool.bytes());
+    w = to_device(c.w);
+    logits = to_device(std::vector<float>(c.logits.size()));
+    row_len = to_device(c.row_len);
+    req_slot = to_device(c.req_slot);
+    table = to_device(std::vector<int32_t>(t.data, t.data + int64_t{t.num_rows} * t.width));
+    schedule = to_device(c.schedule);
+    p.q = q.data(), p.w = w.data(), p.row_len = row_len.data(), p.req_slot = req_slot.data();
+    p.page_table.data = table.data();
+    p.pool.data = pool.data();
+    p.schedule = schedule.data();
+    p.logits = logits.data();
+  }
+  Status run(std::vector<float>* out) {
+    DSA_RETURN_IF_ERROR(logits.fill_bytes(0xFF));
+    Status st = paged_logits_cuda(p);
+    DSA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cuda::current_stream()));
+    DSA_ASSIGN_OR_RETURN(*out, logits.download());
+    return st;
+  }
+};
+
+uint32_t bits(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u;
+}
+
+int32_t effective_len(const Case& c, int64_t r) {
+  return std::clamp(c.row_len[size_t(r)], 0, c.W * kPageSize);
+}
+
+// got vs the CPU reference (run here on the same host data in the current mode): every column
+// s < row_len within the §3b bound, every other column still the poison.
+void expect_matches_reference(Case& c, const std::vector<float>& got) {
+  ASSERT_TRUE(paged_logits_ref(c.params()).ok());
+  std::vector<float> bound(c.logits.size());
+  ASSERT_TRUE(paged_logits_bounds(c.params(), bound.data()).ok());
+  int64_t bad = 0;
+  for (int64_t r = 0; r < int64_t{c.batch_pad} * c.n; ++r) {
+    const int32_t len = effective_len(c, r);
+    for (int64_t s = 0; s < c.ld; ++s) {
+      const size_t i = size_t(r * c.ld + s);
+      const bool ok =
+          s < len ? std::fabs(got[i] - c.logits[i]) <= bound[i] : bits(got[i]) == kPoisonBits;
+      if (!ok && ++bad <= 8) {
+        ADD_FAILURE() << "row " << r << " col " << s << " (row_len " << len << "): got " << got[i]
+                      << " ref " << c.logits[i] << " bound " << bound[i];
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0) << "mismatching columns (seed " << testing::test_seed() << ")";
+}
+
+void expect_untouched(const std::vector<float>& got) {
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(bits(got[i]), kPoisonBits) << i;
+}
+
+// Verify-like problem: request b has rows C_b + j + 1 (j < n), scattered out-of-order pages,
+// every `padded`-th request padded (req_slot 0, lengths 0), request 1 (if any) has a zero-length
+// first row (EXTEND's top-up rows).
+Case make_case(Rng& rng, int32_t batch, int32_t n, int32_t heads, int32_t W, int32_t G,
+               int32_t padded = 0) {
+  const int32_t num_pages = batch * W + 1;
+  Case c(batch, n, heads, W, num_pages, batch + 1);
+  c.G = G;
+  c.pool.fill_random(rng);
+  c.randomize_qw(rng);
+  std::vector<int32_t> free_pages = rng.permutation(1, num_pages);
+  std::vector<int32_t> rows = rng.permutation(1, batch + 1);
+  for (int32_t b = 0; b < batch; ++b) {
+    if (padded > 0 && b % padded == padded - 1) continue;
+    const auto C = b == 0 ? W * kPageSize - n : int32_t(rng.randint(0, W * kPageSize - n));
+    c.req_slot[size_t(b)] = rows[size_t(b)];
+    c.table.assign(c.req_slot[size_t(b)], C + n, free_pages);
+    for (int32_t j = 0; j < n; ++j) c.row_len[size_t(b * n + j)] = C + j + 1;
+    if (b == 1) c.row_len[size_t(b * n)] = 0;
+  }
+  return c;
+}
+
+// Runs fn on this thread; a watchdog ends the process (test failure) if it takes longer than
+// `seconds` — a hung kernel cannot be recovered, so it must not hang the suite silently.
+template <class F>
+void within_seconds(double seconds, F&& fn) {
+  std::atomic<bool> done{false};
+  std::thread dog([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (!done.load()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr, "FAILED: watchdog: the launch did not finish within %.0f s\n",
+                     seconds);
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  fn();
+  done.store(true);
+  dog.join();
+}
+
+// ---- Correctness -------------------------------------------------------------------------------
+
+TEST(PagedLogitsCuda, HandComputedTinyCase) {
+  DSA_SKIP_WITHOUT_GPU();
+  Case c(1, 2, 16, 2, 3, 2);
+  c.table.at(1, 0) = 2;
+  c.table.at(1, 1) = 1;
+  c.req_slot = {1};
+  c.row_len = {2, 3};
+  c.set_key(128, {0x30, 0x3C}, 0.25f);
+  c.set_key(129, {0xC0, 0x28}, 4.f);
+  c.set_key(130, {0x48}, 0.5f);
+  c.q[0] = 0x38, c.q[1] = 0x40, c.q[kIndexHeadDim + 1] = 0x38;
+  c.w[0] = 2.f, c.w[1] = -0.5f;
+  c.q[16 * kIndexHeadDim] = 0x38, c.q[16 * kIndexHeadDim + 1] = 0x40;
+  c.w[16] = 1.f;
+  DeviceCase d(c);
+  std::vector<float> got;
+  ASSERT_TRUE(d.run(&got).ok());
+  // Every partial sum is exact in fp32 here.
+  EXPECT_EQ(got[0], 1.5625f);
+  EXPECT_EQ(got[1], -0.5f);
+  EXPECT_EQ(bits(got[2]), kPoisonBits);
+  EXPECT_EQ(got[size_t(c.ld) + 0], 0.875f);
+  EXPECT_EQ(got[size_t(c.ld) + 1], 0.f);
+  EXPECT_EQ(got[size_t(c.ld) + 2], 2.f);
+  expect_matches_reference(c, got);
+}
+
+// n = 1..8 (n > 4: groups of 4 rows), every head count, G from 1 to more consumers than splits,
+// padded requests, zero-length rows, partial last splits, scattered pages.
+TEST(PagedLogitsCuda, RandomShapesMatchReference) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed());
+  struct Shape {
+    int32_t batch, n, heads, W, G, padded;
+  };
+  for (const Shape& s :
+       {Shape{3, 1, 16, 5, 1, 0}, Shape{4, 2, 32, 9, 7, 3}, Shape{4, 3, 64, 6, 132, 0},
+        Shape{5, 4, 64, 7, 5, 4}, Shape{3, 4, 16, 13, 2, 0}, Shape{2, 5, 32, 5, 3, 0},
+        Shape{3, 8, 64, 4, 11, 3}, Shape{2, 6, 16, 3, 40, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "batch " << s.batch << " n " << s.n << " heads " << s.heads
+                                      << " W " << s.W << " G " << s.G);
+    Case c = make_case(rng, s.batch, s.n, s.heads, s.W, s.G, s.padded);
+    DeviceCase d(c);
+    std::vector<float> got;
+    Status st = d.run(&got);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    expect_matches_reference(c, got);
+  }
+}
+
+// V3.2 shapes (64 heads): 4 verify requests of n = 4 at ~2K tokens over G = 132, and a long
+// single-row request (16K tokens) split over many consumers. Modest so the CPU side stays fast.
+TEST(PagedLogitsCuda, V32ShapesMatchReference) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 1);
+  for (auto [batch, n, W] : {std::tuple{4, 4, 34}, std::tuple{2, 1, 257}}) {
+    Case c = make_case(rng, batch, n, 64, W, 132);
+    DeviceCase d(c);
+    std::vector<float> got;
+    Status st = d.run(&got);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    expect_matches_reference(c, got);
+  }
+}
+
+// Determinism: two launches bit-identical; the result does not even depend on G (each logit is
+// computed by one warp in a fixed order whichever consumer owns its split).
+TEST(PagedLogitsCuda, BitIdenticalRerunsAndAcrossG) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 2);
+  Case c = make_case(rng, 6, 4, 64, 12, 132, 4);
+  DeviceCase d(c);
+  std::vector<float> a, b;
+  ASSERT_TRUE(d.run(&a).ok());
+  ASSERT_TRUE(d.run(&b).ok());
+  ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+  c.G = 3;
+  c.schedule.clear();
+  DeviceCase d3(c);
+  ASSERT_TRUE(d3.run(&b).ok());
+  ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+}
+
+TEST(PagedLogitsCuda, AllZeroLengthsWriteNothing) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 3);
+  for (bool checked : {true, false}) {
+    ScopedCheckedMode mode(checked);
+    Case c(4, 4, 64, 3, 13, 5);
+    c.pool.fill_random(rng);
+    c.randomize_qw(rng);
+    c.req_slot = {1, 0, 2, 0};
+    c.G = 132;
+    DeviceCase d(c);
+    std::vector<float> got;
+    within_seconds(10, [&] { ASSERT_TRUE(d.run(&got).ok()); });
+    expect_untouched(got);
+    EXPECT_TRUE(cuda::take_device_error("test").ok());
+  }
+}
+
+TEST(PagedLogitsCuda, EmptyBatchIsNoOp) {
+  DSA_SKIP_WITHOUT_GPU();
+  Case c(0, 1, 16, 2, 2, 1);
+  DeviceCase d(c);
+  EXPECT_TRUE(paged_logits_cuda(d.p).ok());
+}
+
+// ---- Schedule mismatches: errors, never hangs --------------------------------------------------
+
+// A schedule built for n = 1 (4 B_pad one-row requests over the same row_len buffer) launched
+// with n = 4: the always-on header check returns FailedPrecondition, writes nothing, and the
+// launch ends within a bounded time. Unchecked: the call returns OK without synchronising, the
+// kernel still does nothing and the error word carries the failure.
+TEST(PagedLogitsCuda, ScheduleForOtherNIsRejectedWithoutHang) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 4);
+  Case c = make_case(rng, 8, 4, 64, 6, 16);
+  std::vector<int32_t> n1(size_t(logits_schedule_words(16)));
+  LogitsScheduleParams sp{c.row_len.data(),  32, 1, 16, c.W, kPageSize, n1.data(),
+                          int32_t(n1.size())};
+  ASSERT_TRUE(build_logits_schedule_ref(sp).ok());
+  c.schedule = n1;
+  DeviceCase d(c);
+  std::vector<float> got;
+  within_seconds(10, [&] {
+    Status st = d.run(&got);
+    EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.to_string();
+  });
+  expect_untouched(got);
+  EXPECT_TRUE(cuda::take_device_error("test").ok()) << "the checked launch consumed the word";
+  {
+    ScopedCheckedMode unchecked(false);
+    within_seconds(10, [&] { ASSERT_TRUE(d.run(&got).ok()); });
+    expect_untouched(got);
+    EXPECT_EQ(cuda::take_device_error("test").code(), StatusCode::kFailedPrecondition);
+  }
+  // Other header words: magic, version, G, S_tok, W.
+  for (int word : {0, 1, 4, 5, 6}) {
+    c.schedule.clear();
+    c.build_schedule(c.row_len);
+    c.schedule[size_t(word)] += 1;
+    DeviceCase e(c);
+    Status st;
+    within_seconds(10, [&] { st = e.run(&got); });
+    EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << word << ": " << st.to_string();
+    expect_untouched(got);
+  }
+}
+
+// Host simulation of every consumer's walk (the same DSA_HD loop): does §3c's checked rule fire?
+bool any_walk_off_end(const std::vector<int32_t>& schedule, const Case& c) {
+  bool off = false;
+  for (int32_t i = 0; i < c.G; ++i) {
+    off |= !for_each_schedule_split(schedule.data(), i, c.row_len.data(), c.batch_pad, c.n, c.W,
+                                    kPageSize, [](int32_t, int32_t, int32_t, int32_t) {});
+  }
+  return off;
+}
+
+// Headers that pass (words 0..8 patched to the launch, len_hash included) over entries of another
+// layout or plain garbage: the consumer loop still terminates. Checked mode reports exactly when
+// a walk stops off its end entry; unchecked returns OK.
+TEST(PagedLogitsCuda, WrongEntriesTerminate) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 5);
+  Case c = make_case(rng, 8, 4, 64, 6, 16);
+  std::vector<int32_t> n1(size_t(logits_schedule_words(16)));
+  LogitsScheduleParams sp{c.row_len.data(),  32, 1, 16, c.W, kPageSize, n1.data(),
+                          int32_t(n1.size())};
+  ASSERT_TRUE(build_logits_schedule_ref(sp).ok());
+  n1[kScheduleWordBatchPad] = c.batch_pad;  // len_hash is equal: same buffer, same row count
+  n1[kScheduleWordRowsPerRequest] = c.n;
+  std::vector<int32_t> garbage = n1;
+  for (size_t i = kScheduleHeaderWords; i < garbage.size(); ++i) {
+    garbage[i] = int32_t(rng.randint(-100, 100));
+  }
+  garbage[garbage.size() - 2] = int32_t(rng.randint(INT32_MIN, INT32_MAX));
+  for (const std::vector<int32_t>* schedule : {&n1, &garbage}) {
+    c.schedule = *schedule;
+    const bool off = any_walk_off_end(c.schedule, c);
+    DeviceCase d(c);
+    std::vector<float> got;
+    within_seconds(10, [&] {
+      Status st = d.run(&got);
+      EXPECT_EQ(st.code(), off ? StatusCode::kFailedPrecondition : StatusCode::kOk)
+          << st.to_string();
+    });
+    ScopedCheckedMode unchecked(false);
+    within_seconds(10, [&] { EXPECT_TRUE(d.run(&got).ok()); });
+    EXPECT_TRUE(cuda::take_device_error("test").ok()) << "unchecked: no data checks reported";
+  }
+}
+
+// ---- Checked-mode device validation and unchecked neutralisation -------------------------------
+
+// Each broken rule alone: the GPU returns the reference's code (OutOfRange for data,
+// FailedPrecondition for the hash), and a following valid launch is clean again.
+TEST(PagedLogitsCuda, CheckedModeErrorsMatchReference) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 6);
+  enum Rule { kNegativeLength, kLengthAboveWP, kPageOutOfPool, kPageZero, kReqSlot, kHash };
+  for (Rule rule : {kNegativeLength, kLengthAboveWP, kPageOutOfPool, kPageZero, kReqSlot, kHash}) {
+    SCOPED_TRACE(::testing::Message() << "rule " << int(rule));
+    Case c = make_case(rng, 3, 2, 32, 4, 8);
+    switch (rule) {
+      case kNegativeLength:
+        c.row_len[3] = -4;
+        break;
+      case kLengthAboveWP:
+        c.row_len[1] = c.W * kPageSize + 1;
+        break;
+      case kPageOutOfPool:
+        c.table.at(c.req_slot[0], 2) = 1000;
+        break;
+      case kPageZero:
+        c.table.at(c.req_slot[0], 1) = 0;
+        break;
+      case kReqSlot:
+        c.req_slot[2] = 77;
+        break;
+      case kHash: {
+        std::vector<int32_t> other = c.row_len;
+        other[1] -= 1;
+        c.build_schedule(other);  // same header, other len_hash
+        break;
+      }
+    }
+    const Status ref = paged_logits_ref(c.params());
+    ASSERT_FALSE(ref.ok());
+    DeviceCase d(c);
+    std::vector<float> got;
+    Status st;
+    within_seconds(10, [&] { st = d.run(&got); });
+    EXPECT_EQ(st.code(), ref.code()) << "gpu: " << st.to_string() << " ref: " << ref.to_string();
+    EXPECT_TRUE(cuda::take_device_error("test").ok()) << "the error word was cleared";
+  }
+}
+
+// Unchecked: lengths above W P clamped, negative lengths empty, out-of-pool page ids read the
+// zero page, a req_slot outside the table reads row 0 — as the reference does, with no error.
+TEST(PagedLogitsCuda, UncheckedNeutralisesLikeReference) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  Rng rng(testing::test_seed() + 7);
+  Case c(3, 2, 16, 2, 4, 2);
+  c.pool.fill_random(rng);
+  c.randomize_qw(rng);
+  c.table.at(1, 0) = 2;
+  c.table.at(1, 1) = 99;
+  c.req_slot = {1, 7, 1};
+  c.row_len = {100000, 5, 10, 3, -4, 70};
+  DeviceCase d(c);
+  std::vector<float> got;
+  within_seconds(10, [&] { ASSERT_TRUE(d.run(&got).ok()); });
+  expect_matches_reference(c, got);
+  EXPECT_TRUE(cuda::take_device_error("test").ok());
+}
+
+TEST(PagedLogitsCuda, HostChecksRejectBeforeLaunch) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 8);
+  Case c = make_case(rng, 2, 1, 16, 2, 4);
+  DeviceCase d(c);
+  PagedLogitsParams p = d.p;
+  p.num_heads = 8;
+  EXPECT_EQ(paged_logits_cuda(p).code(), StatusCode::kInvalidArgument);
+  p = d.p;
+  p.schedule_words += 2;
+  EXPECT_EQ(paged_logits_cuda(p).code(), StatusCode::kInvalidArgument);
+  p = d.p;
+  p.q += 1;
+  EXPECT_EQ(paged_logits_cuda(p).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dsa::kernels

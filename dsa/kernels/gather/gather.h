@@ -47,4 +47,14 @@ Status validate(const LatentGatherParams& p);
 Status indexer_gather_ref(const IndexerGatherParams& p);
 Status latent_gather_ref(const LatentGatherParams& p);
 
+// CUDA (sm_90a) on cuda::current_stream(); params hold DEVICE pointers (pool.data, k8 and kv
+// 16-byte aligned). Bit-exact with the references whenever cu_kv is non-decreasing (in either
+// mode). S = cu_kv[B_pad] > capacity sets the device error word to ResourceExhausted in both modes
+// and writes nothing (checked mode: the launcher syncs and returns it). Checked mode: the rules of
+// the references (OutOfRange) through the error word; outputs are then unspecified. Unchecked:
+// the references' neutralisation; a decreasing cu_kv gives deterministic, in-bounds writes to
+// rows [0, S) only, not necessarily the reference's.
+Status indexer_gather_cuda(const IndexerGatherParams& p);
+Status latent_gather_cuda(const LatentGatherParams& p);
+
 }  // namespace dsa::kernels

@@ -25,4 +25,10 @@ Status validate(const IndexerWriteParams& p);
 // skipped.
 Status indexer_write_ref(const IndexerWriteParams& p);
 
+// CUDA (sm_90a) on cuda::current_stream(); params hold DEVICE pointers (k and pool.data 16-byte
+// aligned). Bit-exact with the reference. Checked mode: a slot outside {-1} U [P, num_pages P) or a
+// non-finite key sets the device error word (OutOfRange; the launcher syncs and returns it); slot
+// repeats are not checked on the device (inv. 7). Unchecked: out-of-pool slots are skipped.
+Status indexer_write_cuda(const IndexerWriteParams& p);
+
 }  // namespace dsa::kernels

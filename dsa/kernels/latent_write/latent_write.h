@@ -27,6 +27,12 @@ Status validate(const LatentWriteParams& p);
 // outside the pool are skipped.
 Status latent_write_ref(const LatentWriteParams& p);
 
+// CUDA (sm_90a) on cuda::current_stream(); params hold DEVICE pointers (kv and pool.data 16-byte
+// aligned). Bit-exact with the reference. Checked mode: a slot outside {-1} U [P, num_pages P) or a
+// non-finite value sets the device error word (OutOfRange; the launcher syncs and returns it); slot
+// repeats are not checked on the device (inv. 7). Unchecked: out-of-pool slots are skipped.
+Status latent_write_cuda(const LatentWriteParams& p);
+
 // Byte offsets inside one FP8-656 row (§2.4).
 inline constexpr int32_t kFp8ScaleOffset = kLatentDim;      // 4 fp32 tile scales at [512, 528)
 inline constexpr int32_t kFp8RopeOffset = kLatentDim + 16;  // 64 bf16 k_pe at [528, 656)

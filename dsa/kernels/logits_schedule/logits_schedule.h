@@ -35,6 +35,11 @@ Status validate(const LogitsScheduleParams& p);
 // lengths count as 0 and lengths above W P are clamped, identically in builder and consumers.
 Status build_logits_schedule_ref(const LogitsScheduleParams& p);
 
+// CUDA (sm_90a) builder on cuda::current_stream(): one CTA reads the device row_len and writes the
+// 10 + 2(G + 1) words of `schedule` (DEVICE pointers), bit-identical to the reference. No sync and
+// no allocation, so it can be captured in a CUDA graph and replayed every forward.
+Status build_logits_schedule_cuda(const LogitsScheduleParams& p);
+
 // The always-on launch check of §3b (no work is done on failure): words 0..6 (magic, version,
 // B_pad, n, G, S_tok, W) equal the launch's. FailedPrecondition "<op>: schedule word 2
 // (batch_pad) = 4, expected 1". schedule_words must be >= 10 (callers check the size first).

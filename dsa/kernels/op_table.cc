@@ -1,5 +1,9 @@
 #include "dsa/kernels/op_table.h"
 
+#if defined(DSA_HAVE_CUDA)
+#include "dsa/cuda/device_info.h"
+#endif
+
 namespace dsa::kernels {
 
 const OpTable& cpu_ops() {
@@ -28,9 +32,16 @@ const OpTable& cpu_ops() {
   return table;
 }
 
+#if defined(DSA_HAVE_CUDA)
+const OpTable& cuda_op_table();  // op_table_cuda.cc
+#endif
+
 StatusOr<const OpTable*> cuda_ops() {
 #if defined(DSA_HAVE_CUDA)
-  return unimplemented("cuda backend: not built yet (nvcc present, no CUDA kernels have landed)");
+  if (cuda::device_count() == 0) {
+    return failed_precondition("cuda backend: built, but no CUDA device or driver is present");
+  }
+  return &cuda_op_table();
 #else
   return unimplemented("cuda backend: not built (this build has no nvcc; host-only)");
 #endif

@@ -52,7 +52,8 @@ struct OpTable {
 // The CPU backend: the references of every op.
 const OpTable& cpu_ops();
 
-// The CUDA backend; Unimplemented ("not built") until its kernels land, or in host-only builds.
+// The CUDA backend (params hold device pointers): Unimplemented in host-only builds,
+// FailedPrecondition when no device is present.
 StatusOr<const OpTable*> cuda_ops();
 
 StatusOr<const OpTable*> ops_for(Backend backend);

@@ -24,5 +24,7 @@ Status validate(const EmbeddingParams& p);
 // naming the row and the id (nothing written). Unchecked: that token's output row is zero (the
 // table is never read out of bounds).
 Status embedding_ref(const EmbeddingParams& p);
+// CUDA backend (device pointers): bit-exact gather; checked mode reports bad ids (OutOfRange).
+Status embedding_cuda(const EmbeddingParams& p);
 
 }  // namespace dsa::kernels

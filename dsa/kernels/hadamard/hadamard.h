@@ -24,5 +24,7 @@ Status validate(const HadamardParams& p);
 // CPU reference: the fast Walsh-Hadamard butterfly in double (exact for bf16 inputs of any
 // realistic range), scaled by 128^-1/2 and rounded once to bf16. Non-finite inputs propagate.
 Status hadamard_ref(const HadamardParams& p);
+// CUDA backend (device pointers): one warp per row, fp32 butterflies.
+Status hadamard_cuda(const HadamardParams& p);
 
 }  // namespace dsa::kernels

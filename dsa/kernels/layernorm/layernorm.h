@@ -30,5 +30,7 @@ Status validate(const LayerNormParams& p);
 // CPU reference: two-pass mean and biased variance in double, the affine map in double, rounded
 // once to bf16. Rows are independent; y == x is allowed. Non-finite inputs propagate.
 Status layernorm_ref(const LayerNormParams& p);
+// CUDA backend (params hold device pointers).
+Status layernorm_cuda(const LayerNormParams& p);
 
 }  // namespace dsa::kernels

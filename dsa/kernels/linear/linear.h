@@ -38,6 +38,9 @@ Status validate(const LinearParams& p);
 // others and of the batch. Checked mode (FP8 only): a non-finite x (the quantiser's contract,
 // §2.1) or weight_scale_inv is OutOfRange, nothing written.
 Status linear_ref(const LinearParams& p);
+// CUDA backend (device pointers): bf16 weights through cuBLASLt, FP8 weights through a simple
+// fused quantise-and-dot kernel (correct first; cuBLASLt block scaling is the later step).
+Status linear_cuda(const LinearParams& p);
 
 // §8.8's class-T bound for one output: with M = sum_j |x^_j w^_j| over the dequantised operands,
 // |got - ref| <= 2^-8 M + 2^-7 |ref| (FP8 weight) or 2^-12 M + 2^-7 |ref| (bf16 weight).

@@ -38,5 +38,7 @@ Status validate(const MoeRoutingParams& p);
 // bias, or a negative row_len, is OutOfRange (nothing written). Unchecked: NaN scores rank below
 // every number, and a negative row_len marks a padded row.
 Status moe_routing_ref(const MoeRoutingParams& p);
+// CUDA backend (device pointers): one warp per row; ids bit-exact with the reference.
+Status moe_routing_cuda(const MoeRoutingParams& p);
 
 }  // namespace dsa::kernels

@@ -31,6 +31,8 @@ Status validate(const RmsNormParams& p);
 // independent; y == x (in place) is allowed, partial overlap is not. Non-finite inputs propagate
 // (the norm has no device-data contract, so there is no OutOfRange here).
 Status rmsnorm_ref(const RmsNormParams& p);
+// CUDA backend (params hold device pointers): one block per row, fp32 math, bf16 out.
+Status rmsnorm_cuda(const RmsNormParams& p);
 
 struct ResidualAddParams {
   bf16* h = nullptr;        // [T, D] bf16 residual stream, updated in place
@@ -44,5 +46,7 @@ Status validate(const ResidualAddParams& p);
 
 // CPU reference: h = bf16(float(h) + float(x)), one fp32 add, one RNE rounding (§8.6).
 Status residual_add_ref(const ResidualAddParams& p);
+// CUDA backend (device pointers): bit-identical to residual_add_ref.
+Status residual_add_cuda(const ResidualAddParams& p);
 
 }  // namespace dsa::kernels

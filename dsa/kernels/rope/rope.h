@@ -86,5 +86,7 @@ Status validate(const RopeParams& p);
 // bf16. Checked mode: a position outside [0, T_rope) is OutOfRange (nothing is written).
 // Unchecked: such a token is left unrotated (the table is never read out of bounds).
 Status rope_ref(const RopeParams& p);
+// CUDA backend (device pointers, tables uploaded from rope_table_ref; never recomputed).
+Status rope_cuda(const RopeParams& p);
 
 }  // namespace dsa::kernels

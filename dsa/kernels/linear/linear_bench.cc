@@ -1,0 +1,105 @@
+// Linear-layer benchmark at V3.2 shapes (SPEC.md §8.8, §10): bf16 x bf16 -> bf16 through
+// cuBLASLt for T in {1, 32, 4096} x (7168 -> 1536: q_a_proj) and (7168 -> 18432: the dense MLP's
+// gate/up), plus the FP8-weight path (the simple correct-first kernel) on the first shape for an
+// honest figure. FLOPs = 2 T in out; bytes = x + W + y once each. Weights rotate over several
+// copies so small ones do not run from L2. One line per shape: µs (median of 50), TFLOP/s and the
+// fraction of the measured dense-MMA ceiling (805 bf16 / 1500 fp8), TB/s and its fraction of 4.28.
+//   usage: linear_bench
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <span>
+#include <vector>
+
+#include "dsa/core/checked_mode.h"
+#include "dsa/cuda/bench_timer.h"
+#include "dsa/cuda/device_buffer.h"
+#include "dsa/cuda/stream.h"
+#include "dsa/kernels/linear/linear.h"
+#include "dsa/testing/random.h"
+
+namespace {
+
+using dsa::bf16;
+using dsa::Status;
+using dsa::cuda::DeviceBuffer;
+
+constexpr size_t kRotateBytes = size_t{256} << 20;  // > 4x the 50 MB L2
+
+Status bench_shape(int32_t tokens, int32_t in, int32_t out, bool fp8, dsa::testing::Rng& rng) {
+  const size_t wn = size_t(out) * in;
+  const size_t w_bytes = wn * (fp8 ? 1 : sizeof(bf16));
+  const size_t copies = std::clamp<size_t>(kRotateBytes / w_bytes, 1, 16);
+  std::vector<bf16> hx = rng.bf16_vector(size_t(tokens) * in);
+  DSA_ASSIGN_OR_RETURN(auto x, DeviceBuffer<bf16>::from_host(std::span<const bf16>(hx)));
+  DSA_ASSIGN_OR_RETURN(auto y, DeviceBuffer<bf16>::alloc(size_t(tokens) * out));
+  std::vector<DeviceBuffer<bf16>> ws;
+  std::vector<DeviceBuffer<uint8_t>> w8s;
+  DeviceBuffer<float> sw;
+  if (fp8) {
+    std::vector<uint8_t> hw = rng.e4m3_vector(wn, 100.f);
+    for (size_t c = 0; c < copies; ++c) {
+      DSA_ASSIGN_OR_RETURN(auto w, DeviceBuffer<uint8_t>::from_host(std::span<const uint8_t>(hw)));
+      w8s.push_back(std::move(w));
+    }
+    std::vector<float> hs(size_t((out + 127) / 128) * ((in + 127) / 128), 0x1p-9f);
+    DSA_ASSIGN_OR_RETURN(sw, DeviceBuffer<float>::from_host(std::span<const float>(hs)));
+  } else {
+    std::vector<bf16> hw = rng.bf16_vector(wn, 0.05f);
+    for (size_t c = 0; c < copies; ++c) {
+      DSA_ASSIGN_OR_RETURN(auto w, DeviceBuffer<bf16>::from_host(std::span<const bf16>(hw)));
+      ws.push_back(std::move(w));
+    }
+  }
+  size_t i = 0;
+  DSA_ASSIGN_OR_RETURN(double us, dsa::cuda::median_us(
+                                      [&] {
+                                        dsa::kernels::LinearParams p;
+                                        p.x = x.data();
+                                        if (fp8) {
+                                          p.weight_fp8 = w8s[i++ % copies].data();
+                                          p.weight_scale_inv = sw.data();
+                                        } else {
+                                          p.weight = ws[i++ % copies].data();
+                                        }
+                                        p.y = y.data();
+                                        p.num_tokens = tokens;
+                                        p.in_features = in;
+                                        p.out_features = out;
+                                        return dsa::kernels::linear_cuda(p);
+                                      },
+                                      dsa::cuda::current_stream()));
+  const double flops = 2.0 * tokens * in * out;
+  const double bytes = double(tokens) * in * 2 + double(w_bytes) + double(tokens) * out * 2;
+  const double tflops = flops / (us * 1e-6) / 1e12, tbps = bytes / (us * 1e-6) / 1e12;
+  const double peak = fp8 ? dsa::cuda::kH200Fp8Flops : dsa::cuda::kH200Bf16Flops;
+  std::printf(
+      "linear %-10s T=%-5d %5d -> %-5d %9.2f us %8.2f TFLOP/s %5.1f%% of %.0f  %6.3f TB/s %5.1f%% "
+      "of 4.28\n",
+      fp8 ? "fp8-simple" : "bf16-lt", tokens, in, out, us, tflops, 100.0 * tflops * 1e12 / peak,
+      peak / 1e12, tbps, 100.0 * tbps * 1e12 / dsa::cuda::kH200Bandwidth);
+  return dsa::ok_status();
+}
+
+}  // namespace
+
+int main() {
+  // Unchecked, as a release run: checked mode would add a device-to-host read per launch.
+  dsa::ScopedCheckedMode unchecked(false);
+  dsa::testing::Rng rng(dsa::testing::test_seed());
+  struct Shape {
+    int32_t tokens, in, out;
+    bool fp8;
+  } shapes[] = {{1, 7168, 1536, false},  {32, 7168, 1536, false},  {4096, 7168, 1536, false},
+                {1, 7168, 18432, false}, {32, 7168, 18432, false}, {4096, 7168, 18432, false},
+                {1, 7168, 1536, true},   {32, 7168, 1536, true},   {4096, 7168, 1536, true}};
+  for (const Shape& s : shapes) {
+    Status st = bench_shape(s.tokens, s.in, s.out, s.fp8, rng);
+    if (!st.ok()) {
+      std::fprintf(stderr, "linear_bench: %s\n", st.to_string().c_str());
+      return 1;
+    }
+  }
+  return 0;
+}

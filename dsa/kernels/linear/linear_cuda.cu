@@ -1,0 +1,333 @@
+// Linear layers y = x W^T on the GPU (SPEC.md §8.8).
+//
+// bf16 weight: cuBLASLt, bf16 x bf16 with fp32 accumulation, bf16 or fp32 output. Row-major
+//   y[T, out] = x[T, in] W[out, in]^T is, read column-major, y^T[out, T] = op(A) B with A = W's
+//   memory as a column-major [in, out] matrix, op = transpose (TRANSA = T), and B = x's memory as
+//   a column-major [in, T] matrix (TRANSB = N): m = out, n = T, k = in, lda = ldb = in,
+//   ldc = ldd = out. The handle is created once per process (lazily), a 32 MiB workspace once per
+//   stream; the matmul plan (descriptors + heuristic algorithm) is cached per shape and pointer
+//   alignment, so a call costs one cublasLtMatmul. Split-K is allowed only with out-of-place fp32
+//   reductions (in-place ones use atomics), so results are run-to-run deterministic. If cuBLASLt
+//   offers no algorithm, the simple kernel below runs.
+// FP8 weight (e4m3 + 128x128 block scales): correct-first, a simple fused kernel (below) that
+//   quantises x per (token, 128 columns) with the same DSA_HD code as the reference
+//   (quantize_block_pow2's rule), dequantises both operands exactly into shared memory and takes
+//   fp32 dot products per 128-block, scaled by sx * sw. The fast path (cuBLASLt's block-scaled
+//   FP8 GEMM, or a wgmma kernel) is the later optimisation.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "dsa/core/checked_mode.h"
+#include "dsa/core/dtype.h"
+#include "dsa/core/fp8_quant.h"
+#include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/error_word.h"
+#include "dsa/cuda/stream.h"
+#include "dsa/kernels/linear/linear.h"
+
+namespace dsa::kernels {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Simple kernel: one block computes y[t0 : t0 + 8, i0 : i0 + 64]
+// ---------------------------------------------------------------------------------------------
+
+constexpr int kTileOut = 64;   // outputs per block (within one 128-row weight block)
+constexpr int kTileTok = 8;    // tokens per block (one warp quantises one token's block)
+constexpr int kThreads = 256;  // 8 warps; thread = (output o = tid % 64, token pair tid / 64)
+constexpr int kTokPerThread = kTileTok / (kThreads / kTileOut);  // 2
+
+// For each 128-column block k: the weight tile [64, 128] is dequantised (e4m3 * 1, the block
+// scale applied later) or upcast into shared memory, each warp loads one token's 128 values and
+// (FP8) quantises them with the power-of-two rule, then every thread takes two 128-long fp32 dot
+// products and adds sx * sw * dot (FP8) or dot (bf16) to its accumulators.
+template <bool kFp8>
+__global__ void __launch_bounds__(kThreads)
+    linear_simple_kernel(LinearParams p, cuda::DeviceErrorWord* err) {
+  __shared__ float ws[kTileOut][kLinearBlock + 1];  // +1: rows in different banks
+  __shared__ float xs[kTileTok][kLinearBlock];
+  __shared__ float sx[kTileTok];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int64_t t0 = int64_t{blockIdx.x} * kTileTok;
+  const int32_t i0 = static_cast<int32_t>(blockIdx.y) * kTileOut;
+  const int32_t in = p.in_features, out = p.out_features;
+  const int32_t kblocks = (in + kLinearBlock - 1) / kLinearBlock;
+  const int o = tid % kTileOut, tok_base = (tid / kTileOut) * kTokPerThread;
+  float acc[kTokPerThread] = {};
+
+  for (int32_t kb = 0; kb < kblocks; ++kb) {
+    const int32_t j0 = kb * kLinearBlock, m = min(kLinearBlock, in - j0);
+    __syncthreads();  // the previous block's tiles are no longer read
+    for (int idx = tid; idx < kTileOut * kLinearBlock; idx += kThreads) {
+      const int r = idx / kLinearBlock, c = idx % kLinearBlock;
+      const int32_t i = i0 + r;
+      float v = 0.f;
+      if (i < out && c < m) {
+        const int64_t at = int64_t{i} * in + j0 + c;
+        v = kFp8 ? e4m3_to_float(e4m3{p.weight_fp8[at]}) : bf16_to_float(p.weight[at]);
+      }
+      ws[r][c] = v;
+    }
+    {  // warp `warp` loads (and for FP8 quantises) token t0 + warp's columns [j0, j0 + m)
+      const int64_t t = t0 + warp;
+      float v[4];
+      float amax = 0.f;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int c = lane * 4 + k;
+        v[k] = (t < p.num_tokens && c < m) ? bf16_to_float(p.x[t * in + j0 + c]) : 0.f;
+        if (kFp8) {
+          if (!isfinite(v[k]))
+            cuda::report_device_error(err, StatusCode::kOutOfRange, cuda::OpId::kModelOp,
+                                      static_cast<int32_t>(t), j0 + c);
+          const float a = fabsf(v[k]);
+          amax = a > amax ? a : amax;  // quantize_block_pow2's rule (a NaN never wins)
+        }
+      }
+      if (kFp8) {
+        for (int s = 16; s > 0; s >>= 1) {
+          const float other = __shfl_xor_sync(0xFFFFFFFFu, amax, s);
+          amax = other > amax ? other : amax;
+        }
+        const int32_t e = pow2_scale_exponent(amax);
+        const float inv = pow2_float(-e);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          float y = v[k] * inv;  // exact: a power of two
+          y = y > kE4m3Max ? kE4m3Max : (y < -kE4m3Max ? -kE4m3Max : y);
+          v[k] = e4m3_to_float(float_to_e4m3(y));
+        }
+        if (lane == 0) sx[warp] = pow2_float(e);
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) xs[warp][lane * 4 + k] = v[k];
+    }
+    float sw = 1.f;
+    if (kFp8) {
+      const int64_t at = int64_t{i0 / kLinearBlock} * kblocks + kb;
+      sw = p.weight_scale_inv[at];
+      if (tid == 0 && !isfinite(sw))
+        cuda::report_device_error(err, StatusCode::kOutOfRange, cuda::OpId::kModelOp,
+                                  static_cast<int32_t>(at), 0);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < kTokPerThread; ++q) {
+      const int tl = tok_base + q;
+      float dot = 0.f;
+#pragma unroll 8
+      for (int c = 0; c < kLinearBlock; ++c) dot = fmaf(xs[tl][c], ws[o][c], dot);
+      acc[q] = kFp8 ? fmaf(sx[tl] * sw, dot, acc[q]) : acc[q] + dot;
+    }
+  }
+  const int32_t i = i0 + o;
+  if (i >= out) return;
+#pragma unroll
+  for (int q = 0; q < kTokPerThread; ++q) {
+    const int64_t t = t0 + tok_base + q;
+    if (t >= p.num_tokens) continue;
+    if (p.y != nullptr) {
+      p.y[t * out + i] = float_to_bf16(acc[q]);
+    } else {
+      p.y_f32[t * out + i] = acc[q];
+    }
+  }
+}
+
+Status launch_simple(const LinearParams& p, cuda::DeviceErrorWord* err) {
+  const int64_t tok_tiles = (int64_t{p.num_tokens} + kTileTok - 1) / kTileTok;
+  const int64_t out_tiles = (int64_t{p.out_features} + kTileOut - 1) / kTileOut;
+  if (out_tiles > 65535) return invalid_argument("linear: out_features above 4194240");
+  const dim3 grid(static_cast<unsigned>(tok_tiles), static_cast<unsigned>(out_tiles));
+  if (p.weight_fp8 != nullptr) {
+    linear_simple_kernel<true><<<grid, kThreads, 0, cuda::current_stream()>>>(p, err);
+  } else {
+    linear_simple_kernel<false><<<grid, kThreads, 0, cuda::current_stream()>>>(p, err);
+  }
+  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("linear_simple");
+  return ok_status();
+}
+
+// ---------------------------------------------------------------------------------------------
+// cuBLASLt (bf16 weights)
+// ---------------------------------------------------------------------------------------------
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+Status lt_status(cublasStatus_t s, const char* call) {
+  if (s == CUBLAS_STATUS_SUCCESS) return ok_status();
+  return internal_error(std::string("linear: ") + call + " failed: " + cublasLtGetStatusName(s) +
+                        " (" + cublasLtGetStatusString(s) + ")");
+}
+
+#define DSA_LT_RETURN_IF_ERROR(call) DSA_RETURN_IF_ERROR(lt_status((call), #call))
+
+// One cached matmul: descriptors and the chosen algorithm (has_algo false: none was offered).
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool has_algo = false;
+};
+
+// T, in, out, fp32 output, alignment of W, x, y (bytes, capped at 256).
+using PlanKey = std::tuple<int32_t, int32_t, int32_t, bool, int, int, int>;
+
+struct LtState {
+  cublasLtHandle_t handle = nullptr;
+  // One workspace per stream: two streams running GEMMs at once must not share scratch.
+  std::map<cudaStream_t, void*> workspaces;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans;
+};
+
+std::mutex g_lt_mutex;
+LtState* g_lt = nullptr;  // process lifetime; never destroyed (the driver may be gone at exit)
+
+int alignment(const void* ptr) {
+  const uintptr_t u = reinterpret_cast<uintptr_t>(ptr);
+  int a = 256;
+  while (a > 1 && u % a != 0) a /= 2;
+  return a;
+}
+
+// Requires g_lt_mutex held.
+StatusOr<LtState*> lt_state() {
+  if (g_lt != nullptr) return g_lt;
+  auto state = std::make_unique<LtState>();
+  DSA_LT_RETURN_IF_ERROR(cublasLtCreate(&state->handle));
+  g_lt = state.release();
+  return g_lt;
+}
+
+// Requires g_lt_mutex held. Allocated on a stream's first GEMM (warm-up, before any graph
+// capture), then reused.
+StatusOr<void*> workspace_for(LtState& st, cudaStream_t stream) {
+  auto it = st.workspaces.find(stream);
+  if (it != st.workspaces.end()) return it->second;
+  void* ws = nullptr;
+  DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&ws, kWorkspaceBytes));
+  st.workspaces.emplace(stream, ws);
+  return ws;
+}
+
+Status build_plan(LtState& st, const LinearParams& p, const PlanKey& key, Plan& plan) {
+  const auto out_type = p.y_f32 != nullptr ? CUDA_R_32F : CUDA_R_16BF;
+  DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  DSA_LT_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  DSA_LT_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  // Stored shapes (column-major): W is [in, out], x is [in, T], y is [out, T].
+  DSA_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, p.in_features,
+                                                    p.out_features, p.in_features));
+  DSA_LT_RETURN_IF_ERROR(
+      cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, p.in_features, p.num_tokens, p.in_features));
+  DSA_LT_RETURN_IF_ERROR(
+      cublasLtMatrixLayoutCreate(&plan.c, out_type, p.out_features, p.num_tokens, p.out_features));
+
+  struct PrefGuard {
+    cublasLtMatmulPreference_t handle = nullptr;
+    ~PrefGuard() {
+      if (handle != nullptr) cublasLtMatmulPreferenceDestroy(handle);
+    }
+  } pref;
+  DSA_LT_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref.handle));
+  const uint64_t ws = kWorkspaceBytes;
+  DSA_LT_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      pref.handle, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  // Split-K only with fp32 partials reduced out of place: in-place reductions use atomics (not
+  // run-to-run deterministic) and output-type reductions round partial sums to bf16.
+  const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  const uint32_t align_a = static_cast<uint32_t>(std::get<4>(key));
+  const uint32_t align_b = static_cast<uint32_t>(std::get<5>(key));
+  const uint32_t align_c = static_cast<uint32_t>(std::get<6>(key));
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, const uint32_t*> attrs[] = {
+      {CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c}};
+  for (const auto& [attr, value] : attrs) {
+    DSA_LT_RETURN_IF_ERROR(
+        cublasLtMatmulPreferenceSetAttribute(pref.handle, attr, value, sizeof(uint32_t)));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(
+      st.handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref.handle, 1, &result, &found);
+  // No algorithm for this shape (NOT_SUPPORTED, or a layout cuBLASLt rejects): the simple kernel
+  // takes it; it is correct for every shape.
+  plan.has_algo = hs == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+  if (plan.has_algo) plan.algo = result.algo;
+  return ok_status();
+}
+
+// Runs the bf16 GEMM through cuBLASLt; *ran = false when cuBLASLt has no algorithm for it.
+Status lt_matmul(const LinearParams& p, bool* ran) {
+  const PlanKey key{p.num_tokens,
+                    p.in_features,
+                    p.out_features,
+                    p.y_f32 != nullptr,
+                    alignment(p.weight),
+                    alignment(p.x),
+                    alignment(p.y_f32 != nullptr ? static_cast<const void*>(p.y_f32) : p.y)};
+  const cudaStream_t stream = cuda::current_stream();
+  LtState* st = nullptr;
+  Plan* plan = nullptr;
+  void* workspace = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_lt_mutex);
+    DSA_ASSIGN_OR_RETURN(st, lt_state());
+    DSA_ASSIGN_OR_RETURN(workspace, workspace_for(*st, stream));
+    auto it = st->plans.find(key);
+    if (it == st->plans.end()) {
+      auto fresh = std::make_unique<Plan>();
+      DSA_RETURN_IF_ERROR(build_plan(*st, p, key, *fresh));
+      it = st->plans.emplace(key, std::move(fresh)).first;
+    }
+    plan = it->second.get();
+  }
+  *ran = plan->has_algo;
+  if (!plan->has_algo) return ok_status();
+  const float alpha = 1.f, beta = 0.f;
+  void* y = p.y_f32 != nullptr ? static_cast<void*>(p.y_f32) : static_cast<void*>(p.y);
+  DSA_LT_RETURN_IF_ERROR(cublasLtMatmul(st->handle, plan->desc, &alpha, p.weight, plan->a, p.x,
+                                        plan->b, &beta, y, plan->c, y, plan->c, &plan->algo,
+                                        workspace, kWorkspaceBytes, stream));
+  return ok_status();
+}
+
+}  // namespace
+
+Status linear_cuda(const LinearParams& p) {
+  DSA_RETURN_IF_ERROR(validate(p));
+  if (p.num_tokens == 0) return ok_status();
+  if (p.weight != nullptr) {
+    bool ran = false;
+    DSA_RETURN_IF_ERROR(lt_matmul(p, &ran));
+    if (ran) return ok_status();
+    return launch_simple(p, nullptr);
+  }
+  cuda::DeviceErrorWord* err = nullptr;
+  const bool checked = checked_mode();
+  if (checked) {
+    DSA_ASSIGN_OR_RETURN(err, cuda::device_error_word());
+  }
+  DSA_RETURN_IF_ERROR(launch_simple(p, err));
+  if (checked) {
+    return cuda::take_device_error(
+        "linear (fp8): non-finite x[row][value], or weight_scale_inv[row] non-finite");
+  }
+  return ok_status();
+}
+
+}  // namespace dsa::kernels

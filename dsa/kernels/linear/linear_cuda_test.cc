@@ -1,0 +1,313 @@
+// GPU tests of linear_cuda against linear_ref (SPEC.md §8.8): bf16 weights (cuBLASLt) and FP8
+// weights (the simple fused kernel), bf16 and fp32 outputs, tiny and V3.2 shapes, within
+// linear_tolerance_bounds (2^-12 M + 2^-7 |ref| for bf16 weights, 2^-8 M + 2^-7 |ref| for FP8),
+// the checked error word (FP8: non-finite x or scale), determinism.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dsa/core/checked_mode.h"
+#include "dsa/cuda/device_buffer.h"
+#include "dsa/kernels/linear/linear.h"
+#include "dsa/testing/compare.h"
+#include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/random.h"
+
+namespace dsa::kernels {
+namespace {
+
+using cuda::DeviceBuffer;
+using testing::Rng;
+
+template <typename T>
+T or_die(StatusOr<T> s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "fatal: %s\n", s.status().to_string().c_str());
+    std::abort();
+  }
+  return std::move(s).value();
+}
+template <typename T>
+DeviceBuffer<T> dev(const std::vector<T>& h) {
+  return or_die(DeviceBuffer<T>::from_host(std::span<const T>(h)));
+}
+template <typename T>
+std::vector<T> host(const DeviceBuffer<T>& d) {
+  return or_die(d.download());
+}
+
+struct Problem {
+  int32_t tokens, in, out;
+  bool fp8;
+  std::vector<bf16> x, w;
+  std::vector<uint8_t> w8;
+  std::vector<float> sw;
+
+  // p with host or device pointers for x and the weight; outputs unset.
+  LinearParams params(const bf16* xp, const bf16* wp, const uint8_t* w8p, const float* swp) const {
+    LinearParams p;
+    p.x = xp;
+    p.weight = fp8 ? nullptr : wp;
+    p.weight_fp8 = fp8 ? w8p : nullptr;
+    p.weight_scale_inv = fp8 ? swp : nullptr;
+    p.num_tokens = tokens;
+    p.in_features = in;
+    p.out_features = out;
+    return p;
+  }
+};
+
+// Like the check's inputs: per-token scales 2^-6..2^6; bf16 weights ~N(0, 0.05); FP8 codes of
+// N(0, 100) with non-power-of-two block scales ~2^-9.
+Problem make_problem(Rng& rng, int32_t tokens, int32_t in, int32_t out, bool fp8) {
+  Problem pr{tokens, in, out, fp8, std::vector<bf16>(size_t(tokens) * in), {}, {}, {}};
+  for (int32_t t = 0; t < tokens; ++t) {
+    const float scale = std::ldexp(1.f, int(rng.randint(-6, 6)));
+    for (int32_t j = 0; j < in; ++j) pr.x[size_t(t) * in + j] = float_to_bf16(rng.normal() * scale);
+  }
+  const size_t wn = size_t(out) * in;
+  if (fp8) {
+    pr.w8 = rng.e4m3_vector(wn, 100.f);
+    pr.sw.resize(size_t((out + 127) / 128) * ((in + 127) / 128));
+    for (auto& s : pr.sw) s = rng.uniform(0.5f, 2.f) * 0x1p-9f;
+  } else {
+    pr.w = rng.bf16_vector(wn, 0.05f);
+  }
+  return pr;
+}
+
+// An empty vector gives an empty buffer (null pointer) without touching the device.
+template <typename T>
+DeviceBuffer<T> dev_or_empty(const std::vector<T>& h) {
+  return h.empty() ? DeviceBuffer<T>() : dev(h);
+}
+
+struct Device {
+  DeviceBuffer<bf16> x, w;
+  DeviceBuffer<uint8_t> w8;
+  DeviceBuffer<float> sw;
+  explicit Device(const Problem& pr)
+      : x(dev_or_empty(pr.x)),
+        w(dev_or_empty(pr.w)),
+        w8(dev_or_empty(pr.w8)),
+        sw(dev_or_empty(pr.sw)) {}
+  LinearParams params(const Problem& pr) const {
+    return pr.params(x.data(), w.data(), w8.data(), sw.data());
+  }
+};
+
+// GPU output as fp32 (bf16 outputs upcast), outputs poisoned; Status through `s`.
+std::vector<float> run_gpu(const Problem& pr, const Device& d, bool f32_out, Status* s) {
+  const size_t n = size_t(pr.tokens) * pr.out;
+  LinearParams p = d.params(pr);
+  std::vector<float> out(n);
+  if (f32_out) {
+    auto y = or_die(DeviceBuffer<float>::alloc(n));
+    EXPECT_TRUE(y.fill_bytes(0xFF).ok());
+    p.y_f32 = y.data();
+    *s = linear_cuda(p);
+    out = host(y);
+  } else {
+    auto y = or_die(DeviceBuffer<bf16>::alloc(n));
+    EXPECT_TRUE(y.fill_bytes(0xFF).ok());
+    p.y = y.data();
+    *s = linear_cuda(p);
+    auto hy = host(y);
+    for (size_t i = 0; i < n; ++i) out[i] = bf16_to_float(hy[i]);
+  }
+  return out;
+}
+
+void expect_within_tolerance(const Problem& pr, uint64_t run_id) {
+  Device d(pr);
+  const std::string what = std::string(pr.fp8 ? "fp8" : "bf16") +
+                           " T=" + std::to_string(pr.tokens) + " in=" + std::to_string(pr.in) +
+                           " out=" + std::to_string(pr.out);
+  for (bool f32_out : {false, true}) {
+    const size_t n = size_t(pr.tokens) * pr.out;
+    LinearParams hp = pr.params(pr.x.data(), pr.w.data(), pr.w8.data(), pr.sw.data());
+    std::vector<float> ref(n, NAN), bound(n, NAN);
+    std::vector<bf16> ref16(n);
+    if (f32_out) {
+      hp.y_f32 = ref.data();
+    } else {
+      hp.y = ref16.data();
+    }
+    ASSERT_TRUE(linear_ref(hp).ok());
+    if (!f32_out)
+      for (size_t i = 0; i < n; ++i) ref[i] = bf16_to_float(ref16[i]);
+    ASSERT_TRUE(linear_tolerance_bounds(hp, ref.data(), bound.data()).ok());
+    Status s;
+    std::vector<float> got = run_gpu(pr, d, f32_out, &s);
+    ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
+    auto r = testing::within_bound(got, ref, bound);
+    EXPECT_TRUE(r.ok) << what << (f32_out ? " fp32 out" : " bf16 out") << " (run " << run_id
+                      << "): " << r.message;
+  }
+}
+
+TEST(LinearCuda, Bf16WeightWithinTolerance) {
+  DSA_SKIP_WITHOUT_GPU();
+  const uint64_t seed = testing::test_seed();
+  struct Shape {
+    int32_t t, in, out;
+  } shapes[] = {{3, 256, 6144},  {5, 300, 200},        {1, 1, 1},        {2, 7, 130},
+                {1, 7168, 1536}, {32, 7168, 1536},     {2, 7168, 18432}, {300, 512, 576},
+                {33, 1536, 576}, {7, 128, 129280 / 64}};
+  uint64_t n = 0;
+  for (const Shape& s : shapes) {
+    Rng rng(seed + n);
+    expect_within_tolerance(make_problem(rng, s.t, s.in, s.out, false), n++);
+  }
+}
+
+TEST(LinearCuda, Fp8WeightWithinTolerance) {
+  DSA_SKIP_WITHOUT_GPU();
+  const uint64_t seed = testing::test_seed();
+  struct Shape {
+    int32_t t, in, out;
+  } shapes[] = {{4, 1536, 576},  {3, 300, 200},   {2, 7, 130},    {1, 1, 1},
+                {8, 7168, 1536}, {1, 7168, 4096}, {33, 512, 300}, {17, 2048, 7168 / 4}};
+  uint64_t n = 100;
+  for (const Shape& s : shapes) {
+    Rng rng(seed + n);
+    expect_within_tolerance(make_problem(rng, s.t, s.in, s.out, true), n++);
+  }
+}
+
+// The reference test's hand-computed cases.
+TEST(LinearCuda, HandComputed) {
+  DSA_SKIP_WITHOUT_GPU();
+  auto bf = [](std::initializer_list<float> v) {
+    std::vector<bf16> out;
+    for (float f : v) out.push_back(float_to_bf16(f));
+    return out;
+  };
+  Status s;
+  {  // x = [1, 2], W = [[3, 4], [-1, 0.25]]: y = [11, -0.5]
+    Problem pr{1, 2, 2, false, bf({1.f, 2.f}), bf({3.f, 4.f, -1.f, 0.25f}), {}, {}};
+    Device d(pr);
+    auto y = run_gpu(pr, d, false, &s);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(y, (std::vector<float>{11.f, -0.5f}));
+  }
+  {  // 1 + 2^-8: exact in fp32, a bf16 tie that rounds to the even 1.0
+    Problem pr{1, 2, 1, false, bf({1.f, 1.f}), bf({1.f, 0x1p-8f}), {}, {}};
+    Device d(pr);
+    EXPECT_EQ(run_gpu(pr, d, false, &s)[0], 1.f);
+    EXPECT_EQ(run_gpu(pr, d, true, &s)[0], 1.f + 0x1p-8f);
+  }
+  {  // FP8: x = [1, 0.3] quantises to [1, 0.3125]; rows 0 and 128 with scales 1 and 0.5
+    Problem pr{1, 2, 129, true, bf({1.f, 0.3f}), {}, {}, {1.f, 0.5f}};
+    pr.w8.assign(129 * 2, float_to_e4m3(0.f).bits);
+    pr.w8[0] = pr.w8[1] = float_to_e4m3(1.f).bits;
+    pr.w8[256] = float_to_e4m3(2.f).bits;
+    pr.w8[257] = float_to_e4m3(-0.5f).bits;
+    Device d(pr);
+    auto y = run_gpu(pr, d, false, &s);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(y[0], 1.3125f);
+    EXPECT_EQ(y[128], 0.921875f);
+    EXPECT_EQ(y[5], 0.f);
+  }
+}
+
+Problem fp8_case() {
+  Problem pr{2, 2, 1, true, {}, {}, {}, {1.f}};
+  for (float f : {1.f, 2.f, 3.f, 4.f}) pr.x.push_back(float_to_bf16(f));
+  pr.w8.assign(2, float_to_e4m3(1.f).bits);
+  return pr;
+}
+
+TEST(LinearCuda, CheckedFp8DataRules) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode checked(true);
+  Status s;
+  Problem pr = fp8_case();
+  pr.x[3] = float_to_bf16(INFINITY);
+  {
+    Device d(pr);
+    run_gpu(pr, d, true, &s);
+    EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s.to_string();
+    EXPECT_NE(s.message().find("index 1 (value 1)"), std::string::npos) << s.to_string();
+  }
+  pr = fp8_case();
+  pr.sw[0] = NAN;
+  {
+    Device d(pr);
+    run_gpu(pr, d, true, &s);
+    EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s.to_string();
+  }
+  pr = fp8_case();
+  Device d(pr);
+  auto y = run_gpu(pr, d, true, &s);
+  ASSERT_TRUE(s.ok()) << "the word was not cleared: " << s.to_string();
+  EXPECT_EQ(y, (std::vector<float>{3.f, 7.f}));
+}
+
+// Unchecked: a non-finite activation spoils only its own token.
+TEST(LinearCuda, UncheckedNonFiniteActivationStaysInItsRow) {
+  DSA_SKIP_WITHOUT_GPU();
+  Status s;
+  {
+    ScopedCheckedMode unchecked(false);
+    Problem pr = fp8_case();
+    pr.x[3] = float_to_bf16(NAN);
+    Device d(pr);
+    auto y = run_gpu(pr, d, true, &s);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(y[0], 3.f);
+  }
+  ScopedCheckedMode checked(true);
+  Problem pr = fp8_case();
+  Device d(pr);
+  run_gpu(pr, d, true, &s);
+  EXPECT_TRUE(s.ok()) << "an unchecked call left an error behind: " << s.to_string();
+}
+
+// Two runs at V3.2 shapes are bit-identical (cuBLASLt without in-place split-K reductions; the
+// FP8 kernel has a fixed order).
+TEST(LinearCuda, Deterministic) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed());
+  for (bool fp8 : {false, true}) {
+    for (int32_t tokens : {1, 64, 512}) {
+      Problem pr = make_problem(rng, tokens, 7168, 1536, fp8);
+      Device d(pr);
+      for (bool f32_out : {false, true}) {
+        Status s1, s2;
+        auto a = run_gpu(pr, d, f32_out, &s1), b = run_gpu(pr, d, f32_out, &s2);
+        ASSERT_TRUE(s1.ok() && s2.ok()) << s1.to_string() << s2.to_string();
+        for (size_t i = 0; i < a.size(); ++i)
+          ASSERT_EQ(float_bits(a[i]), float_bits(b[i]))
+              << (fp8 ? "fp8" : "bf16") << " T=" << tokens << " at " << i;
+      }
+    }
+  }
+}
+
+TEST(LinearCuda, ZeroTokensAndHostChecks) {
+  DSA_SKIP_WITHOUT_GPU();
+  auto w = dev(std::vector<bf16>{float_to_bf16(1.f)});
+  auto y = or_die(DeviceBuffer<float>::alloc(1));
+  LinearParams p;
+  p.weight = w.data();
+  p.y_f32 = y.data();
+  p.in_features = p.out_features = 1;
+  EXPECT_TRUE(linear_cuda(p).ok());
+  p.num_tokens = 1;
+  Status s = linear_cuda(p);  // x is null
+  EXPECT_NE(s.message().find("x is null"), std::string::npos) << s.to_string();
+  p.y = reinterpret_cast<bf16*>(y.data());
+  s = linear_cuda(p);
+  EXPECT_NE(s.message().find("y and y_f32 are both set"), std::string::npos) << s.to_string();
+}
+
+}  // namespace
+}  // namespace dsa::kernels

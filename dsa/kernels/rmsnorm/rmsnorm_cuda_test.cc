@@ -1,0 +1,279 @@
+// GPU tests of rmsnorm_cuda and residual_add_cuda against the CPU references (SPEC.md §8.3, §8.6):
+// RMSNorm within 1 bf16 ulp, the residual add bit-exact, both deterministic.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dsa/cuda/device_buffer.h"
+#include "dsa/kernels/rmsnorm/bf16_round.h"
+#include "dsa/kernels/rmsnorm/rmsnorm.h"
+#include "dsa/kernels/rmsnorm/rmsnorm_check.h"
+#include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/random.h"
+
+namespace dsa::kernels {
+namespace {
+
+using cuda::DeviceBuffer;
+using testing::Rng;
+
+template <typename T>
+T or_die(StatusOr<T> s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "fatal: %s\n", s.status().to_string().c_str());
+    std::abort();
+  }
+  return std::move(s).value();
+}
+template <typename T>
+DeviceBuffer<T> dev(const std::vector<T>& h) {
+  return or_die(DeviceBuffer<T>::from_host(std::span<const T>(h)));
+}
+template <typename T>
+std::vector<T> host(const DeviceBuffer<T>& d) {
+  return or_die(d.download());
+}
+
+// Rows with scales spread over 2^-6..2^6, [T, stride] with the first D of each row used.
+std::vector<bf16> random_rows(Rng& rng, int32_t tokens, int64_t stride) {
+  std::vector<bf16> x(size_t(tokens) * stride);
+  for (int32_t t = 0; t < tokens; ++t) {
+    const float scale = std::ldexp(1.f, int(rng.randint(-6, 6)));
+    for (int64_t j = 0; j < stride; ++j) x[t * stride + j] = float_to_bf16(rng.normal() * scale);
+  }
+  return x;
+}
+
+// Runs the GPU op on (x, w) with the given strides; output poisoned with 0xFF (bf16 NaN).
+std::vector<bf16> run_gpu(const std::vector<bf16>& x, const std::vector<bf16>& w, int32_t tokens,
+                          int32_t dim, int64_t xs, int64_t ys, float eps = 1e-6f) {
+  auto dx = dev(x), dw = dev(w);
+  auto dy = or_die(DeviceBuffer<bf16>::alloc(size_t(tokens) * ys));
+  EXPECT_TRUE(dy.fill_bytes(0xFF).ok());
+  RmsNormParams p;
+  p.x = dx.data();
+  p.weight = dw.data();
+  p.y = dy.data();
+  p.num_tokens = tokens;
+  p.dim = dim;
+  p.x_stride = xs;
+  p.y_stride = ys;
+  p.eps = eps;
+  Status s = rmsnorm_cuda(p);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return host(dy);
+}
+
+std::vector<bf16> run_ref(const std::vector<bf16>& x, const std::vector<bf16>& w, int32_t tokens,
+                          int32_t dim, int64_t xs, int64_t ys, float eps = 1e-6f) {
+  std::vector<bf16> y(size_t(tokens) * ys, bf16{0xFFFF});
+  RmsNormParams p;
+  p.x = x.data();
+  p.weight = w.data();
+  p.y = y.data();
+  p.num_tokens = tokens;
+  p.dim = dim;
+  p.x_stride = xs;
+  p.y_stride = ys;
+  p.eps = eps;
+  Status s = rmsnorm_ref(p);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return y;
+}
+
+// Every output within 1 bf16 ulp of the reference; the gap between output rows untouched.
+void expect_close(const std::vector<bf16>& got, const std::vector<bf16>& want, int32_t tokens,
+                  int32_t dim, int64_t ys, const char* what) {
+  int bad = 0;
+  for (int32_t t = 0; t < tokens; ++t) {
+    for (int64_t j = 0; j < ys; ++j) {
+      const size_t k = size_t(t) * ys + j;
+      if (j >= dim) {
+        if (got[k].bits != 0xFFFF && bad++ < 5) ADD_FAILURE() << what << " gap written at " << k;
+        continue;
+      }
+      if (bf16_ulp_distance(got[k], want[k]) > 1 && bad++ < 5) {
+        ADD_FAILURE() << what << " y[" << t << "][" << j << "] = " << bf16_to_float(got[k])
+                      << ", reference " << bf16_to_float(want[k]);
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// Tiny and V3.2 widths (512 latent read from a 576-wide kv_a row, 1536 q_a, 7168 hidden), both
+// kernel paths: 16-byte vectors (aligned strides) and scalar (odd D or odd strides).
+TEST(RmsNormCuda, RandomRowsMatchReference) {
+  DSA_SKIP_WITHOUT_GPU();
+  const uint64_t seed = testing::test_seed();
+  struct Shape {
+    int32_t tokens, dim;
+    int64_t xs, ys;
+  } shapes[] = {{37, 512, 512, 512},      {5, 1536, 1536, 1536},
+                {9, 256, 256, 256},       {3, 7, 7, 7},
+                {64, 7168, 7168, 7168},   {33, 512, 576, 512},
+                {17, 7168, 7171, 7168},   {6, 1536, 1539, 1541},
+                {4, 96, 104, 112},        {2, 16384, 16384, 16384},
+                {1, 70000, 70000, 70000}, {130, 256, 256, 256}};
+  for (const Shape& s : shapes) {
+    Rng rng(seed + s.dim + s.xs);
+    auto x = random_rows(rng, s.tokens, s.xs);
+    auto w = rng.bf16_vector(size_t(s.dim), 0.5f);
+    auto got = run_gpu(x, w, s.tokens, s.dim, s.xs, s.ys);
+    auto want = run_ref(x, w, s.tokens, s.dim, s.xs, s.ys);
+    std::string what = "T=" + std::to_string(s.tokens) + " D=" + std::to_string(s.dim) +
+                       " xs=" + std::to_string(s.xs) + " ys=" + std::to_string(s.ys);
+    expect_close(got, want, s.tokens, s.dim, s.ys, what.c_str());
+  }
+}
+
+// The check entry (independent long-double formulation) through a host-pointer adapter.
+Status rmsnorm_cuda_on_host_buffers(const RmsNormParams& hp) {
+  DSA_RETURN_IF_ERROR(validate(hp));
+  const int64_t xs = hp.x_stride ? hp.x_stride : hp.dim, ys = hp.y_stride ? hp.y_stride : hp.dim;
+  const size_t xn = size_t(hp.num_tokens - 1) * xs + hp.dim;
+  const size_t yn = size_t(hp.num_tokens - 1) * ys + hp.dim;
+  DSA_ASSIGN_OR_RETURN(auto dx, DeviceBuffer<bf16>::from_host(std::span<const bf16>(hp.x, xn)));
+  DSA_ASSIGN_OR_RETURN(auto dw,
+                       DeviceBuffer<bf16>::from_host(std::span<const bf16>(hp.weight, hp.dim)));
+  DSA_ASSIGN_OR_RETURN(auto dy, DeviceBuffer<bf16>::from_host(std::span<const bf16>(hp.y, yn)));
+  RmsNormParams p = hp;
+  p.x = dx.data(), p.weight = dw.data(), p.y = dy.data();
+  DSA_RETURN_IF_ERROR(rmsnorm_cuda(p));
+  DSA_ASSIGN_OR_RETURN(auto y, dy.download());
+  std::copy(y.begin(), y.end(), hp.y);
+  return ok_status();
+}
+
+TEST(RmsNormCuda, MatchesIndependentFormulation) {
+  DSA_SKIP_WITHOUT_GPU();
+  const uint64_t seed = testing::test_seed();
+  for (auto [tokens, dim] : {std::pair{37, 512}, {5, 1536}, {9, 256}, {3, 7}, {8, 7168}}) {
+    Status s = check_rmsnorm(rmsnorm_cuda_on_host_buffers, tokens, dim, seed + dim);
+    EXPECT_TRUE(s.ok()) << "T=" << tokens << " D=" << dim << ": " << s.to_string();
+  }
+}
+
+// The reference test's hand-computed rows: [3, 4] -> [217 * 2^-8, 145 * 2^-7]; eps under the
+// root ([1, 1] with eps 0.25 -> 229 * 2^-8); a zero row gives 0, not NaN; NaN stays in its row.
+TEST(RmsNormCuda, HandComputedEdgeCases) {
+  DSA_SKIP_WITHOUT_GPU();
+  auto bf = [](std::initializer_list<float> v) {
+    std::vector<bf16> out;
+    for (float f : v) out.push_back(float_to_bf16(f));
+    return out;
+  };
+  auto y = run_gpu(bf({3.f, 4.f}), bf({1.f, 1.f}), 1, 2, 2, 2);
+  EXPECT_EQ(bf16_to_float(y[0]), 0.84765625f);
+  EXPECT_EQ(bf16_to_float(y[1]), 1.1328125f);
+  y = run_gpu(bf({1.f, 1.f, 0.f, 0.f}), bf({1.f, 1.f}), 2, 2, 2, 2, 0.25f);
+  EXPECT_EQ(bf16_to_float(y[0]), 0.89453125f);
+  EXPECT_EQ(bf16_to_float(y[2]), 0.f);
+  EXPECT_EQ(bf16_to_float(y[3]), 0.f);
+  y = run_gpu(bf({1.f, NAN, 1.f, 2.f}), bf({1.f, 1.f}), 2, 2, 2, 2);
+  EXPECT_TRUE(std::isnan(bf16_to_float(y[0])));
+  EXPECT_FALSE(std::isnan(bf16_to_float(y[2])));
+  // Same on the vector path (D = 8): a zero row and a NaN row next to a normal one.
+  std::vector<bf16> x(3 * 8, float_to_bf16(0.f));
+  for (int j = 0; j < 8; ++j) x[8 + j] = float_to_bf16(2.f), x[16 + j] = float_to_bf16(1.f);
+  x[17] = float_to_bf16(NAN);
+  y = run_gpu(x, std::vector<bf16>(8, float_to_bf16(1.f)), 3, 8, 8, 8);
+  for (int j = 0; j < 8; ++j) {
+    EXPECT_EQ(bf16_to_float(y[j]), 0.f);
+    EXPECT_EQ(bf16_to_float(y[8 + j]), 1.f);
+    EXPECT_TRUE(std::isnan(bf16_to_float(y[16 + j])));
+  }
+}
+
+// In place (y == x on the device) equals out of place, bit for bit, on both paths; two runs are
+// bit-identical.
+TEST(RmsNormCuda, InPlaceAndDeterministic) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed());
+  for (int32_t dim : {7168, 7}) {
+    const int32_t tokens = 19;
+    auto x = random_rows(rng, tokens, dim);
+    auto w = rng.bf16_vector(size_t(dim), 0.5f);
+    auto a = run_gpu(x, w, tokens, dim, dim, dim), b = run_gpu(x, w, tokens, dim, dim, dim);
+    auto dx = dev(x), dw = dev(w);
+    RmsNormParams p;
+    p.x = dx.data();
+    p.y = dx.data();
+    p.weight = dw.data();
+    p.num_tokens = tokens;
+    p.dim = dim;
+    ASSERT_TRUE(rmsnorm_cuda(p).ok());
+    auto inplace = host(dx);
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].bits, b[i].bits) << "nondeterministic at " << i;
+      ASSERT_EQ(a[i].bits, inplace[i].bits) << "in place differs at " << i;
+    }
+  }
+}
+
+TEST(RmsNormCuda, ZeroTokensAndHostChecks) {
+  DSA_SKIP_WITHOUT_GPU();
+  RmsNormParams p;
+  p.dim = 16;
+  EXPECT_TRUE(rmsnorm_cuda(p).ok());
+  p.num_tokens = 2;
+  Status s = rmsnorm_cuda(p);  // null pointers
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  p.eps = 0.f;
+  s = rmsnorm_cuda(p);
+  EXPECT_NE(s.message().find("eps = 0"), std::string::npos) << s.to_string();
+}
+
+// ---- residual add: bit-exact ----
+
+void check_residual(int32_t tokens, int32_t dim, size_t offset, uint64_t seed) {
+  Rng rng(seed);
+  const size_t n = size_t(tokens) * dim;
+  std::vector<bf16> h(n + offset), x(n + offset);
+  for (size_t i = 0; i < n + offset; ++i) {
+    h[i] = float_to_bf16(rng.normal() * std::ldexp(1.f, int(rng.randint(-10, 10))));
+    x[i] = float_to_bf16(rng.normal() * std::ldexp(1.f, int(rng.randint(-10, 10))));
+  }
+  auto dh = dev(h), dx = dev(x);
+  ResidualAddParams p{dh.data() + offset, dx.data() + offset, tokens, dim};
+  ASSERT_TRUE(residual_add_cuda(p).ok());
+  auto got = host(dh);
+  std::vector<bf16> want = h;
+  ASSERT_TRUE(residual_add_ref({want.data() + offset, x.data() + offset, tokens, dim}).ok());
+  for (size_t i = 0; i < n + offset; ++i)
+    ASSERT_EQ(got[i].bits, want[i].bits)
+        << "T=" << tokens << " D=" << dim << " offset " << offset << " at " << i;
+}
+
+TEST(ResidualAddCuda, BitExactWithReference) {
+  DSA_SKIP_WITHOUT_GPU();
+  const uint64_t seed = testing::test_seed();
+  check_residual(19, 256, 0, seed);       // vector path
+  check_residual(64, 7168, 0, seed + 1);  // V3.2 hidden
+  check_residual(3, 7, 0, seed + 2);      // n % 8 != 0: scalar path
+  check_residual(5, 64, 1, seed + 3);     // unaligned pointers: scalar path
+  check_residual(4096, 7168, 0, seed + 4);
+}
+
+TEST(ResidualAddCuda, HandComputedTiesAndCheckEntry) {
+  DSA_SKIP_WITHOUT_GPU();
+  std::vector<bf16> h = {float_to_bf16(1.f), float_to_bf16(1.f + 0x1p-7f), float_to_bf16(3.f)};
+  std::vector<bf16> x = {float_to_bf16(0x1p-8f), float_to_bf16(0x1p-8f), float_to_bf16(-1.5f)};
+  auto dh = dev(h), dx = dev(x);
+  ASSERT_TRUE(residual_add_cuda({dh.data(), dx.data(), 1, 3}).ok());
+  auto got = host(dh);
+  EXPECT_EQ(bf16_to_float(got[0]), 1.f);
+  EXPECT_EQ(bf16_to_float(got[1]), 1.f + 0x1p-6f);
+  EXPECT_EQ(bf16_to_float(got[2]), 1.5f);
+  EXPECT_TRUE(residual_add_cuda({nullptr, nullptr, 0, 4}).ok());
+  EXPECT_EQ(residual_add_cuda({nullptr, dx.data(), 1, 3}).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dsa::kernels

@@ -1,0 +1,75 @@
+// RoPE application on the GPU (SPEC.md §8.3). The cos/sin tables are the host-built ones
+// (rope_table_ref, uploaded); the device only reads them, never recomputes them.
+//
+// The rotation uses __fmul_rn / __fadd_rn / __fsub_rn so nvcc cannot contract it into FMAs: each
+// product and the sum are rounded exactly as the CPU reference rounds them, so the result is
+// bit-identical to rope_ref (class T allows more; this costs nothing).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "dsa/core/checked_mode.h"
+#include "dsa/core/dtype.h"
+#include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/error_word.h"
+#include "dsa/cuda/stream.h"
+#include "dsa/kernels/rope/rope.h"
+
+namespace dsa::kernels {
+
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+
+// One warp rotates the 64 rope values of one (token t, head h) row, lane i owning pair i:
+// (x[2i], x[2i+1]) interleaved or (x[i], x[i+32]) non-interleaved, with cos/sin[pos[t], i].
+// A position outside [0, T_rope) leaves the row untouched (the table is never read out of
+// bounds); with an error word (checked mode) lane 0 of head 0 reports OutOfRange {t, pos}.
+__global__ void rope_kernel(bf16* x, const int32_t* __restrict__ positions,
+                            const float* __restrict__ cos_table,
+                            const float* __restrict__ sin_table, int64_t rows, int32_t num_heads,
+                            int64_t token_stride, int64_t head_stride, int32_t num_positions,
+                            bool interleaved, cuda::DeviceErrorWord* err) {
+  const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const int64_t t = row / num_heads, h = row % num_heads;
+  const int32_t pos = positions[t];
+  if (pos < 0 || pos >= num_positions) {
+    if (h == 0 && lane == 0)
+      cuda::report_device_error(err, StatusCode::kOutOfRange, cuda::OpId::kModelOp,
+                                static_cast<int32_t>(t), pos);
+    return;
+  }
+  const float c = cos_table[int64_t{pos} * kRopePairs + lane];
+  const float s = sin_table[int64_t{pos} * kRopePairs + lane];
+  bf16* base = x + t * token_stride + h * head_stride;
+  bf16* pa = interleaved ? base + 2 * lane : base + lane;
+  bf16* pb = interleaved ? base + 2 * lane + 1 : base + lane + kRopePairs;
+  const float a = bf16_to_float(*pa), b = bf16_to_float(*pb);
+  *pa = float_to_bf16(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)));
+  *pb = float_to_bf16(__fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c)));
+}
+
+}  // namespace
+
+Status rope_cuda(const RopeParams& p) {
+  DSA_RETURN_IF_ERROR(validate(p));
+  if (p.num_tokens == 0) return ok_status();
+  cuda::DeviceErrorWord* err = nullptr;
+  const bool checked = checked_mode();
+  if (checked) {
+    DSA_ASSIGN_OR_RETURN(err, cuda::device_error_word());
+  }
+  const int64_t rows = int64_t{p.num_tokens} * p.num_heads;
+  const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  if (blocks > INT32_MAX) return invalid_argument("rope: num_tokens * num_heads too large");
+  rope_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, cuda::current_stream()>>>(
+      p.x, p.positions, p.cos, p.sin, rows, p.num_heads, p.token_stride, p.head_stride,
+      p.num_positions, p.style == RopeStyle::kInterleaved, err);
+  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("rope");
+  if (checked) return cuda::take_device_error("rope: positions[row] outside [0, num_positions)");
+  return ok_status();
+}
+
+}  // namespace dsa::kernels

@@ -40,8 +40,9 @@ phase "compute-sanitizer"
 : >"$out/sanitizer.log"
 san=/usr/local/cuda/bin/compute-sanitizer
 [ -x "$san" ] || san=$(command -v compute-sanitizer)
-for t in $(find "$build" -name '*_cuda_test' -type f -executable | sort); do
-  for tool in memcheck racecheck; do
+# SAN_TESTS (regex on binary names) and SAN_TOOLS pick what runs under the sanitizer.
+for t in $(find "$build" -name '*_cuda_test' -type f -executable | sort | grep -E "${SAN_TESTS:-.}"); do
+  for tool in ${SAN_TOOLS:-memcheck racecheck}; do
     echo "=== $tool $(basename "$t")" >>"$out/sanitizer.log"
     timeout "${SAN_SECONDS_EACH:-45}" "$san" --tool "$tool" --error-exitcode 99 "$t" \
       --gtest_brief=1 >>"$out/sanitizer.log" 2>&1

@@ -2,6 +2,7 @@
 # The one script run on the lent H200: configure with /usr/bin/g++ as C++ and CUDA host compiler,
 # build with every core, run the gpu-labelled tests, compute-sanitizer (memcheck, racecheck) on
 # them, then the CUDA benchmarks. Each phase has a time cap so the whole run fits one device call.
+# Needs .deps/pcre2 (an unpacked Debian libpcre2-dev: scripts/fetch_gpu_deps.sh) in `carry`.
 # Logs go to $OUT (or ./gpu-out): env.txt, build.log, ctest_gpu.log, sanitizer.log, bench.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +19,11 @@ phase() { echo "[gpu_check $(( $(date +%s) - t0 ))s] $*"; }
 cat "$out/env.txt"
 
 phase "configure + build"
+# The GPU image has no libpcre2-dev; a copy unpacked here (carried as .deps) stands in for it.
+pcre=()
+pkg-config --exists libpcre2-8 2>/dev/null || pcre=(-DDSA_PCRE2_ROOT="$PWD/.deps/pcre2")
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=/usr/bin/g++ \
-  -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+  -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ "${pcre[@]}" >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 if ! cmake --build "$build" -j "$(nproc)" >>"$out/build.log" 2>&1; then
   grep -E "error|FAILED" -A4 "$out/build.log" | head -80
   # Build what does build, so the tests that exist still run.

@@ -58,8 +58,6 @@ std::vector<double> per_position(const std::vector<int32_t>& accept_lengths, int
 }
 
 Status run(const GenerateArgs& a) {
-  if (a.device == "cuda")
-    return unimplemented("--device cuda: the CUDA backend is not built yet; use --device cpu");
   if (a.draft_tokens < 0 || a.draft_tokens > 6) {
     return invalid_argument(
         fmt::format("--speculative-num-draft-tokens = {}: must be in [0, 6]", a.draft_tokens));
@@ -78,7 +76,11 @@ Status run(const GenerateArgs& a) {
   o.max_extend_rows = 1024;
   o.mtp_chain_hidden = a.mtp_chain_hidden == "pre_norm" ? model::MtpChainHidden::kPreNorm
                                                         : model::MtpChainHidden::kPostNorm;
-  DSA_ASSIGN_OR_RETURN(auto model, model::DsaModel::load(a.model_dir, o, kernels::cpu_ops()));
+  // cuda: FailedPrecondition without a device, Unimplemented in a host-only build.
+  DSA_ASSIGN_OR_RETURN(
+      const kernels::OpTable* ops,
+      kernels::ops_for(a.device == "cuda" ? kernels::Backend::kCuda : kernels::Backend::kCpu));
+  DSA_ASSIGN_OR_RETURN(auto model, model::DsaModel::load(a.model_dir, o, *ops));
   DSA_ASSIGN_OR_RETURN(model::Tokenizer tok,
                        model::Tokenizer::load(a.model_dir + "/tokenizer.json"));
   DSA_RETURN_IF_ERROR(tok.set_special_ids(int32_t(model->config().bos_token_id),

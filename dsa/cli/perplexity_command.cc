@@ -19,6 +19,7 @@ struct PerplexityArgs {
   int32_t window = 1024;
   int32_t max_windows = 0;
   bool no_mtp = false;
+  std::string device = "cpu";
 };
 
 Status run(const PerplexityArgs& a) {
@@ -31,7 +32,10 @@ Status run(const PerplexityArgs& a) {
   o.max_requests = 1;
   o.max_extend_rows = a.window;
   o.dense = a.dense;
-  DSA_ASSIGN_OR_RETURN(auto m, model::DsaModel::load(a.model_dir, o, kernels::cpu_ops()));
+  DSA_ASSIGN_OR_RETURN(
+      const kernels::OpTable* ops,
+      kernels::ops_for(a.device == "cuda" ? kernels::Backend::kCuda : kernels::Backend::kCpu));
+  DSA_ASSIGN_OR_RETURN(auto m, model::DsaModel::load(a.model_dir, o, *ops));
   DSA_ASSIGN_OR_RETURN(model::Tokenizer tok,
                        model::Tokenizer::load(a.model_dir + "/tokenizer.json"));
   DSA_RETURN_IF_ERROR(
@@ -66,6 +70,7 @@ void add_perplexity_command(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(2, 2048));
   cmd->add_option("--max-windows", a->max_windows, "Stop after this many windows (0 = all)");
   cmd->add_flag("--no-mtp", a->no_mtp, "Skip the MTP layer's acceptance measurement");
+  cmd->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([a, exit_code] {
     Status s = run(*a);
     if (!s.ok()) {

@@ -28,6 +28,10 @@ const OpTable& cpu_ops() {
       .hadamard = hadamard_ref,
       .linear = linear_ref,
       .moe_routing = moe_routing_ref,
+      .swiglu = swiglu_ref,
+      .moe_combine = moe_combine_ref,
+      .indexer_q_quant = indexer_q_quant_ref,
+      .row_copy = row_copy_ref,
   };
   return table;
 }

@@ -13,6 +13,7 @@
 #include "dsa/kernels/layernorm/layernorm.h"
 #include "dsa/kernels/linear/linear.h"
 #include "dsa/kernels/logits_schedule/logits_schedule.h"
+#include "dsa/kernels/model_glue/model_glue.h"
 #include "dsa/kernels/moe_routing/moe_routing.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"
 #include "dsa/kernels/ragged_logits/ragged_logits.h"
@@ -47,6 +48,11 @@ struct OpTable {
   Status (*hadamard)(const HadamardParams&);
   Status (*linear)(const LinearParams&);
   Status (*moe_routing)(const MoeRoutingParams&);
+  // Model glue (so activations never leave the backend memory).
+  Status (*swiglu)(const SwigluParams&);
+  Status (*moe_combine)(const MoeCombineParams&);
+  Status (*indexer_q_quant)(const IndexerQuantParams&);
+  Status (*row_copy)(const RowCopyParams&);
 };
 
 // The CPU backend: the references of every op.

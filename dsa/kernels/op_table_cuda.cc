@@ -26,6 +26,10 @@ const OpTable& cuda_op_table() {
       .hadamard = hadamard_cuda,
       .linear = linear_cuda,
       .moe_routing = moe_routing_cuda,
+      .swiglu = swiglu_cuda,
+      .moe_combine = moe_combine_cuda,
+      .indexer_q_quant = indexer_q_quant_cuda,
+      .row_copy = row_copy_cuda,
   };
   return table;
 }

@@ -1,8 +1,9 @@
 // One DeepSeek-V3.2 decoder block over the rows of a forward (SPEC.md §8.4–§8.6):
 //   h += o_proj(MLA(RMSNorm(h)))   with the lightning indexer and sparse attention,
 //   h += FFN(RMSNorm(h))           dense SwiGLU MLP or noaux_tc MoE.
-// Every op goes through the op table. Padded rows are computed like any row but are inert in
-// attention (length 0) and in the MoE (expert id -1).
+// Every op goes through the op table and every activation lives in the backend's memory (the
+// forward's Workspace). Padded rows are computed like any row but are inert in attention (length
+// 0) and in the MoE (expert id -1).
 #pragma once
 
 #include <cstdint>
@@ -13,31 +14,36 @@
 #include "dsa/kernels/op_table.h"
 #include "dsa/model/model_config.h"
 #include "dsa/model/model_weights.h"
+#include "dsa/model/weight_store.h"
 #include "dsa/runtime/attention_step.h"
 #include "dsa/runtime/forward_metadata.h"
+#include "dsa/runtime/metadata_mirror.h"
+#include "dsa/runtime/workspace.h"
 
 namespace dsa::model {
 
 struct RopeTables {
-  std::vector<float> cos, sin;  // [T_rope, 32]
+  std::vector<float> cos, sin;  // [T_rope, 32], host-built; read through the WeightStore
   int32_t num_positions = 0;
 };
 
 struct BlockContext {
   const kernels::OpTable& ops;
   const ModelConfig& config;
+  const WeightStore& weights;  // backend copies of the weights and the RoPE tables
   const RopeTables& rope;
   runtime::AttentionStep& attention;
-  const runtime::ForwardMetadata& meta;
-  const kernels::PageTable& page_table;
+  const runtime::ForwardMetadata& meta;   // host: header and host-side decisions
+  const runtime::MetadataArrays& arrays;  // meta's arrays and the page table, backend copies
+  runtime::Workspace& ws;
 };
 
 // y = x W^T through the op table (bf16 or FP8 weight); y_f32 selects an fp32 output.
-Status run_linear(const kernels::OpTable& ops, const LinearWeight& w, const bf16* x, int32_t rows,
-                  bf16* y, float* y_f32 = nullptr);
+Status run_linear(const kernels::OpTable& ops, const WeightStore& store, const LinearWeight& w,
+                  const bf16* x, int32_t rows, bf16* y, float* y_f32 = nullptr);
 
-// Runs one block in place on h [rows_pad, hidden].
+// Runs one block in place on h [rows_pad, hidden] (backend memory).
 Status run_decoder_block(const BlockContext& ctx, const DecoderLayerWeights& w,
-                         const runtime::LayerCaches& caches, std::vector<bf16>& h);
+                         const runtime::LayerCaches& caches, bf16* h);
 
 }  // namespace dsa::model

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
-
 namespace dsa::model {
 
 namespace {
@@ -49,13 +47,16 @@ DsaModel::DsaModel(ModelConfig config, ModelWeights weights, const ModelOptions&
       options_(options),
       metadata_config_(mc),
       ops_(ops),
+      store_(ops.backend),
       pages_(mc.num_pages, mc.num_rows, mc.page_table_width),
       caches_(int32_t(config_.num_hidden_layers + (config_.has_mtp() ? 1 : 0)), mc.num_pages,
               options.latent_format),
-      attention_(ops, mc,
-                 runtime::AttentionDims{int32_t(config_.index_n_heads),
-                                        int32_t(config_.num_attention_heads),
-                                        float(config_.sm_scale())}) {}
+      attention_(
+          ops, mc,
+          runtime::AttentionDims{int32_t(config_.index_n_heads),
+                                 int32_t(config_.num_attention_heads), float(config_.sm_scale())}),
+      mirror_(ops.backend),
+      ws_(ops.backend) {}
 
 StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& dir,
                                                    const ModelOptions& options,
@@ -83,60 +84,85 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
   m->rope_.sin.resize(m->rope_.cos.size());
   kernels::RopeTableParams tp{rc, m->rope_.num_positions, m->rope_.cos.data(), m->rope_.sin.data()};
   DSA_RETURN_IF_ERROR(kernels::rope_table_ref(tp));  // host-built, class E (§8.3)
+  // Into the backend's memory once (for the CPU backend all of this reads the host copies).
+  DSA_RETURN_IF_ERROR(m->caches_.allocate(ops.backend));
+  DSA_RETURN_IF_ERROR(m->store_.add_model(m->weights_));
+  DSA_RETURN_IF_ERROR(m->store_.add(m->rope_.cos));
+  DSA_RETURN_IF_ERROR(m->store_.add(m->rope_.sin));
   return m;
 }
 
-Status DsaModel::embed(const std::vector<bf16>& table, std::span<const int32_t> tokens,
-                       int32_t rows, std::vector<bf16>& h) {
+Status DsaModel::begin_forward(const runtime::ForwardMetadata& meta) {
+  ws_.reset();  // the previous forward's activations are dead
+  return mirror_.upload(meta, pages_.page_table());
+}
+
+BlockContext DsaModel::block_context(const runtime::ForwardMetadata& meta) {
+  return BlockContext{ops_, config_, store_, rope_, attention_, meta, mirror_.arrays(), ws_};
+}
+
+StatusOr<bf16*> DsaModel::embed(const std::vector<bf16>& table, std::span<const int32_t> tokens,
+                                int32_t rows) {
   if (int64_t(tokens.size()) < rows) {
     return invalid_argument(fmt::format("forward: {} tokens for {} rows", tokens.size(), rows));
   }
-  h.resize(sz(rows) * sz(config_.hidden_size));
-  kernels::EmbeddingParams p{tokens.data(),
-                             table.data(),
-                             h.data(),
-                             rows,
-                             int32_t(config_.vocab_size),
-                             int32_t(config_.hidden_size)};
-  return ops_.embedding(p);
+  DSA_ASSIGN_OR_RETURN(int32_t * ids, ws_.take<int32_t>(sz(rows)));
+  DSA_RETURN_IF_ERROR(ws_.memory().copy(ids, tokens.data(), sz(rows) * sizeof(int32_t)));
+  DSA_ASSIGN_OR_RETURN(bf16 * h, ws_.take<bf16>(sz(rows) * sz(config_.hidden_size)));
+  kernels::EmbeddingParams p{ids,  store_.get(table),           h,
+                             rows, int32_t(config_.vocab_size), int32_t(config_.hidden_size)};
+  DSA_RETURN_IF_ERROR(ops_.embedding(p));
+  return h;
 }
 
-Status DsaModel::head(const runtime::ForwardMetadata& meta, const std::vector<bf16>& normed,
+Status DsaModel::rmsnorm(const bf16* x, const std::vector<bf16>& w, bf16* y, int32_t rows,
+                         int64_t y_stride) {
+  kernels::RmsNormParams n;
+  n.x = x;
+  n.weight = store_.get(w);
+  n.y = y;
+  n.num_tokens = rows;
+  n.dim = int32_t(config_.hidden_size);
+  n.y_stride = y_stride;
+  n.eps = float(config_.rms_norm_eps);
+  return ops_.rmsnorm(n);
+}
+
+Status DsaModel::head(const runtime::ForwardMetadata& meta, const bf16* normed, const bf16* hidden,
                       const LinearWeight& lm_head, ForwardOutput* out) {
   const int32_t D = int32_t(config_.hidden_size), V = int32_t(config_.vocab_size);
-  const int32_t samples = meta.header.num_samples;
-  std::vector<bf16> rows(sz(samples) * D, float_to_bf16(0.f));
-  for (int32_t i = 0; i < samples; ++i) {
-    const int32_t r = meta.sample_row[sz(i)];
-    if (r >= 0) std::memcpy(&rows[sz(i) * D], &normed[sz(r) * D], sz(D) * sizeof(bf16));
-  }
+  const int32_t rows = meta.header.rows_pad, samples = meta.header.num_samples;
+  const runtime::MemoryOps& mem = ws_.memory();
+  out->hidden.resize(sz(rows) * D);
+  DSA_RETURN_IF_ERROR(mem.copy(out->hidden.data(), hidden, out->hidden.size() * sizeof(bf16)));
   out->logits.assign(sz(samples) * V, 0.f);
-  if (samples == 0) return ok_status();
-  return run_linear(ops_, lm_head, rows.data(), samples, nullptr, out->logits.data());
+  if (samples > 0) {
+    DSA_ASSIGN_OR_RETURN(bf16 * x, ws_.take<bf16>(sz(samples) * D));  // sample_row -1: zero rows
+    const int64_t row_bytes = int64_t{D} * int64_t{sizeof(bf16)};
+    kernels::RowCopyParams g{normed,    x,         mirror_.arrays().sample_row,
+                             row_bytes, row_bytes, row_bytes,
+                             samples,   rows,      kernels::RowCopyMode::kGather};
+    DSA_RETURN_IF_ERROR(ops_.row_copy(g));
+    DSA_ASSIGN_OR_RETURN(float* logits, ws_.take<float>(out->logits.size()));
+    DSA_RETURN_IF_ERROR(run_linear(ops_, store_, lm_head, x, samples, nullptr, logits));
+    DSA_RETURN_IF_ERROR(mem.copy(out->logits.data(), logits, out->logits.size() * sizeof(float)));
+  }
+  return mem.sync();
 }
 
 Status DsaModel::forward_target(const runtime::ForwardMetadata& meta,
                                 std::span<const int32_t> tokens, ForwardOutput* out) {
   const int32_t rows = meta.header.rows_pad;
-  const int32_t D = int32_t(config_.hidden_size);
-  std::vector<bf16> h;
-  DSA_RETURN_IF_ERROR(embed(weights_.embed, tokens, rows, h));
-  const kernels::PageTable pt = pages_.page_table();
-  BlockContext ctx{ops_, config_, rope_, attention_, meta, pt};
+  DSA_RETURN_IF_ERROR(begin_forward(meta));
+  DSA_ASSIGN_OR_RETURN(bf16 * h, embed(weights_.embed, tokens, rows));
+  const BlockContext ctx = block_context(meta);
   for (size_t l = 0; l < weights_.layers.size(); ++l) {
     DSA_RETURN_IF_ERROR(run_decoder_block(ctx, weights_.layers[l], caches_.layer(int32_t(l)), h)
                             .with_context(fmt::format("layer {}", l)));
   }
-  out->hidden.resize(h.size());
-  kernels::RmsNormParams n;
-  n.x = h.data();
-  n.weight = weights_.final_norm.data();
-  n.y = out->hidden.data();
-  n.num_tokens = rows;
-  n.dim = D;
-  n.eps = float(config_.rms_norm_eps);
-  DSA_RETURN_IF_ERROR(ops_.rmsnorm(n));
-  return head(meta, out->hidden, weights_.lm_head, out);
+  DSA_ASSIGN_OR_RETURN(bf16 * normed, ws_.take<bf16>(sz(rows) * sz(config_.hidden_size)));
+  DSA_RETURN_IF_ERROR(rmsnorm(h, weights_.final_norm, normed, rows));
+  return head(meta, normed, normed, weights_.lm_head, out);
 }
 
 Status DsaModel::forward_mtp(const runtime::ForwardMetadata& meta, std::span<const int32_t> tokens,
@@ -149,38 +175,23 @@ Status DsaModel::forward_mtp(const runtime::ForwardMetadata& meta, std::span<con
     return invalid_argument(fmt::format("forward_mtp: target_hidden has {} values for {} rows",
                                         target_hidden.size(), rows));
   }
-  std::vector<bf16> e;
-  DSA_RETURN_IF_ERROR(embed(weights_.mtp_embed(), tokens, rows, e));
+  DSA_RETURN_IF_ERROR(begin_forward(meta));
+  DSA_ASSIGN_OR_RETURN(bf16 * e, embed(weights_.mtp_embed(), tokens, rows));
+  DSA_ASSIGN_OR_RETURN(bf16 * th, ws_.take<bf16>(sz(rows) * D));
+  DSA_RETURN_IF_ERROR(ws_.memory().copy(th, target_hidden.data(), sz(rows) * D * sizeof(bf16)));
   // concat(enorm(emb(t)), hnorm(h)): embedding half first (§6.5).
-  std::vector<bf16> cat(sz(rows) * 2 * D);
-  kernels::RmsNormParams n;
-  n.num_tokens = rows;
-  n.dim = D;
-  n.eps = float(config_.rms_norm_eps);
-  n.y_stride = 2 * D;
-  n.x = e.data();
-  n.weight = m.enorm.data();
-  n.y = cat.data();
-  DSA_RETURN_IF_ERROR(ops_.rmsnorm(n));
-  n.x = target_hidden.data();
-  n.weight = m.hnorm.data();
-  n.y = cat.data() + D;
-  DSA_RETURN_IF_ERROR(ops_.rmsnorm(n));
-  std::vector<bf16> h(sz(rows) * D);
-  DSA_RETURN_IF_ERROR(run_linear(ops_, m.eh_proj, cat.data(), rows, h.data()));
-  const kernels::PageTable pt = pages_.page_table();
-  BlockContext ctx{ops_, config_, rope_, attention_, meta, pt};
+  DSA_ASSIGN_OR_RETURN(bf16 * cat, ws_.take<bf16>(sz(rows) * 2 * D));
+  DSA_RETURN_IF_ERROR(rmsnorm(e, m.enorm, cat, rows, 2 * D));
+  DSA_RETURN_IF_ERROR(rmsnorm(th, m.hnorm, cat + D, rows, 2 * D));
+  DSA_ASSIGN_OR_RETURN(bf16 * h, ws_.take<bf16>(sz(rows) * D));
+  DSA_RETURN_IF_ERROR(run_linear(ops_, store_, m.eh_proj, cat, rows, h));
   const int32_t mtp_layer = int32_t(config_.num_hidden_layers);
-  DSA_RETURN_IF_ERROR(
-      run_decoder_block(ctx, m.block, caches_.layer(mtp_layer), h).with_context("mtp layer"));
-  std::vector<bf16> normed(h.size());
-  n.x = h.data();
-  n.weight = m.shared_head_norm.data();
-  n.y = normed.data();
-  n.y_stride = 0;
-  DSA_RETURN_IF_ERROR(ops_.rmsnorm(n));
-  out->hidden = options_.mtp_chain_hidden == MtpChainHidden::kPostNorm ? normed : h;
-  return head(meta, normed, weights_.mtp_head(), out);
+  DSA_RETURN_IF_ERROR(run_decoder_block(block_context(meta), m.block, caches_.layer(mtp_layer), h)
+                          .with_context("mtp layer"));
+  DSA_ASSIGN_OR_RETURN(bf16 * normed, ws_.take<bf16>(sz(rows) * D));
+  DSA_RETURN_IF_ERROR(rmsnorm(h, m.shared_head_norm, normed, rows));
+  const bf16* hidden = options_.mtp_chain_hidden == MtpChainHidden::kPostNorm ? normed : h;
+  return head(meta, normed, hidden, weights_.mtp_head(), out);
 }
 
 }  // namespace dsa::model

@@ -1,6 +1,9 @@
 // A loaded DeepSeek-V3.2-architecture model (SPEC.md §8) with its MTP layer (§6.5): weights,
 // RoPE tables, the paged caches of every layer and the page manager, run through an op table.
 // The engine builds each forward's metadata with the runtime's one builder and hands it here.
+// Weights, RoPE tables, caches and activations live in the op table's backend memory (device
+// memory for cuda_ops(): uploaded once at load); each forward copies its metadata and the page
+// table there first, and copies hidden states and logits back into the host ForwardOutput.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +18,12 @@
 #include "dsa/model/model_caches.h"
 #include "dsa/model/model_config.h"
 #include "dsa/model/model_weights.h"
+#include "dsa/model/weight_store.h"
 #include "dsa/runtime/attention_step.h"
 #include "dsa/runtime/forward_metadata.h"
+#include "dsa/runtime/metadata_mirror.h"
 #include "dsa/runtime/page_pool.h"
+#include "dsa/runtime/workspace.h"
 
 namespace dsa::model {
 
@@ -63,10 +69,15 @@ class DsaModel {
  private:
   DsaModel(ModelConfig config, ModelWeights weights, const ModelOptions& options,
            const runtime::MetadataConfig& mc, const kernels::OpTable& ops);
-  Status embed(const std::vector<bf16>& table, std::span<const int32_t> tokens, int32_t rows,
-               std::vector<bf16>& h);
-  Status head(const runtime::ForwardMetadata& meta, const std::vector<bf16>& normed,
+  Status begin_forward(const runtime::ForwardMetadata& meta);
+  StatusOr<bf16*> embed(const std::vector<bf16>& table, std::span<const int32_t> tokens,
+                        int32_t rows);
+  Status rmsnorm(const bf16* x, const std::vector<bf16>& w, bf16* y, int32_t rows,
+                 int64_t y_stride = 0);
+  // Logits of the sampled rows of `normed`, then hidden [rows_pad, D] and the logits copied back.
+  Status head(const runtime::ForwardMetadata& meta, const bf16* normed, const bf16* hidden,
               const LinearWeight& lm_head, ForwardOutput* out);
+  BlockContext block_context(const runtime::ForwardMetadata& meta);
 
   ModelConfig config_;
   ModelWeights weights_;
@@ -74,9 +85,12 @@ class DsaModel {
   runtime::MetadataConfig metadata_config_;
   const kernels::OpTable& ops_;
   RopeTables rope_;
+  WeightStore store_;
   runtime::PagedCacheManager pages_;
   ModelCaches caches_;
   runtime::AttentionStep attention_;
+  runtime::MetadataMirror mirror_;
+  runtime::Workspace ws_;
 };
 
 }  // namespace dsa::model

@@ -3,15 +3,23 @@
 namespace dsa::model {
 
 ModelCaches::ModelCaches(int32_t num_layers, int32_t num_pages, kernels::LatentFormat format)
-    : num_pages_(num_pages), format_(format) {
-  const size_t indexer_bytes = size_t(num_pages) * size_t(kernels::indexer_page_bytes(
-                                                       kernels::kPageSize, kernels::kIndexHeadDim));
+    : num_layers_(num_layers), num_pages_(num_pages), format_(format) {}
+
+Status ModelCaches::allocate(kernels::Backend backend) {
+  const size_t indexer_bytes =
+      size_t(num_pages_) *
+      size_t(kernels::indexer_page_bytes(kernels::kPageSize, kernels::kIndexHeadDim));
   const size_t latent_bytes =
-      size_t(num_pages) * kernels::kPageSize * size_t(kernels::latent_bytes_per_token(format));
-  for (int32_t l = 0; l < num_layers; ++l) {
-    indexer_.emplace_back(indexer_bytes, 0);  // zero-filled: page 0 reads as zeros (§2.5)
-    latent_.emplace_back(latent_bytes, 0);
+      size_t(num_pages_) * kernels::kPageSize * size_t(kernels::latent_bytes_per_token(format_));
+  indexer_.clear();
+  latent_.clear();
+  for (int32_t l = 0; l < num_layers_; ++l) {
+    DSA_ASSIGN_OR_RETURN(auto ix, runtime::Buffer<uint8_t>::alloc(backend, indexer_bytes));
+    DSA_ASSIGN_OR_RETURN(auto lat, runtime::Buffer<uint8_t>::alloc(backend, latent_bytes));
+    indexer_.push_back(std::move(ix));
+    latent_.push_back(std::move(lat));
   }
+  return ok_status();
 }
 
 runtime::LayerCaches ModelCaches::layer(int32_t l) {

@@ -1,7 +1,7 @@
 #include "dsa/runtime/attention_step.h"
 
 #include <algorithm>
-#include <cstring>
+#include <span>
 
 #include "dsa/runtime/metadata_schedule.h"
 
@@ -15,27 +15,53 @@ AttentionStep::AttentionStep(const kernels::OpTable& ops, const MetadataConfig& 
     : ops_(ops), config_(config), dims_(dims) {
   const int64_t wp = int64_t{config.page_table_width} * kPageSize;
   logits_ld_ = (wp + 255) / 256 * 256;
-  const size_t pg_rows = size_t(config.max_requests) * size_t(config.max_rows_per_request());
-  pg_q_.assign(pg_rows * size_t(dims.index_heads) * kIndexHeadDim, 0);
-  pg_w_.assign(pg_rows * size_t(dims.index_heads), 0.f);
-  pg_logits_.assign(pg_rows * size_t(logits_ld_), 0.f);
-  gathered_k8_.assign(size_t(config.max_extend_kv) * kIndexHeadDim, 0);
-  gathered_kscale_.assign(size_t(config.max_extend_kv), 0.f);
   ragged_len_.assign(size_t(config.row_capacity()), 0);
   ragged_out_row_.assign(size_t(config.row_capacity()), -1);
 }
 
-Status AttentionStep::write_caches(const ForwardMetadata& m, const LayerCaches& c,
-                                   const AttentionInputs& in) {
+Status AttentionStep::allocate_scratch() {
+  const kernels::Backend b = ops_.backend;
+  const size_t pg_rows = size_t(config_.max_requests) * size_t(config_.max_rows_per_request());
+  DSA_ASSIGN_OR_RETURN(
+      pg_q_, Buffer<uint8_t>::alloc(b, pg_rows * size_t(dims_.index_heads) * kIndexHeadDim));
+  DSA_ASSIGN_OR_RETURN(pg_w_, Buffer<float>::alloc(b, pg_rows * size_t(dims_.index_heads)));
+  DSA_ASSIGN_OR_RETURN(pg_logits_, Buffer<float>::alloc(b, pg_rows * size_t(logits_ld_)));
+  DSA_ASSIGN_OR_RETURN(gathered_k8_,
+                       Buffer<uint8_t>::alloc(b, size_t(config_.max_extend_kv) * kIndexHeadDim));
+  DSA_ASSIGN_OR_RETURN(gathered_kscale_, Buffer<float>::alloc(b, size_t(config_.max_extend_kv)));
+  DSA_ASSIGN_OR_RETURN(ragged_len_buf_, Buffer<int32_t>::alloc(b, ragged_len_.size()));
+  DSA_ASSIGN_OR_RETURN(ragged_out_row_buf_, Buffer<int32_t>::alloc(b, ragged_out_row_.size()));
+  scratch_ready_ = true;
+  return ok_status();
+}
+
+Status AttentionStep::copy_rows(const void* src, int64_t src_stride, void* dst, int64_t dst_stride,
+                                int64_t row_bytes, const int32_t* index, int32_t rows,
+                                int32_t bound, kernels::RowCopyMode mode) {
+  kernels::RowCopyParams p;
+  p.src = src;
+  p.dst = dst;
+  p.index = index;
+  p.src_stride = src_stride;
+  p.dst_stride = dst_stride;
+  p.row_bytes = row_bytes;
+  p.num_rows = rows;
+  p.index_bound = bound;
+  p.mode = mode;
+  return ops_.row_copy(p);
+}
+
+Status AttentionStep::write_caches(const ForwardMetadata& m, const MetadataArrays& a,
+                                   const LayerCaches& c, const AttentionInputs& in) {
   kernels::LatentWriteParams lw;
   lw.kv = in.kv_latent;
-  lw.slot = m.write_slot.data();
+  lw.slot = a.write_slot;
   lw.num_tokens = m.header.rows_pad;
   lw.pool = c.latent;
   DSA_RETURN_IF_ERROR(ops_.latent_write(lw));
   kernels::IndexerWriteParams iw;
   iw.k = in.k_index;
-  iw.slot = m.write_slot.data();
+  iw.slot = a.write_slot;
   iw.num_tokens = m.header.rows_pad;
   iw.pool = c.indexer;
   return ops_.indexer_write(iw);
@@ -43,7 +69,7 @@ Status AttentionStep::write_caches(const ForwardMetadata& m, const LayerCaches& 
 
 // One paged-logits launch over `rows.layout` (the very length array the schedule was built from)
 // and the paged top-k of those rows; out_row routes results to forward rows (nullptr = same row).
-Status AttentionStep::paged_indexer(const ForwardMetadata& m, const kernels::PageTable& pt,
+Status AttentionStep::paged_indexer(const ForwardMetadata& m, const MetadataArrays& a,
                                     const LayerCaches& c, const PagedRows& rows, int32_t* topk) {
   const MetadataHeader& h = m.header;
   const int32_t num_rows = rows.layout.batch * rows.layout.rows_per_request;
@@ -52,9 +78,9 @@ Status AttentionStep::paged_indexer(const ForwardMetadata& m, const kernels::Pag
   p.w = rows.w;
   p.row_len = rows.layout.row_len;
   p.req_slot = rows.req_slot;
-  p.page_table = pt;
+  p.page_table = a.page_table;
   p.pool = c.indexer;
-  p.schedule = m.schedule.data();
+  p.schedule = a.schedule;
   p.schedule_words = static_cast<int32_t>(m.schedule.size());
   p.batch_pad = rows.layout.batch;
   p.rows_per_request = rows.layout.rows_per_request;
@@ -72,8 +98,8 @@ Status AttentionStep::paged_indexer(const ForwardMetadata& m, const kernels::Pag
   t.len = rows.layout.row_len;
   t.k = h.topk;
   t.variant = kernels::TopkVariant::kPaged;
-  t.page_table = pt;
-  t.row_page = m.row_page.data();
+  t.page_table = a.page_table;
+  t.row_page = a.row_page;
   t.out_row = rows.out_row;
   t.out_rows = h.rows_pad;
   t.idx = topk;
@@ -82,43 +108,41 @@ Status AttentionStep::paged_indexer(const ForwardMetadata& m, const kernels::Pag
 
 // EXTEND's paged sub-batch: requests with <= d + 1 new rows read the pool directly, as in the
 // uniform modes, with (B_pg, n_pg) rows and top-k results routed back by pg_row.
-Status AttentionStep::extend_paged_indexer(const ForwardMetadata& m, const kernels::PageTable& pt,
+Status AttentionStep::extend_paged_indexer(const ForwardMetadata& m, const MetadataArrays& a,
                                            const LayerCaches& c, const AttentionInputs& in,
                                            const AttentionOutputs& out) {
   const MetadataHeader& h = m.header;
   const int32_t pg_rows = h.paged_requests * h.paged_rows_per_req;
   if (pg_rows == 0) return ok_status();
-  const size_t q_row = size_t(dims_.index_heads) * kIndexHeadDim;
-  for (int32_t i = 0; i < pg_rows; ++i) {
-    const int32_t r = m.pg_row[size_t(i)];
-    if (r < 0) continue;  // top-up rows have length 0 and are never read
-    std::memcpy(&pg_q_[size_t(i) * q_row], in.q_index + size_t(r) * q_row, q_row);
-    std::memcpy(&pg_w_[size_t(i) * dims_.index_heads], in.w_index + size_t(r) * dims_.index_heads,
-                sizeof(float) * size_t(dims_.index_heads));
-  }
-  PagedRows rows{pg_q_.data(),         pg_w_.data(),      schedule_layout(m),
-                 m.pg_req_slot.data(), pg_logits_.data(), m.pg_row.data()};
-  DSA_RETURN_IF_ERROR(paged_indexer(m, pt, c, rows, out.topk));
-  for (int32_t i = 0; i < pg_rows; ++i) {  // expose each row's logits at its EXTEND row
-    const int32_t r = m.pg_row[size_t(i)];
-    if (r < 0) continue;
-    std::memcpy(out.logits + size_t(r) * logits_ld_, &pg_logits_[size_t(i) * logits_ld_],
-                sizeof(float) * size_t(logits_ld_));
-  }
-  return ok_status();
+  // Top-up rows (pg_row -1) have length 0 and are never read.
+  const int64_t q_row = int64_t{dims_.index_heads} * kIndexHeadDim;
+  const int64_t w_row = int64_t{dims_.index_heads} * int64_t{sizeof(float)};
+  const int64_t l_row = logits_ld_ * int64_t{sizeof(float)};
+  using kernels::RowCopyMode;
+  DSA_RETURN_IF_ERROR(copy_rows(in.q_index, q_row, pg_q_.data(), q_row, q_row, a.pg_row, pg_rows,
+                                h.rows_pad, RowCopyMode::kGather));
+  DSA_RETURN_IF_ERROR(copy_rows(in.w_index, w_row, pg_w_.data(), w_row, w_row, a.pg_row, pg_rows,
+                                h.rows_pad, RowCopyMode::kGather));
+  ScheduleLayout layout = schedule_layout(m);
+  layout.row_len = a.pg_row_len;
+  PagedRows rows{pg_q_.data(), pg_w_.data(), layout, a.pg_req_slot, pg_logits_.data(), a.pg_row};
+  DSA_RETURN_IF_ERROR(paged_indexer(m, a, c, rows, out.topk));
+  // Expose each row's logits at its EXTEND row.
+  return copy_rows(pg_logits_.data(), l_row, out.logits, l_row, l_row, a.pg_row, pg_rows,
+                   h.rows_pad, RowCopyMode::kScatter);
 }
 
 // EXTEND's ragged path: gather the keys of long requests, score rows against [ks, ke), select
 // with the paged variant (column j is position j of the row's request). Paged-path rows are
 // skipped (out_row -1); padded rows have ks = ke and get all -1.
-Status AttentionStep::extend_ragged_indexer(const ForwardMetadata& m, const kernels::PageTable& pt,
+Status AttentionStep::extend_ragged_indexer(const ForwardMetadata& m, const MetadataArrays& a,
                                             const LayerCaches& c, const AttentionInputs& in,
                                             const AttentionOutputs& out) {
   const MetadataHeader& h = m.header;
   kernels::IndexerGatherParams g;
-  g.req_slot = m.req_slot.data();
-  g.cu_kv = m.cu_kv.data();
-  g.page_table = pt;
+  g.req_slot = a.req_slot;
+  g.cu_kv = a.cu_kv;
+  g.page_table = a.page_table;
   g.pool = c.indexer;
   g.batch_pad = h.batch_pad;
   g.k8 = gathered_k8_.data();
@@ -133,13 +157,17 @@ Status AttentionStep::extend_ragged_indexer(const ForwardMetadata& m, const kern
     ragged_len_[size_t(r)] = m.ke[size_t(r)] - m.ks[size_t(r)];
     ragged_out_row_[size_t(r)] = (ragged || padded) ? r : -1;
   }
+  const size_t used = size_t(h.rows_pad);
+  DSA_RETURN_IF_ERROR(ragged_len_buf_.upload(std::span<const int32_t>(ragged_len_.data(), used)));
+  DSA_RETURN_IF_ERROR(
+      ragged_out_row_buf_.upload(std::span<const int32_t>(ragged_out_row_.data(), used)));
   kernels::RaggedLogitsParams p;
   p.q = in.q_index;
   p.w = in.w_index;
   p.k8 = gathered_k8_.data();
   p.kscale = gathered_kscale_.data();
-  p.ks = m.ks.data();
-  p.ke = m.ke.data();
+  p.ks = a.ks;
+  p.ke = a.ke;
   p.num_tokens = h.rows_pad;
   p.num_keys = m.cu_kv[size_t(h.batch_pad)];
   p.num_heads = dims_.index_heads;
@@ -153,12 +181,12 @@ Status AttentionStep::extend_ragged_indexer(const ForwardMetadata& m, const kern
   t.logits = out.logits;
   t.logits_ld = static_cast<int32_t>(logits_ld_);
   t.rows = h.rows_pad;
-  t.len = ragged_len_.data();
+  t.len = ragged_len_buf_.data();
   t.k = h.topk;
   t.variant = kernels::TopkVariant::kPaged;
-  t.page_table = pt;
-  t.row_page = m.row_page.data();
-  t.out_row = ragged_out_row_.data();
+  t.page_table = a.page_table;
+  t.row_page = a.row_page;
+  t.out_row = ragged_out_row_buf_.data();
   t.out_rows = h.rows_pad;
   t.idx = out.topk;
   return ops_.topk(t);
@@ -167,29 +195,37 @@ Status AttentionStep::extend_ragged_indexer(const ForwardMetadata& m, const kern
 Status AttentionStep::run_layer(const ForwardMetadata& m, const kernels::PageTable& pt,
                                 const LayerCaches& c, const AttentionInputs& in,
                                 const AttentionOutputs& out) {
+  return run_layer(m, host_arrays(m, pt), c, in, out);
+}
+
+Status AttentionStep::run_layer(const ForwardMetadata& m, const MetadataArrays& a,
+                                const LayerCaches& c, const AttentionInputs& in,
+                                const AttentionOutputs& out) {
   const MetadataHeader& h = m.header;
   if (h.rows_pad == 0) return ok_status();
-  DSA_RETURN_IF_ERROR(write_caches(m, c, in));  // (1) before anything reads the caches
+  if (!scratch_ready_) DSA_RETURN_IF_ERROR(allocate_scratch());
+  DSA_RETURN_IF_ERROR(write_caches(m, a, c, in));  // (1) before anything reads the caches
   if (is_uniform(h.mode)) {
-    PagedRows rows{in.q_index,        in.w_index, schedule_layout(m),
-                   m.req_slot.data(), out.logits, nullptr};
-    DSA_RETURN_IF_ERROR(paged_indexer(m, pt, c, rows, out.topk));
+    ScheduleLayout layout = schedule_layout(m);
+    layout.row_len = a.row_len;
+    PagedRows rows{in.q_index, in.w_index, layout, a.req_slot, out.logits, nullptr};
+    DSA_RETURN_IF_ERROR(paged_indexer(m, a, c, rows, out.topk));
   } else {
-    DSA_RETURN_IF_ERROR(extend_ragged_indexer(m, pt, c, in, out));
-    DSA_RETURN_IF_ERROR(extend_paged_indexer(m, pt, c, in, out));
+    DSA_RETURN_IF_ERROR(extend_ragged_indexer(m, a, c, in, out));
+    DSA_RETURN_IF_ERROR(extend_paged_indexer(m, a, c, in, out));
   }
-  kernels::SparseMlaDecodeParams a;
-  a.q = in.q_mla;
-  a.cache = c.latent;
-  a.indices = out.topk;
-  a.topk_len = m.row_topk_len.data();
-  a.rows = h.rows_pad;
-  a.num_heads = dims_.mla_heads;
-  a.topk = h.topk;
-  a.sm_scale = dims_.sm_scale;
-  a.out = out.out;
-  a.lse = out.lse;
-  return ops_.sparse_mla_decode(a);
+  kernels::SparseMlaDecodeParams p;
+  p.q = in.q_mla;
+  p.cache = c.latent;
+  p.indices = out.topk;
+  p.topk_len = a.row_topk_len;
+  p.rows = h.rows_pad;
+  p.num_heads = dims_.mla_heads;
+  p.topk = h.topk;
+  p.sm_scale = dims_.sm_scale;
+  p.out = out.out;
+  p.lse = out.lse;
+  return ops_.sparse_mla_decode(p);
 }
 
 }  // namespace dsa::runtime

@@ -1,8 +1,10 @@
 // The attention-only step executor (SPEC.md §4.7): for one forward's metadata and one layer, write
 // the new rows' MLA latents and indexer keys into both caches, then indexer logits (paged, or
 // gather + ragged on EXTEND's ragged path), top-k (paged variant: global slots), sparse MLA. Every
-// op goes through the op table, so the same executor runs any backend. Scratch is allocated once
-// at the capacities of the MetadataConfig.
+// op goes through the op table, so the same executor runs any backend. Scratch lives in the
+// backend's memory, allocated once (first run) at the capacities of the MetadataConfig. Every
+// pointer an op reads comes from MetadataArrays (the backend's copies, runtime/metadata_mirror.h);
+// the host ForwardMetadata only drives host decisions (header, loop bounds, ragged row lists).
 #pragma once
 
 #include <cstdint>
@@ -11,8 +13,10 @@
 #include "dsa/core/dtype.h"
 #include "dsa/core/status.h"
 #include "dsa/kernels/op_table.h"
+#include "dsa/runtime/buffer.h"
 #include "dsa/runtime/forward_batch.h"
 #include "dsa/runtime/forward_metadata.h"
+#include "dsa/runtime/metadata_mirror.h"
 #include "dsa/runtime/metadata_schedule.h"
 
 namespace dsa::runtime {
@@ -52,12 +56,22 @@ class AttentionStep {
   // Row stride of every logits buffer: W * P rounded up to 256 (SPEC.md §2.6).
   int64_t logits_ld() const { return logits_ld_; }
 
+  // Host-memory backends: reads meta's arrays and the page table in place.
   Status run_layer(const ForwardMetadata& meta, const kernels::PageTable& page_table,
+                   const LayerCaches& caches, const AttentionInputs& in,
+                   const AttentionOutputs& out);
+  // Any backend: `arrays` are meta's arrays and the page table in the backend's memory.
+  Status run_layer(const ForwardMetadata& meta, const MetadataArrays& arrays,
                    const LayerCaches& caches, const AttentionInputs& in,
                    const AttentionOutputs& out);
 
  private:
-  Status write_caches(const ForwardMetadata& m, const LayerCaches& c, const AttentionInputs& in);
+  Status allocate_scratch();
+  Status write_caches(const ForwardMetadata& m, const MetadataArrays& a, const LayerCaches& c,
+                      const AttentionInputs& in);
+  Status copy_rows(const void* src, int64_t src_stride, void* dst, int64_t dst_stride,
+                   int64_t row_bytes, const int32_t* index, int32_t rows, int32_t bound,
+                   kernels::RowCopyMode mode);
   // Rows of one paged-logits launch: its q/w rows, the schedule's layout, per-request page-table
   // rows, where its logits go, and where its top-k rows go (nullptr = same row).
   struct PagedRows {
@@ -68,12 +82,12 @@ class AttentionStep {
     float* logits;
     const int32_t* out_row;
   };
-  Status paged_indexer(const ForwardMetadata& m, const kernels::PageTable& pt, const LayerCaches& c,
+  Status paged_indexer(const ForwardMetadata& m, const MetadataArrays& a, const LayerCaches& c,
                        const PagedRows& rows, int32_t* topk);
-  Status extend_paged_indexer(const ForwardMetadata& m, const kernels::PageTable& pt,
+  Status extend_paged_indexer(const ForwardMetadata& m, const MetadataArrays& a,
                               const LayerCaches& c, const AttentionInputs& in,
                               const AttentionOutputs& out);
-  Status extend_ragged_indexer(const ForwardMetadata& m, const kernels::PageTable& pt,
+  Status extend_ragged_indexer(const ForwardMetadata& m, const MetadataArrays& a,
                                const LayerCaches& c, const AttentionInputs& in,
                                const AttentionOutputs& out);
 
@@ -82,11 +96,13 @@ class AttentionStep {
   AttentionDims dims_;
   int64_t logits_ld_;
   // Scratch at capacity: EXTEND's paged sub-batch and ragged path.
-  std::vector<uint8_t> pg_q_;
-  std::vector<float> pg_w_, pg_logits_;
-  std::vector<uint8_t> gathered_k8_;
-  std::vector<float> gathered_kscale_;
-  std::vector<int32_t> ragged_len_, ragged_out_row_;
+  bool scratch_ready_ = false;
+  Buffer<uint8_t> pg_q_;
+  Buffer<float> pg_w_, pg_logits_;
+  Buffer<uint8_t> gathered_k8_;
+  Buffer<float> gathered_kscale_;
+  std::vector<int32_t> ragged_len_, ragged_out_row_;  // built on the host, then uploaded
+  Buffer<int32_t> ragged_len_buf_, ragged_out_row_buf_;
 };
 
 }  // namespace dsa::runtime

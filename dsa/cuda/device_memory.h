@@ -1,0 +1,22 @@
+// Raw device memory behind the runtime's backend buffers (runtime/backend_memory.cc dispatches
+// here for Backend::kCuda). No CUDA types in this header, so host code that only forwards pointers
+// can include it. Copies use cudaMemcpyDefault (unified addressing infers the direction, so either
+// side may be host or device memory) and run on cuda::current_stream().
+#pragma once
+
+#include <cstddef>
+
+#include "dsa/core/status.h"
+
+namespace dsa::cuda {
+
+StatusOr<void*> device_malloc(size_t bytes);
+void device_free(void* p);
+Status memcpy_async(void* dst, const void* src, size_t bytes);
+Status memcpy_2d_async(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                       size_t height);
+Status memset_async(void* dst, int byte, size_t bytes);
+// Waits for everything issued on the current stream (host results of copies become readable).
+Status synchronize_stream();
+
+}  // namespace dsa::cuda

@@ -1,0 +1,79 @@
+// Elementwise and row-movement glue between the model's GEMMs (SPEC.md §8.4–§8.6), so that every
+// activation stays in the backend's memory:
+//   swiglu:            act = bf16(silu(g) * u), silu(g) = g / (1 + exp(-g)), fp32 math.
+//   moe_combine:       y = bf16(sum_j g_j * routed_j + shared), fp32 in selection order, then the
+//                      shared expert, one rounding (§8.6).
+//   indexer_q_quant:   per (token, head) block of 128: e4m3 codes with the §2.1 power-of-two scale,
+//                      and w *= fold * qscale (§8.5 steps 4–5, class E).
+//   row_copy:          rows selected by an index list (gather: dst[i] = src[index[i]]; scatter:
+//                      dst[index[i]] = src[i]); index -1 skips the row.
+#pragma once
+
+#include <cstdint>
+
+#include "dsa/core/dtype.h"
+#include "dsa/core/status.h"
+
+namespace dsa::kernels {
+
+struct SwigluParams {
+  const bf16* gate = nullptr;  // [n] bf16 gate projection
+  const bf16* up = nullptr;    // [n] bf16 up projection
+  bf16* out = nullptr;         // [n] bf16 activation; may equal gate or up
+  int64_t n = 0;
+};
+Status validate(const SwigluParams& p);
+// CPU reference: float_to_bf16(g / (1 + std::exp(-g)) * u) with the fp32 std::exp.
+Status swiglu_ref(const SwigluParams& p);
+// CUDA backend (device pointers): exp through fp64 rounded to fp32, IEEE fp32 divide and
+// multiply; equal to the reference wherever std::exp(float) is correctly rounded.
+Status swiglu_cuda(const SwigluParams& p);
+
+struct MoeCombineParams {
+  const bf16* routed = nullptr;  // [T * k, D] bf16: row r * k + j = row r's j-th expert output
+  const int32_t* expert_ids = nullptr;  // [T, k] int32, -1 = no expert (padded rows)
+  const float* weights = nullptr;       // [T, k] fp32 routing weights g
+  const bf16* shared = nullptr;         // [T, D] bf16 shared expert output, nullptr = none
+  bf16* y = nullptr;                    // [T, D] bf16
+  int32_t num_tokens = 0;               // T
+  int32_t top_k = 0;                    // k
+  int32_t dim = 0;                      // D
+};
+Status validate(const MoeCombineParams& p);
+// CPU reference: acc = 0; acc += g_j * float(routed_j) for each selected j in order (separate
+// multiply and add); acc += float(shared); y = bf16(acc). CUDA: bit-identical (no contraction).
+Status moe_combine_ref(const MoeCombineParams& p);
+Status moe_combine_cuda(const MoeCombineParams& p);
+
+struct IndexerQuantParams {
+  const bf16* q = nullptr;  // [blocks, 128] bf16 Hadamard-rotated indexer queries
+  uint8_t* q8 = nullptr;    // [blocks, 128] e4m3 codes
+  float* w = nullptr;       // [blocks] fp32 head weights, in place: w = w * fold * qscale
+  int64_t num_blocks = 0;   // T * H_i
+  float fold = 0.f;         // H_i^-1/2 * D_i^-1/2
+};
+Status validate(const IndexerQuantParams& p);
+// CPU reference: quantize_block_pow2 per block (class E); CUDA: bit-identical.
+Status indexer_q_quant_ref(const IndexerQuantParams& p);
+Status indexer_q_quant_cuda(const IndexerQuantParams& p);
+
+enum class RowCopyMode { kGather, kScatter };
+
+struct RowCopyParams {
+  const void* src = nullptr;       // rows of row_bytes, src_stride bytes apart
+  void* dst = nullptr;             // rows of row_bytes, dst_stride bytes apart
+  const int32_t* index = nullptr;  // [num_rows] int32 row of the indexed side, -1 = skip
+  int64_t src_stride = 0;          // bytes
+  int64_t dst_stride = 0;          // bytes
+  int64_t row_bytes = 0;
+  int32_t num_rows = 0;     // rows of the listed side
+  int32_t index_bound = 0;  // rows of the indexed side: index must be < index_bound
+  RowCopyMode mode = RowCopyMode::kGather;
+};
+Status validate(const RowCopyParams& p);
+// CPU reference: one memcpy per listed row. Index >= index_bound is OutOfRange in checked mode,
+// skipped otherwise. CUDA: skipped (no device error word for this glue op).
+Status row_copy_ref(const RowCopyParams& p);
+Status row_copy_cuda(const RowCopyParams& p);
+
+}  // namespace dsa::kernels

@@ -1,0 +1,150 @@
+// The model's glue ops on the GPU (SPEC.md §8.4–§8.6). Every kernel is elementwise or a row copy;
+// fp32 arithmetic uses the _rn intrinsics so nvcc cannot contract a multiply and an add into an
+// FMA the CPU reference (built without contraction) does not perform.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "dsa/core/dtype.h"
+#include "dsa/core/fp8_quant.h"
+#include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/stream.h"
+#include "dsa/kernels/model_glue/model_glue.h"
+
+namespace dsa::kernels {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kIndexDim = 128;
+
+unsigned grid_for(int64_t work) {
+  // Grid-stride loops: at most 132 SMs x 16 blocks of 256 threads in flight.
+  return static_cast<unsigned>(std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, 132 * 16));
+}
+
+// Each thread handles elements i, i + stride, ...: act = bf16(g / (1 + exp(-g)) * u). exp is taken
+// in fp64 and rounded once to fp32, which is what a correctly rounded expf returns.
+__global__ void swiglu_kernel(const bf16* gate, const bf16* up, bf16* out, int64_t n) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float g = bf16_to_float(gate[i]);
+    const float e = static_cast<float>(exp(-static_cast<double>(g)));
+    const float s = __fdiv_rn(g, __fadd_rn(1.0f, e));
+    out[i] = float_to_bf16(__fmul_rn(s, bf16_to_float(up[i])));
+  }
+}
+
+// One thread per output element (r, t): the fp32 sum over the row's selected experts in order,
+// then the shared expert, rounded once.
+__global__ void moe_combine_kernel(MoeCombineParams p) {
+  const int64_t total = int64_t{p.num_tokens} * p.dim;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  const int64_t D = p.dim, k = p.top_k;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t r = i / D, t = i % D;
+    float acc = 0.f;
+    for (int64_t j = 0; j < k; ++j) {
+      if (p.expert_ids[r * k + j] < 0) continue;
+      const float y = bf16_to_float(p.routed[(r * k + j) * D + t]);
+      acc = __fadd_rn(acc, __fmul_rn(p.weights[r * k + j], y));
+    }
+    if (p.shared) acc = __fadd_rn(acc, bf16_to_float(p.shared[i]));
+    p.y[i] = float_to_bf16(acc);
+  }
+}
+
+// One warp per block of 128 values (lane l owns values 4l..4l+3): amax by xor-shuffles (max is
+// exact in any order), then the §2.1 scale and e4m3 codes exactly as quantize_block_pow2.
+__global__ void indexer_q_quant_kernel(IndexerQuantParams p) {
+  const int64_t warps = int64_t{gridDim.x} * (blockDim.x / 32);
+  const int lane = threadIdx.x % 32;
+  for (int64_t b = int64_t{blockIdx.x} * (blockDim.x / 32) + threadIdx.x / 32; b < p.num_blocks;
+       b += warps) {
+    float x[4];
+    float amax = 0.f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      x[j] = bf16_to_float(p.q[b * kIndexDim + lane * 4 + j]);
+      const float a = fabsf(x[j]);
+      amax = a > amax ? a : amax;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float other = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
+      amax = other > amax ? other : amax;
+    }
+    const int32_t e = pow2_scale_exponent(amax);
+    const float inv = pow2_float(-e);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float y = __fmul_rn(x[j], inv);
+      y = y > kE4m3Max ? kE4m3Max : (y < -kE4m3Max ? -kE4m3Max : y);
+      p.q8[b * kIndexDim + lane * 4 + j] = float_to_e4m3(y).bits;
+    }
+    if (lane == 0) p.w[b] = __fmul_rn(__fmul_rn(p.w[b], p.fold), pow2_float(e));
+  }
+}
+
+// One block per listed row i; threads copy 16-byte words when every address allows it, else bytes.
+__global__ void row_copy_kernel(RowCopyParams p, bool vec) {
+  const int64_t i = blockIdx.x;
+  const int32_t r = p.index[i];
+  if (r < 0 || r >= p.index_bound) return;
+  const bool gather = p.mode == RowCopyMode::kGather;
+  const int64_t s = gather ? r : i, d = gather ? i : r;
+  const char* src = static_cast<const char*>(p.src) + s * p.src_stride;
+  char* dst = static_cast<char*>(p.dst) + d * p.dst_stride;
+  if (vec) {
+    const uint4* sv = reinterpret_cast<const uint4*>(src);
+    uint4* dv = reinterpret_cast<uint4*>(dst);
+    for (int64_t w = threadIdx.x; w < p.row_bytes / 16; w += blockDim.x) dv[w] = sv[w];
+    return;
+  }
+  for (int64_t b = threadIdx.x; b < p.row_bytes; b += blockDim.x) dst[b] = src[b];
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+Status swiglu_cuda(const SwigluParams& p) {
+  DSA_RETURN_IF_ERROR(validate(p));
+  if (p.n == 0) return ok_status();
+  swiglu_kernel<<<grid_for(p.n), kThreads, 0, cuda::current_stream()>>>(p.gate, p.up, p.out, p.n);
+  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("swiglu");
+  return ok_status();
+}
+
+Status moe_combine_cuda(const MoeCombineParams& p) {
+  DSA_RETURN_IF_ERROR(validate(p));
+  if (p.num_tokens == 0) return ok_status();
+  const int64_t total = int64_t{p.num_tokens} * p.dim;
+  moe_combine_kernel<<<grid_for(total), kThreads, 0, cuda::current_stream()>>>(p);
+  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("moe_combine");
+  return ok_status();
+}
+
+Status indexer_q_quant_cuda(const IndexerQuantParams& p) {
+  DSA_RETURN_IF_ERROR(validate(p));
+  if (p.num_blocks == 0) return ok_status();
+  const int64_t blocks = std::min<int64_t>((p.num_blocks + 7) / 8, 132 * 16);
+  indexer_q_quant_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, cuda::current_stream()>>>(p);
+  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("indexer_q_quant");
+  return ok_status();
+}
+
+Status row_copy_cuda(const RowCopyParams& p) {
+  DSA_RETURN_IF_ERROR(validate(p));
+  if (p.num_rows == 0 || p.row_bytes == 0) return ok_status();
+  const bool vec = p.row_bytes % 16 == 0 && p.src_stride % 16 == 0 && p.dst_stride % 16 == 0 &&
+                   aligned16(p.src) && aligned16(p.dst);
+  const int threads = static_cast<int>(
+      std::clamp<int64_t>(((vec ? p.row_bytes / 16 : p.row_bytes) + 31) / 32 * 32, 32, kThreads));
+  row_copy_kernel<<<static_cast<unsigned>(p.num_rows), threads, 0, cuda::current_stream()>>>(p,
+                                                                                             vec);
+  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("row_copy");
+  return ok_status();
+}
+
+}  // namespace dsa::kernels

@@ -1,0 +1,81 @@
+// The glue references on hand-computed cases (SPEC.md §8.5, §8.6).
+#include "dsa/kernels/model_glue/model_glue.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "dsa/core/checked_mode.h"
+#include "dsa/core/fp8_quant.h"
+
+namespace dsa::kernels {
+namespace {
+
+std::vector<bf16> bf(std::initializer_list<float> v) {
+  std::vector<bf16> out;
+  for (float f : v) out.push_back(float_to_bf16(f));
+  return out;
+}
+
+TEST(ModelGlue, SwigluHandComputed) {
+  // silu(0) = 0; silu(2) * 3 = 2 / (1 + e^-2) * 3 = 5.2836 -> bf16 5.28125; silu(-1) * 1 =
+  // -0.26894.
+  auto g = bf({0.f, 2.f, -1.f}), u = bf({5.f, 3.f, 1.f});
+  std::vector<bf16> out(3);
+  ASSERT_TRUE(swiglu_ref({g.data(), u.data(), out.data(), 3}).ok());
+  EXPECT_EQ(bf16_to_float(out[0]), 0.f);
+  EXPECT_EQ(bf16_to_float(out[1]), 5.28125f);
+  EXPECT_NEAR(bf16_to_float(out[2]), -0.26894f, 0.002f);
+  EXPECT_EQ(swiglu_ref({nullptr, u.data(), out.data(), 3}).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ModelGlue, MoeCombineSkipsPaddedSlotsAndAddsShared) {
+  // Two rows, k = 2, D = 2. Row 1 is padded (ids -1): only the shared expert remains.
+  auto routed = bf({1.f, 2.f, 10.f, 20.f, 100.f, 100.f, 100.f, 100.f});
+  std::vector<int32_t> ids = {3, 0, -1, -1};
+  std::vector<float> w = {0.5f, 0.25f, 9.f, 9.f};
+  auto shared = bf({1.f, 1.f, 7.f, 8.f});
+  std::vector<bf16> y(4);
+  MoeCombineParams p{routed.data(), ids.data(), w.data(), shared.data(), y.data(), 2, 2, 2};
+  ASSERT_TRUE(moe_combine_ref(p).ok());
+  EXPECT_EQ(bf16_to_float(y[0]), 0.5f * 1 + 0.25f * 10 + 1);
+  EXPECT_EQ(bf16_to_float(y[1]), 0.5f * 2 + 0.25f * 20 + 1);
+  EXPECT_EQ(bf16_to_float(y[2]), 7.f);
+  EXPECT_EQ(bf16_to_float(y[3]), 8.f);
+}
+
+TEST(ModelGlue, IndexerQuantFoldsTheScale) {
+  std::vector<bf16> q(2 * 128);
+  for (int i = 0; i < 256; ++i) q[i] = float_to_bf16(float((i % 17) - 8) * (i < 128 ? 1.f : 64.f));
+  std::vector<uint8_t> q8(256);
+  std::vector<float> w = {2.f, -3.f};
+  ASSERT_TRUE(indexer_q_quant_ref({q.data(), q8.data(), w.data(), 2, 0.5f}).ok());
+  for (int b = 0; b < 2; ++b) {
+    float x[128];
+    uint8_t want[128];
+    for (int t = 0; t < 128; ++t) x[t] = bf16_to_float(q[b * 128 + t]);
+    const float s = quantize_block_pow2(x, 128, want);
+    for (int t = 0; t < 128; ++t) ASSERT_EQ(q8[b * 128 + t], want[t]);
+    EXPECT_EQ(w[b], (b == 0 ? 2.f : -3.f) * 0.5f * s);
+  }
+}
+
+TEST(ModelGlue, RowCopyGatherScatterAndBounds) {
+  std::vector<int32_t> src = {10, 11, 20, 21, 30, 31};
+  std::vector<int32_t> dst(6, -7);
+  std::vector<int32_t> idx = {2, -1, 0};
+  RowCopyParams p{src.data(), dst.data(), idx.data(), 8, 8, 8, 3, 3, RowCopyMode::kGather};
+  ASSERT_TRUE(row_copy_ref(p).ok());
+  EXPECT_EQ(dst, (std::vector<int32_t>{30, 31, -7, -7, 10, 11}));
+  std::fill(dst.begin(), dst.end(), -7);
+  p.mode = RowCopyMode::kScatter;
+  ASSERT_TRUE(row_copy_ref(p).ok());
+  EXPECT_EQ(dst, (std::vector<int32_t>{30, 31, -7, -7, 10, 11}));  // row 0 -> 2, row 2 -> 0
+  idx[1] = 5;
+  ScopedCheckedMode on(true);
+  EXPECT_EQ(row_copy_ref(p).code(), StatusCode::kOutOfRange);
+}
+
+}  // namespace
+}  // namespace dsa::kernels

@@ -1,0 +1,151 @@
+// Absorbed MLA around the attention step (SPEC.md §8.4) and the lightning indexer's inputs (§8.5).
+// Per-head slices of the [rows, H, ...] activations move with strided 2-D copies.
+#include <cmath>
+
+#include "dsa/model/block_parts.h"
+
+namespace dsa::model {
+
+namespace {
+
+using kernels::kIndexHeadDim;
+using kernels::kLatentDim;
+using kernels::kQkDim;
+using kernels::kRopeDim;
+
+struct IndexerInputs {
+  uint8_t* q8;  // [rows, H_i, 128] e4m3
+  float* w;     // [rows, H_i] fp32, q scale folded in
+  bf16* k;      // [rows, 128] bf16 new key (quantised by the cache write)
+};
+
+// The lightning indexer's per-row inputs (§8.5): e4m3 queries with their scales folded into the
+// head weights, and the new bf16 key.
+StatusOr<IndexerInputs> indexer_inputs(const BlockContext& c, const IndexerWeights& w,
+                                       const bf16* x, const bf16* cq, int32_t rows) {
+  const int32_t hi = int32_t(c.config.index_n_heads);
+  const kernels::RopeStyle style = c.config.indexer_rope_interleave
+                                       ? kernels::RopeStyle::kInterleaved
+                                       : kernels::RopeStyle::kNonInterleaved;
+  const size_t q_size = size_t(rows) * hi * kIndexHeadDim;
+  IndexerInputs out;
+  DSA_ASSIGN_OR_RETURN(out.q8, c.ws.take<uint8_t>(q_size));
+  DSA_ASSIGN_OR_RETURN(out.w, c.ws.take<float>(size_t(rows) * hi));
+  DSA_ASSIGN_OR_RETURN(out.k, c.ws.take<bf16>(size_t(rows) * kIndexHeadDim));
+  runtime::Workspace::Frame frame(c.ws);
+  DSA_ASSIGN_OR_RETURN(bf16 * q, c.ws.take<bf16>(q_size));
+  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.wq_b, cq, rows, q));
+  DSA_RETURN_IF_ERROR(
+      block_rope(c, q, rows, hi, kIndexHeadDim, int64_t{hi} * kIndexHeadDim, style));
+  DSA_ASSIGN_OR_RETURN(bf16 * k_raw, c.ws.take<bf16>(size_t(rows) * kIndexHeadDim));
+  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.wk, x, rows, k_raw));
+  kernels::LayerNormParams ln;
+  ln.x = k_raw;
+  ln.weight = c.weights.get(w.k_norm_w);
+  ln.bias = c.weights.get(w.k_norm_b);
+  ln.y = out.k;
+  ln.num_tokens = rows;
+  ln.dim = kIndexHeadDim;
+  DSA_RETURN_IF_ERROR(c.ops.layernorm(ln));
+  DSA_RETURN_IF_ERROR(block_rope(c, out.k, rows, 1, kIndexHeadDim, kIndexHeadDim, style));
+  kernels::HadamardParams hq{q, q, rows * hi};
+  DSA_RETURN_IF_ERROR(c.ops.hadamard(hq));
+  kernels::HadamardParams hk{out.k, out.k, rows};
+  DSA_RETURN_IF_ERROR(c.ops.hadamard(hk));
+
+  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.weights_proj, x, rows, nullptr, out.w));
+  kernels::IndexerQuantParams qp;
+  qp.q = q;
+  qp.q8 = out.q8;
+  qp.w = out.w;
+  qp.num_blocks = int64_t{rows} * hi;
+  qp.fold = static_cast<float>(1.0 / std::sqrt(double(hi)) / std::sqrt(double(kIndexHeadDim)));
+  DSA_RETURN_IF_ERROR(c.ops.indexer_q_quant(qp));
+  return out;
+}
+
+// New cache rows [c | k_pe]: c normalised, k_pe roped.
+Status latent_rows(const BlockContext& c, const AttentionWeights& w, const bf16* x, int32_t rows,
+                   bf16* latent) {
+  runtime::Workspace::Frame frame(c.ws);
+  DSA_ASSIGN_OR_RETURN(bf16 * kv, c.ws.take<bf16>(size_t(rows) * kQkDim));
+  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.kv_a, x, rows, kv));
+  DSA_RETURN_IF_ERROR(
+      c.ws.memory().copy(latent, kv, size_t(rows) * kQkDim * sizeof(bf16)));  // k_pe columns
+  DSA_RETURN_IF_ERROR(block_rmsnorm(c, kv, kQkDim, w.kv_a_norm, latent, rows, kLatentDim, kQkDim));
+  return block_rope(c, latent + kLatentDim, rows, 1, kQkDim, kQkDim,
+                    kernels::RopeStyle::kInterleaved);
+}
+
+// Absorbed queries Q[h] = [q_nope W_UK | q_pe] from q [rows, H, qk].
+Status absorbed_queries(const BlockContext& c, const AttentionWeights& w, const bf16* q,
+                        int32_t rows, bf16* q_mla) {
+  const ModelConfig& cf = c.config;
+  const int32_t H = int32_t(cf.num_attention_heads), nope = int32_t(cf.qk_nope_head_dim);
+  const int32_t qk = int32_t(cf.qk_head_dim());
+  runtime::Workspace::Frame frame(c.ws);
+  DSA_ASSIGN_OR_RETURN(bf16 * nope_h, c.ws.take<bf16>(size_t(rows) * nope));
+  DSA_ASSIGN_OR_RETURN(bf16 * abs_h, c.ws.take<bf16>(size_t(rows) * kLatentDim));
+  const int64_t q_ld = int64_t{H} * qk, mla_ld = int64_t{H} * kQkDim;
+  for (int32_t h = 0; h < H; ++h) {
+    DSA_RETURN_IF_ERROR(copy_rows_2d(c, nope_h, nope, q + int64_t{h} * qk, q_ld, nope, rows));
+    DSA_RETURN_IF_ERROR(copy_rows_2d(c, q_mla + int64_t{h} * kQkDim + kLatentDim, mla_ld,
+                                     q + int64_t{h} * qk + nope, q_ld, kRopeDim, rows));
+    DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.w_uk_t[size_t(h)], nope_h, rows, abs_h));
+    DSA_RETURN_IF_ERROR(
+        copy_rows_2d(c, q_mla + int64_t{h} * kQkDim, mla_ld, abs_h, kLatentDim, kLatentDim, rows));
+  }
+  return ok_status();
+}
+
+// o[h] = o_lat[h] W_UV[h]^T, then o_proj over the concatenated heads.
+Status output_projection(const BlockContext& c, const AttentionWeights& w, const bf16* o_lat,
+                         int32_t rows, bf16* attn_out) {
+  const int32_t H = int32_t(c.config.num_attention_heads), v = int32_t(c.config.v_head_dim);
+  runtime::Workspace::Frame frame(c.ws);
+  DSA_ASSIGN_OR_RETURN(bf16 * lat_h, c.ws.take<bf16>(size_t(rows) * kLatentDim));
+  DSA_ASSIGN_OR_RETURN(bf16 * o_h, c.ws.take<bf16>(size_t(rows) * v));
+  DSA_ASSIGN_OR_RETURN(bf16 * o, c.ws.take<bf16>(size_t(rows) * H * v));
+  for (int32_t h = 0; h < H; ++h) {
+    DSA_RETURN_IF_ERROR(copy_rows_2d(c, lat_h, kLatentDim, o_lat + int64_t{h} * kLatentDim,
+                                     int64_t{H} * kLatentDim, kLatentDim, rows));
+    DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.w_uv[size_t(h)], lat_h, rows, o_h));
+    DSA_RETURN_IF_ERROR(copy_rows_2d(c, o + int64_t{h} * v, int64_t{H} * v, o_h, v, v, rows));
+  }
+  return run_linear(c.ops, c.weights, w.o_proj, o, rows, attn_out);
+}
+
+}  // namespace
+
+Status mla_attention(const BlockContext& c, const AttentionWeights& w,
+                     const runtime::LayerCaches& caches, const bf16* x, int32_t rows,
+                     bf16* attn_out) {
+  const ModelConfig& cf = c.config;
+  const int32_t H = int32_t(cf.num_attention_heads), nope = int32_t(cf.qk_nope_head_dim);
+  const int32_t qk = int32_t(cf.qk_head_dim()), q_lora = int32_t(cf.q_lora_rank);
+  runtime::Workspace::Frame frame(c.ws);
+  DSA_ASSIGN_OR_RETURN(bf16 * qa, c.ws.take<bf16>(size_t(rows) * q_lora));
+  DSA_ASSIGN_OR_RETURN(bf16 * cq, c.ws.take<bf16>(size_t(rows) * q_lora));
+  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.q_a, x, rows, qa));
+  DSA_RETURN_IF_ERROR(block_rmsnorm(c, qa, 0, w.q_a_norm, cq, rows, q_lora));
+  DSA_ASSIGN_OR_RETURN(bf16 * q, c.ws.take<bf16>(size_t(rows) * H * qk));
+  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.q_b, cq, rows, q));
+  DSA_RETURN_IF_ERROR(
+      block_rope(c, q + nope, rows, H, qk, int64_t{H} * qk, kernels::RopeStyle::kInterleaved));
+
+  DSA_ASSIGN_OR_RETURN(bf16 * latent, c.ws.take<bf16>(size_t(rows) * kQkDim));
+  DSA_RETURN_IF_ERROR(latent_rows(c, w, x, rows, latent));
+  DSA_ASSIGN_OR_RETURN(bf16 * q_mla, c.ws.take<bf16>(size_t(rows) * H * kQkDim));
+  DSA_RETURN_IF_ERROR(absorbed_queries(c, w, q, rows, q_mla));
+  DSA_ASSIGN_OR_RETURN(IndexerInputs ix, indexer_inputs(c, w.indexer, x, cq, rows));
+
+  DSA_ASSIGN_OR_RETURN(float* logits, c.ws.take<float>(size_t(rows) * c.attention.logits_ld()));
+  DSA_ASSIGN_OR_RETURN(int32_t * topk, c.ws.take<int32_t>(size_t(rows) * c.meta.header.topk));
+  DSA_ASSIGN_OR_RETURN(bf16 * o_lat, c.ws.take<bf16>(size_t(rows) * H * kLatentDim));
+  DSA_ASSIGN_OR_RETURN(float* lse, c.ws.take<float>(size_t(rows) * H));
+  DSA_RETURN_IF_ERROR(c.attention.run_layer(
+      c.meta, c.arrays, caches, {ix.q8, ix.w, ix.k, latent, q_mla}, {logits, topk, o_lat, lse}));
+  return output_projection(c, w, o_lat, rows, attn_out);
+}
+
+}  // namespace dsa::model

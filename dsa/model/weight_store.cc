@@ -1,0 +1,82 @@
+#include "dsa/model/weight_store.h"
+
+#include <span>
+
+#include "dsa/core/check.h"
+
+namespace dsa::model {
+
+namespace {
+
+Status add_linear(WeightStore& s, const LinearWeight& w) {
+  DSA_RETURN_IF_ERROR(s.add(w.bf16_w));
+  DSA_RETURN_IF_ERROR(s.add(w.fp8_w));
+  return s.add(w.scale_inv);
+}
+
+Status add_mlp(WeightStore& s, const MlpWeights& m) {
+  DSA_RETURN_IF_ERROR(add_linear(s, m.gate));
+  DSA_RETURN_IF_ERROR(add_linear(s, m.up));
+  return add_linear(s, m.down);
+}
+
+Status add_block(WeightStore& s, const DecoderLayerWeights& b) {
+  DSA_RETURN_IF_ERROR(s.add(b.input_norm));
+  DSA_RETURN_IF_ERROR(s.add(b.post_attention_norm));
+  const AttentionWeights& a = b.attn;
+  for (const LinearWeight* w : {&a.q_a, &a.q_b, &a.kv_a, &a.o_proj, &a.indexer.wq_b, &a.indexer.wk,
+                                &a.indexer.weights_proj}) {
+    DSA_RETURN_IF_ERROR(add_linear(s, *w));
+  }
+  for (const LinearWeight& w : a.w_uk_t) DSA_RETURN_IF_ERROR(add_linear(s, w));
+  for (const LinearWeight& w : a.w_uv) DSA_RETURN_IF_ERROR(add_linear(s, w));
+  DSA_RETURN_IF_ERROR(s.add(a.q_a_norm));
+  DSA_RETURN_IF_ERROR(s.add(a.kv_a_norm));
+  DSA_RETURN_IF_ERROR(s.add(a.indexer.k_norm_w));
+  DSA_RETURN_IF_ERROR(s.add(a.indexer.k_norm_b));
+  if (b.mlp) DSA_RETURN_IF_ERROR(add_mlp(s, *b.mlp));
+  if (b.moe) {
+    DSA_RETURN_IF_ERROR(add_linear(s, b.moe->router));
+    DSA_RETURN_IF_ERROR(s.add(b.moe->score_bias));
+    for (const MlpWeights& e : b.moe->experts) DSA_RETURN_IF_ERROR(add_mlp(s, e));
+    if (b.moe->shared) DSA_RETURN_IF_ERROR(add_mlp(s, *b.moe->shared));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status WeightStore::add_bytes(const void* host, size_t bytes) {
+  if (backend_ == kernels::Backend::kCpu || host == nullptr || bytes == 0) return ok_status();
+  if (copies_.contains(host)) return ok_status();
+  auto src = std::span<const uint8_t>(static_cast<const uint8_t*>(host), bytes);
+  DSA_ASSIGN_OR_RETURN(auto copy, runtime::Buffer<uint8_t>::from_host(backend_, src));
+  copies_.emplace(host, std::move(copy));
+  return ok_status();
+}
+
+const void* WeightStore::get_bytes(const void* host) const {
+  if (backend_ == kernels::Backend::kCpu || host == nullptr) return host;
+  auto it = copies_.find(host);
+  DSA_CHECK(it != copies_.end());
+  return it->second.data();
+}
+
+Status WeightStore::add_model(const ModelWeights& w) {
+  DSA_RETURN_IF_ERROR(add(w.embed));
+  for (const DecoderLayerWeights& b : w.layers) DSA_RETURN_IF_ERROR(add_block(*this, b));
+  DSA_RETURN_IF_ERROR(add(w.final_norm));
+  DSA_RETURN_IF_ERROR(add_linear(*this, w.lm_head));
+  if (!w.mtp) return ok_status();
+  const MtpWeights& m = *w.mtp;
+  DSA_RETURN_IF_ERROR(add(m.enorm));
+  DSA_RETURN_IF_ERROR(add(m.hnorm));
+  DSA_RETURN_IF_ERROR(add(m.shared_head_norm));
+  DSA_RETURN_IF_ERROR(add_linear(*this, m.eh_proj));
+  DSA_RETURN_IF_ERROR(add_block(*this, m.block));
+  if (m.embed) DSA_RETURN_IF_ERROR(add(*m.embed));
+  if (m.head) DSA_RETURN_IF_ERROR(add_linear(*this, *m.head));
+  return ok_status();
+}
+
+}  // namespace dsa::model

@@ -1,0 +1,42 @@
+// The weights (and RoPE tables) where the op table reads them: for the CPU backend the host
+// vectors themselves, for CUDA one device copy of each vector, uploaded once at load. Lookups go by
+// the host vector, so the weight structs (model_weights.h) stay host-side and backend-agnostic.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "dsa/core/status.h"
+#include "dsa/model/model_weights.h"
+#include "dsa/runtime/buffer.h"
+
+namespace dsa::model {
+
+class WeightStore {
+ public:
+  explicit WeightStore(kernels::Backend backend) : backend_(backend) {}
+  WeightStore(WeightStore&&) = default;
+
+  template <typename T>
+  Status add(const std::vector<T>& v) {
+    return add_bytes(v.data(), v.size() * sizeof(T));
+  }
+  // Every vector of the checkpoint's weights.
+  Status add_model(const ModelWeights& w);
+
+  // The backend's copy of `v` (DSA_CHECK: it was added, unless the backend is the CPU).
+  template <typename T>
+  const T* get(const std::vector<T>& v) const {
+    return static_cast<const T*>(get_bytes(v.data()));
+  }
+
+ private:
+  Status add_bytes(const void* host, size_t bytes);
+  const void* get_bytes(const void* host) const;
+
+  kernels::Backend backend_;
+  std::unordered_map<const void*, runtime::Buffer<uint8_t>> copies_;
+};
+
+}  // namespace dsa::model

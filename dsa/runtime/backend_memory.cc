@@ -1,0 +1,68 @@
+#include "dsa/runtime/backend_memory.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace dsa::runtime {
+
+namespace {
+
+constexpr size_t kAlign = 256;
+
+StatusOr<void*> host_alloc(size_t bytes) {
+  const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (rounded == 0) return static_cast<void*>(nullptr);
+  void* p = std::aligned_alloc(kAlign, rounded);
+  if (p == nullptr) return resource_exhausted("host allocation failed");
+  std::memset(p, 0, rounded);
+  return p;
+}
+void host_release(void* p) { std::free(p); }
+Status host_copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memmove(dst, src, bytes);
+  return ok_status();
+}
+Status host_copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                    size_t height) {
+  for (size_t r = 0; r < height; ++r) {
+    std::memcpy(static_cast<char*>(dst) + r * dst_pitch,
+                static_cast<const char*>(src) + r * src_pitch, width);
+  }
+  return ok_status();
+}
+Status host_zero(void* dst, size_t bytes) {
+  if (bytes) std::memset(dst, 0, bytes);
+  return ok_status();
+}
+Status host_sync() { return ok_status(); }
+
+#if !defined(DSA_HAVE_CUDA)
+Status no_cuda() { return unimplemented("cuda memory: not built (this build has no nvcc)"); }
+#endif
+
+}  // namespace
+
+#if defined(DSA_HAVE_CUDA)
+const MemoryOps& cuda_memory_ops();  // backend_memory_cuda.cc
+#endif
+
+const MemoryOps& memory_ops(kernels::Backend backend) {
+  static const MemoryOps host{kernels::Backend::kCpu, host_alloc, host_release, host_copy,
+                              host_copy_2d,           host_zero,  host_sync};
+  if (backend == kernels::Backend::kCpu) return host;
+#if defined(DSA_HAVE_CUDA)
+  return cuda_memory_ops();
+#else
+  static const MemoryOps none{
+      kernels::Backend::kCuda,
+      [](size_t) -> StatusOr<void*> { return no_cuda(); },
+      [](void*) {},
+      [](void*, const void*, size_t) { return no_cuda(); },
+      [](void*, size_t, const void*, size_t, size_t, size_t) { return no_cuda(); },
+      [](void*, size_t) { return no_cuda(); },
+      [] { return no_cuda(); }};
+  return none;
+#endif
+}
+
+}  // namespace dsa::runtime

@@ -1,0 +1,29 @@
+// Where a backend's buffers live and how bytes move (ARCHITECTURE.md §2: chosen once, like the op
+// table): host memory for the CPU backend, device memory for CUDA. Copies may name host or backend
+// memory on either side; on CUDA they are asynchronous on cuda::current_stream() (host sources may
+// be reused once the call returns), so read host destinations only after sync().
+#pragma once
+
+#include <cstddef>
+
+#include "dsa/core/status.h"
+#include "dsa/kernels/op_table.h"
+
+namespace dsa::runtime {
+
+struct MemoryOps {
+  kernels::Backend backend;
+  StatusOr<void*> (*alloc)(size_t bytes);  // zero-filled, at least 256-byte aligned
+  void (*release)(void* p);
+  Status (*copy)(void* dst, const void* src, size_t bytes);
+  // `height` rows of `width` bytes from rows `src_pitch` apart to rows `dst_pitch` apart.
+  Status (*copy_2d)(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                    size_t height);
+  Status (*zero)(void* dst, size_t bytes);
+  Status (*sync)();  // every copy and op issued so far has completed
+};
+
+// CUDA in a host-only build: every entry returns Unimplemented.
+const MemoryOps& memory_ops(kernels::Backend backend);
+
+}  // namespace dsa::runtime

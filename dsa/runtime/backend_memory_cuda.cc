@@ -1,0 +1,26 @@
+// The CUDA backend's memory (built only with nvcc): cudaMalloc'd buffers, copies on the current
+// stream.
+#include "dsa/cuda/device_memory.h"
+#include "dsa/runtime/backend_memory.h"
+
+namespace dsa::runtime {
+
+namespace {
+
+StatusOr<void*> device_alloc(size_t bytes) {
+  DSA_ASSIGN_OR_RETURN(void* p, cuda::device_malloc(bytes));
+  if (p) DSA_RETURN_IF_ERROR(cuda::memset_async(p, 0, bytes));
+  return p;
+}
+Status device_zero(void* dst, size_t bytes) { return cuda::memset_async(dst, 0, bytes); }
+
+}  // namespace
+
+const MemoryOps& cuda_memory_ops() {
+  static const MemoryOps table{kernels::Backend::kCuda, device_alloc,          cuda::device_free,
+                               cuda::memcpy_async,      cuda::memcpy_2d_async, device_zero,
+                               cuda::synchronize_stream};
+  return table;
+}
+
+}  // namespace dsa::runtime

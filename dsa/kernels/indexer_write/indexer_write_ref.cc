@@ -1,10 +1,10 @@
 #include <cmath>
 #include <cstring>
-#include <unordered_set>
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/core/fp8_quant.h"
 #include "dsa/kernels/common/validate.h"
+#include "dsa/kernels/common/write_slots.h"
 #include "dsa/kernels/indexer_write/indexer_write.h"
 
 namespace dsa::kernels {
@@ -12,24 +12,12 @@ namespace dsa::kernels {
 namespace {
 constexpr std::string_view kOp = "indexer_write";
 
-bool slot_in_pool(const IndexerPool& pool, int32_t s) {
-  return s >= pool.page_size && int64_t{s} < int64_t{pool.num_pages} * pool.page_size;
-}
-
 // Checked-mode device-data rules, all verified before anything is written.
 Status check_data(const IndexerWriteParams& p) {
-  std::unordered_set<int32_t> seen;
+  DSA_RETURN_IF_ERROR(
+      check_write_slots(kOp, p.slot, p.num_tokens, p.pool.num_pages, p.pool.page_size));
   for (int32_t t = 0; t < p.num_tokens; ++t) {
-    int32_t s = p.slot[t];
-    if (s == -1) continue;
-    if (!slot_in_pool(p.pool, s)) {
-      return element_error(StatusCode::kOutOfRange, kOp, "slot", t, s,
-                           "must be -1 or in [P, num_pages * P) (page 0 is reserved)");
-    }
-    if (!seen.insert(s).second) {
-      return element_error(StatusCode::kOutOfRange, kOp, "slot", t, s,
-                           "repeats a slot written earlier in the same call");
-    }
+    if (p.slot[t] == -1) continue;
     for (int32_t d = 0; d < p.pool.head_dim; ++d) {
       float v = bf16_to_float(p.k[int64_t{t} * p.pool.head_dim + d]);
       if (!std::isfinite(v)) {
@@ -62,7 +50,8 @@ Status indexer_write_ref(const IndexerWriteParams& p) {
   uint8_t q[kIndexHeadDim];
   for (int32_t t = 0; t < p.num_tokens; ++t) {
     int32_t s = p.slot[t];
-    if (!slot_in_pool(p.pool, s)) continue;  // -1, and (unchecked) out-of-pool slots: no write
+    if (!slot_in_pool(s, p.pool.num_pages, p.pool.page_size))
+      continue;  // -1, and (unchecked) out-of-pool slots: no write
     for (int32_t d = 0; d < d_i; ++d) x[d] = bf16_to_float(p.k[int64_t{t} * d_i + d]);
     float scale = quantize_block_pow2(x, d_i, q);
     std::memcpy(p.pool.data + indexer_value_offset(p.pool, s), q, static_cast<size_t>(d_i));

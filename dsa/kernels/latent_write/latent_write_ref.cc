@@ -2,11 +2,11 @@
 
 #include <cmath>
 #include <cstring>
-#include <unordered_set>
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/core/fp8_quant.h"
 #include "dsa/kernels/common/validate.h"
+#include "dsa/kernels/common/write_slots.h"
 #include "dsa/kernels/latent_write/latent_write.h"
 
 namespace dsa::kernels {
@@ -14,24 +14,12 @@ namespace dsa::kernels {
 namespace {
 constexpr std::string_view kOp = "latent_write";
 
-bool slot_in_pool(const LatentPool& pool, int32_t s) {
-  return s >= pool.page_size && int64_t{s} < int64_t{pool.num_pages} * pool.page_size;
-}
-
 // Checked-mode device-data rules, all verified before anything is written.
 Status check_data(const LatentWriteParams& p) {
-  std::unordered_set<int32_t> seen;
+  DSA_RETURN_IF_ERROR(
+      check_write_slots(kOp, p.slot, p.num_tokens, p.pool.num_pages, p.pool.page_size));
   for (int32_t t = 0; t < p.num_tokens; ++t) {
-    int32_t s = p.slot[t];
-    if (s == -1) continue;
-    if (!slot_in_pool(p.pool, s)) {
-      return element_error(StatusCode::kOutOfRange, kOp, "slot", t, s,
-                           "must be -1 or in [P, num_pages * P) (page 0 is reserved)");
-    }
-    if (!seen.insert(s).second) {
-      return element_error(StatusCode::kOutOfRange, kOp, "slot", t, s,
-                           "repeats a slot written earlier in the same call");
-    }
+    if (p.slot[t] == -1) continue;
     for (int32_t d = 0; d < kQkDim; ++d) {
       float v = bf16_to_float(p.kv[int64_t{t} * kQkDim + d]);
       if (!std::isfinite(v)) {
@@ -74,7 +62,8 @@ Status latent_write_ref(const LatentWriteParams& p) {
   if (checked_mode()) DSA_RETURN_IF_ERROR(check_data(p));
   for (int32_t t = 0; t < p.num_tokens; ++t) {
     int32_t s = p.slot[t];
-    if (!slot_in_pool(p.pool, s)) continue;  // -1, and (unchecked) out-of-pool slots: no write
+    if (!slot_in_pool(s, p.pool.num_pages, p.pool.page_size))
+      continue;  // -1, and (unchecked) out-of-pool slots: no write
     const bf16* kv = p.kv + int64_t{t} * kQkDim;
     uint8_t* row = p.pool.data + latent_row_offset(p.pool, s);
     if (p.pool.format == LatentFormat::kBf16) {

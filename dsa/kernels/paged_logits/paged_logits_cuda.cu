@@ -8,6 +8,7 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"
 #include "dsa/kernels/paged_logits/paged_logits_kernel.cuh"
@@ -16,13 +17,6 @@ namespace dsa::kernels {
 
 namespace {
 namespace detail = paged_logits_detail;
-
-Status require_aligned(std::string_view field, const void* p, uintptr_t alignment) {
-  if (reinterpret_cast<uintptr_t>(p) % alignment == 0) return ok_status();
-  // (no fmt here: nvcc rejects fmt's consteval format strings)
-  return invalid_argument("paged_logits_cuda: " + std::string(field) + " must be " +
-                          std::to_string(alignment) + "-byte aligned");
-}
 
 Status set_smem_limit_once() {
   static const cudaError_t err = cudaFuncSetAttribute(
@@ -35,11 +29,11 @@ Status set_smem_limit_once() {
 Status paged_logits_cuda(const PagedLogitsParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   // 16-byte cp.async sources (pool pages, q and w rows) and float2 logit stores.
-  DSA_RETURN_IF_ERROR(require_aligned("pool.data", p.pool.data, 16));
+  DSA_RETURN_IF_ERROR(cuda::require_aligned("paged_logits_cuda", "pool.data", p.pool.data, 16));
   if (p.batch_pad > 0) {
-    DSA_RETURN_IF_ERROR(require_aligned("q", p.q, 16));
-    DSA_RETURN_IF_ERROR(require_aligned("w", p.w, 16));
-    DSA_RETURN_IF_ERROR(require_aligned("logits", p.logits, 8));
+    DSA_RETURN_IF_ERROR(cuda::require_aligned("paged_logits_cuda", "q", p.q, 16));
+    DSA_RETURN_IF_ERROR(cuda::require_aligned("paged_logits_cuda", "w", p.w, 16));
+    DSA_RETURN_IF_ERROR(cuda::require_aligned("paged_logits_cuda", "logits", p.logits, 8));
   }
   DSA_RETURN_IF_ERROR(set_smem_limit_once());
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::device_error_word());

@@ -7,6 +7,7 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/ragged_logits/ragged_logits.h"
 #include "dsa/kernels/ragged_logits/ragged_logits_kernel.cuh"
@@ -15,13 +16,6 @@ namespace dsa::kernels {
 
 namespace {
 namespace detail = ragged_logits_detail;
-
-Status require_aligned(std::string_view field, const void* p, uintptr_t alignment) {
-  if (reinterpret_cast<uintptr_t>(p) % alignment == 0) return ok_status();
-  // (no fmt here: nvcc rejects fmt's consteval format strings)
-  return invalid_argument("ragged_logits_cuda: " + std::string(field) + " must be " +
-                          std::to_string(alignment) + "-byte aligned");
-}
 
 Status set_smem_limit_once() {
   static const cudaError_t err =
@@ -36,10 +30,10 @@ Status ragged_logits_cuda(const RaggedLogitsParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.num_tokens == 0) return ok_status();
   // 16-byte cp.async sources (q, w and key rows); scales are copied per element.
-  DSA_RETURN_IF_ERROR(require_aligned("q", p.q, 16));
-  DSA_RETURN_IF_ERROR(require_aligned("w", p.w, 16));
-  DSA_RETURN_IF_ERROR(require_aligned("k8", p.k8, 16));
-  DSA_RETURN_IF_ERROR(require_aligned("kscale", p.kscale, 4));
+  DSA_RETURN_IF_ERROR(cuda::require_aligned("ragged_logits_cuda", "q", p.q, 16));
+  DSA_RETURN_IF_ERROR(cuda::require_aligned("ragged_logits_cuda", "w", p.w, 16));
+  DSA_RETURN_IF_ERROR(cuda::require_aligned("ragged_logits_cuda", "k8", p.k8, 16));
+  DSA_RETURN_IF_ERROR(cuda::require_aligned("ragged_logits_cuda", "kscale", p.kscale, 4));
   DSA_RETURN_IF_ERROR(set_smem_limit_once());
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::device_error_word());
 

@@ -9,6 +9,7 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/sparse_mla/sparse_mla.h"
 #include "dsa/kernels/sparse_mla/sparse_mla_kernel.cuh"
@@ -19,13 +20,6 @@ namespace {
 using sparse_mla_cuda::MlaKernelArgs;
 
 // cp.async moves 16-byte chunks: every base pointer must be 16-byte aligned.
-Status require_aligned(std::string_view op, std::string_view field, const void* p) {
-  if (reinterpret_cast<uintptr_t>(p) % 16 == 0) return ok_status();
-  // fmt is kept out of nvcc-compiled files (its consteval format strings do not build there).
-  return invalid_argument(std::string(op) + ": " + std::string(field) +
-                          " is not 16-byte aligned (cp.async moves 16-byte chunks)");
-}
-
 StatusOr<int> sm_count() {
   int device = 0, sms = 0;
   DSA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
@@ -80,9 +74,9 @@ Status sparse_mla_decode_cuda(const SparseMlaDecodeParams& p) {
   constexpr std::string_view kOp = "sparse_mla_decode_cuda";
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.rows == 0) return ok_status();
-  DSA_RETURN_IF_ERROR(require_aligned(kOp, "q", p.q));
-  DSA_RETURN_IF_ERROR(require_aligned(kOp, "cache.data", p.cache.data));
-  DSA_RETURN_IF_ERROR(require_aligned(kOp, "split_workspace", p.split_workspace));
+  DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "q", p.q, 16));
+  DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "cache.data", p.cache.data, 16));
+  DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "split_workspace", p.split_workspace, 16));
   DSA_ASSIGN_OR_RETURN(const int32_t splits, choose_splits(p));
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, error_word_if_checked());
 
@@ -110,8 +104,8 @@ Status sparse_mla_prefill_cuda(const SparseMlaPrefillParams& p) {
   constexpr std::string_view kOp = "sparse_mla_prefill_cuda";
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.tokens == 0) return ok_status();
-  DSA_RETURN_IF_ERROR(require_aligned(kOp, "q", p.q));
-  DSA_RETURN_IF_ERROR(require_aligned(kOp, "kv", p.kv));
+  DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "q", p.q, 16));
+  DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "kv", p.kv, 16));
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, error_word_if_checked());
 
   MlaKernelArgs args{};

@@ -14,6 +14,7 @@
 #include "dsa/kernels/hadamard/hadamard.h"
 #include "dsa/kernels/hadamard/hadamard_check.h"
 #include "dsa/kernels/rmsnorm/bf16_round.h"
+#include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
 #include "dsa/testing/random.h"
 
@@ -23,22 +24,9 @@ namespace {
 using cuda::DeviceBuffer;
 using testing::Rng;
 
-template <typename T>
-T or_die(StatusOr<T> s) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "fatal: %s\n", s.status().to_string().c_str());
-    std::abort();
-  }
-  return std::move(s).value();
-}
-template <typename T>
-DeviceBuffer<T> dev(const std::vector<T>& h) {
-  return or_die(DeviceBuffer<T>::from_host(std::span<const T>(h)));
-}
-template <typename T>
-std::vector<T> host(const DeviceBuffer<T>& d) {
-  return or_die(d.download());
-}
+using testing::dev;
+using testing::host;
+using testing::or_die;
 
 // Rows with scales spread over 2^-8..2^8.
 std::vector<bf16> random_rows(Rng& rng, int32_t rows) {

@@ -14,6 +14,7 @@
 #include "dsa/kernels/rmsnorm/bf16_round.h"
 #include "dsa/kernels/rmsnorm/rmsnorm.h"
 #include "dsa/kernels/rmsnorm/rmsnorm_check.h"
+#include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
 #include "dsa/testing/random.h"
 
@@ -23,22 +24,9 @@ namespace {
 using cuda::DeviceBuffer;
 using testing::Rng;
 
-template <typename T>
-T or_die(StatusOr<T> s) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "fatal: %s\n", s.status().to_string().c_str());
-    std::abort();
-  }
-  return std::move(s).value();
-}
-template <typename T>
-DeviceBuffer<T> dev(const std::vector<T>& h) {
-  return or_die(DeviceBuffer<T>::from_host(std::span<const T>(h)));
-}
-template <typename T>
-std::vector<T> host(const DeviceBuffer<T>& d) {
-  return or_die(d.download());
-}
+using testing::dev;
+using testing::host;
+using testing::or_die;
 
 // Rows with scales spread over 2^-6..2^6, [T, stride] with the first D of each row used.
 std::vector<bf16> random_rows(Rng& rng, int32_t tokens, int64_t stride) {

@@ -17,6 +17,7 @@
 #include "dsa/kernels/rmsnorm/bf16_round.h"
 #include "dsa/kernels/rope/rope.h"
 #include "dsa/kernels/rope/rope_check.h"
+#include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
 #include "dsa/testing/random.h"
 
@@ -26,22 +27,9 @@ namespace {
 using cuda::DeviceBuffer;
 using testing::Rng;
 
-template <typename T>
-T or_die(StatusOr<T> s) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "fatal: %s\n", s.status().to_string().c_str());
-    std::abort();
-  }
-  return std::move(s).value();
-}
-template <typename T>
-DeviceBuffer<T> dev(const std::vector<T>& h) {
-  return or_die(DeviceBuffer<T>::from_host(std::span<const T>(h)));
-}
-template <typename T>
-std::vector<T> host(const DeviceBuffer<T>& d) {
-  return or_die(d.download());
-}
+using testing::dev;
+using testing::host;
+using testing::or_die;
 
 struct Tables {
   int32_t num_positions;

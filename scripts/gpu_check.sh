@@ -3,7 +3,8 @@
 # build with every core, run the gpu-labelled tests, compute-sanitizer (memcheck, racecheck) on
 # them, then the CUDA benchmarks. Each phase has a time cap so the whole run fits one device call.
 # Needs .deps/pcre2 (an unpacked Debian libpcre2-dev: scripts/fetch_gpu_deps.sh) in `carry`.
-# Logs go to $OUT (or ./gpu-out): env.txt, build.log, ctest_gpu.log, sanitizer.log, bench.log.
+# Logs go to $OUT (or ./gpu-out): env.txt, build.log, ctest_gpu.log, sanitizer.log, bench.log,
+# engine_bench.log (scripts/bench_engine.sh: the tiny model's decode with graphs on and off).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-gpu-out}"
@@ -42,13 +43,15 @@ grep -E "tests passed|tests failed|FAILED|Failed|No tests" "$out/ctest_gpu.log" 
 
 phase "compute-sanitizer"
 : >"$out/sanitizer.log"
+[ "${SKIP_SAN:-0}" = 1 ] && SAN_TESTS='^$'  # SKIP_SAN=1: no sanitizer runs
 san=/usr/local/cuda/bin/compute-sanitizer
 [ -x "$san" ] || san=$(command -v compute-sanitizer)
 # SAN_TESTS (regex on binary names) and SAN_TOOLS pick what runs under the sanitizer.
-for t in $(find "$build" -name '*_cuda_test' -type f -executable | sort | grep -E "${SAN_TESTS:-.}"); do
+for t in $(find "$build" -name '*_cuda_test' -type f -executable | sort | grep -E "${SAN_TESTS:-.}" || true); do
   for tool in ${SAN_TOOLS:-memcheck racecheck}; do
     echo "=== $tool $(basename "$t")" >>"$out/sanitizer.log"
-    timeout "${SAN_SECONDS_EACH:-45}" "$san" --tool "$tool" --error-exitcode 99 "$t" \
+    DSA_GRAPH_FUZZ_ITERS="${SAN_FUZZ_ITERS:-20}" timeout "${SAN_SECONDS_EACH:-45}" "$san" \
+      --tool "$tool" --error-exitcode 99 "$t" \
       --gtest_brief=1 >>"$out/sanitizer.log" 2>&1
     echo "rc=$? ($tool $(basename "$t"))" | tee -a "$out/sanitizer.log"
   done
@@ -64,4 +67,9 @@ for b in $(find "$build/bench" -type f -executable 2>/dev/null | sort); do
   echo "rc=$?" >>"$out/bench.log"
 done
 cat "$out/bench.log" | head -120
+if [ "${ENGINE_BENCH:-1}" = 1 ]; then
+  phase "engine benchmark"
+  timeout "${ENGINE_BENCH_SECONDS:-240}" scripts/bench_engine.sh "$build" "$out" >"$out/engine_bench.log" 2>&1
+  cat "$out/engine_bench.log"
+fi
 phase "done"

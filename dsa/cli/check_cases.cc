@@ -8,6 +8,7 @@
 #include "dsa/kernels/layernorm/layernorm_check.h"
 #include "dsa/kernels/linear/linear_check.h"
 #include "dsa/kernels/logits_schedule/logits_schedule_check.h"
+#include "dsa/kernels/moe_dispatch/moe_dispatch_check.h"
 #include "dsa/kernels/moe_routing/moe_routing_check.h"
 #include "dsa/kernels/paged_logits/paged_logits_check.h"
 #include "dsa/kernels/ragged_logits/ragged_logits_check.h"
@@ -107,6 +108,15 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
       [o](uint64_t s) { return check_moe_routing(o->moe_routing, 40, 4, 2, 1, 2, s); });
   add("moe_routing", kV, "T=40 E=256 groups=8/4 top=8",
       [o](uint64_t s) { return check_moe_routing(o->moe_routing, 40, 256, 8, 4, 8, s); });
+  add("moe_group", kS, "R=40 E=4 k=2",
+      [o](uint64_t s) { return check_moe_group(o->moe_group, 40, 4, 2, s); });
+  add("moe_group", kV, "R=4096 E=256 k=8",
+      [o](uint64_t s) { return check_moe_group(o->moe_group, 4096, 256, 8, s); });
+  add("grouped_linear", kS, "R=40 E=4 k=2 256->128",
+      [o](uint64_t s) { return check_grouped_linear(o->grouped_linear, 40, 4, 2, 256, 128, s); });
+  add("grouped_linear", kV, "R=2 E=256 k=8 7168->2048", [o](uint64_t s) {
+    return check_grouped_linear(o->grouped_linear, 2, 256, 8, 7168, 2048, s);
+  });
 
   // One attention step of every forward mode (metadata builder + validator + the ops above).
   for (runtime::ForwardMode mode : runtime::kAllForwardModes) {

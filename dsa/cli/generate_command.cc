@@ -29,6 +29,7 @@ struct GenerateArgs {
   int32_t max_context = 2048;
   int32_t max_batch = 8;
   std::string mtp_chain_hidden = "post_norm";
+  bool no_graphs = false;
 };
 
 StatusOr<std::vector<std::string>> read_prompts(const GenerateArgs& a) {
@@ -76,6 +77,12 @@ Status run(const GenerateArgs& a) {
   o.max_extend_rows = 1024;
   o.mtp_chain_hidden = a.mtp_chain_hidden == "pre_norm" ? model::MtpChainHidden::kPreNorm
                                                         : model::MtpChainHidden::kPostNorm;
+  if (a.device == "cuda") {
+    // Uniform forwards are padded to buckets either way, so --no-graphs runs the very same
+    // padded batches eagerly (graphs on and off are bit-identical, SPEC.md §5).
+    o.buckets = model::default_buckets(o.max_requests);
+    o.cuda_graphs = !a.no_graphs;
+  }
   // cuda: FailedPrecondition without a device, Unimplemented in a host-only build.
   DSA_ASSIGN_OR_RETURN(
       const kernels::OpTable* ops,
@@ -148,6 +155,36 @@ Status run(const GenerateArgs& a) {
                  engine::finish_reason_name(r.finish), prompts[size_t(id)], text);
     }
   }
+  const model::ForwardTiming& ft = model->timing();
+  const int64_t steps = std::max<int64_t>(1, eng.metrics().steps);
+  // Time per output token of each request after its first, averaged over requests.
+  double tpot_ms = 0;
+  for (int64_t id : ids) {
+    const engine::RequestState& r = eng.request(id);
+    const double s = std::chrono::duration<double>(r.done - r.first_token).count();
+    tpot_ms += 1000.0 * s / double(std::max<size_t>(1, r.output.size() - 1)) / double(ids.size());
+  }
+  if (a.json) {
+    const engine::EngineMetrics& m = eng.metrics();
+    nlohmann::json j = {
+        {"summary",
+         {{"requests", ids.size()},
+          {"tokens", m.emitted},
+          {"seconds", secs},
+          {"tokens_per_s", double(m.emitted) / secs},
+          {"ms_per_output_token", 1000.0 * secs / double(std::max<int64_t>(1, m.emitted))},
+          {"tpot_ms", tpot_ms},
+          {"accept_length_mean", a.draft_tokens > 0 ? m.mean_accept_length() : 1.0},
+          {"steps", m.steps},
+          {"forwards", ft.forwards},
+          {"graph_replays", ft.replays},
+          {"host_ms_per_step", 1000.0 * ft.host_s / double(steps)},
+          {"forward_ms_per_step", 1000.0 * ft.total_s / double(steps)},
+          {"graphs", model->graph_stats().graphs},
+          {"graph_nodes", model->graph_stats().nodes},
+          {"graph_capture_s", model->graph_stats().capture_s}}}};
+    fmt::print("{}\n", j.dump());
+  }
   if (!a.json) {
     const engine::EngineMetrics& m = eng.metrics();
     double ttft = 0;
@@ -162,6 +199,11 @@ Status run(const GenerateArgs& a) {
         ids.size(), m.emitted, secs, double(m.emitted) / secs,
         1000.0 * secs / double(std::max<int64_t>(1, m.emitted)),
         1000.0 * ttft / double(ids.size()));
+    fmt::print(
+        "[{} steps, {} forwards ({} graph replays): host {:.3f} ms per step launching, {:.3f} "
+        "ms per step in forwards; {:.2f} ms per output token per request]\n",
+        m.steps, ft.forwards, ft.replays, 1000.0 * ft.host_s / double(steps),
+        1000.0 * ft.total_s / double(steps), tpot_ms);
     if (a.draft_tokens > 0) {
       fmt::print("[d = {}: mean accept length {:.3f} over {} verify steps; per-position acceptance",
                  a.draft_tokens, m.mean_accept_length(), m.verify_steps);
@@ -194,6 +236,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--json", a->json, "One JSON object per request instead of text");
   cmd->add_option("--max-context", a->max_context, "Longest request (prompt + new tokens)");
   cmd->add_option("--max-batch", a->max_batch, "Most requests decoded together");
+  cmd->add_flag("--no-graphs", a->no_graphs,
+                "cuda: run every forward eagerly (the same bucket-padded batches) instead of "
+                "replaying CUDA graphs");
   cmd->add_option("--mtp-chain-hidden", a->mtp_chain_hidden,
                   "Hidden state chained between draft steps (SPEC.md §6.5)")
       ->check(CLI::IsMember({"post_norm", "pre_norm"}));

@@ -1,16 +1,48 @@
 #include "dsa/cuda/device_memory.h"
 
 #include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <atomic>
 
 #include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/graph.h"
 #include "dsa/cuda/stream.h"
 
 namespace dsa::cuda {
 
+namespace {
+std::atomic<uint64_t> g_allocations{0};
+}
+
 StatusOr<void*> device_malloc(size_t bytes) {
+  // The allocator is locked while capturing (SPEC.md §5): an address baked into a graph must
+  // outlive every replay, so nothing a graph uses may be allocated inside it.
+  if (stream_capturing()) {
+    return failed_precondition(fmt::format(
+        "device allocation of {} bytes during CUDA graph capture: buffers a graph uses are "
+        "allocated before capture",
+        bytes));
+  }
   void* p = nullptr;
   if (bytes) DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
   return p;
+}
+
+uint64_t device_allocation_count() { return g_allocations.load(std::memory_order_relaxed); }
+
+StatusOr<void*> pinned_host_malloc(size_t bytes) {
+  if (stream_capturing()) {
+    return failed_precondition("pinned host allocation during CUDA graph capture");
+  }
+  void* p = nullptr;
+  if (bytes) DSA_CUDA_RETURN_IF_ERROR(cudaMallocHost(&p, bytes));
+  return p;
+}
+
+void pinned_host_free(void* p) {
+  if (p) cudaFreeHost(p);
 }
 
 void device_free(void* p) {

@@ -5,13 +5,20 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "dsa/core/status.h"
 
 namespace dsa::cuda {
 
+// FailedPrecondition while the current stream captures a graph (SPEC.md §5).
 StatusOr<void*> device_malloc(size_t bytes);
 void device_free(void* p);
+// Successful device_malloc calls so far (tests: no allocation during capture or replay).
+uint64_t device_allocation_count();
+// Page-locked host memory: what the one asynchronous metadata copy of a step reads.
+StatusOr<void*> pinned_host_malloc(size_t bytes);
+void pinned_host_free(void* p);
 Status memcpy_async(void* dst, const void* src, size_t bytes);
 Status memcpy_2d_async(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
                        size_t height);

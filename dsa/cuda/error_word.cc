@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/graph.h"
 #include "dsa/cuda/stream.h"
 
 namespace dsa::cuda {
@@ -38,13 +39,26 @@ std::string_view op_name(int32_t op) {
 StatusOr<DeviceErrorWord*> device_error_word() {
   static DeviceErrorWord* word = nullptr;
   if (word == nullptr) {
+    if (stream_capturing()) {
+      return failed_precondition(
+          "device error word: first use inside a graph capture (warm up before capturing)");
+    }
     DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&word, sizeof(DeviceErrorWord)));
     DSA_CUDA_RETURN_IF_ERROR(cudaMemset(word, 0, sizeof(DeviceErrorWord)));
   }
   return word;
 }
 
+namespace {
+thread_local int g_defer_depth = 0;
+}
+
+DeferDeviceErrors::DeferDeviceErrors() { ++g_defer_depth; }
+DeferDeviceErrors::~DeferDeviceErrors() { --g_defer_depth; }
+bool DeferDeviceErrors::active() { return g_defer_depth > 0; }
+
 Status take_device_error(std::string_view context) {
+  if (DeferDeviceErrors::active() || stream_capturing()) return ok_status();
   DSA_ASSIGN_OR_RETURN(DeviceErrorWord * word, device_error_word());
   DeviceErrorWord host{};
   DSA_CUDA_RETURN_IF_ERROR(

@@ -45,7 +45,18 @@ __device__ inline void report_device_error(DeviceErrorWord* w, StatusCode code, 
 
 // The process's error word (allocated on first use) and its host-side check: synchronises the
 // current stream, reads the word, clears it, and returns the decoded Status (OK when unset).
+// While the current stream captures a graph, or a DeferDeviceErrors lives on this thread, it
+// returns OK at once: a step takes no synchronisation; its owner reads the word once at the end.
 StatusOr<DeviceErrorWord*> device_error_word();
 Status take_device_error(std::string_view context);
+
+class DeferDeviceErrors {
+ public:
+  DeferDeviceErrors();
+  ~DeferDeviceErrors();
+  DeferDeviceErrors(const DeferDeviceErrors&) = delete;
+  DeferDeviceErrors& operator=(const DeferDeviceErrors&) = delete;
+  static bool active();
+};
 
 }  // namespace dsa::cuda

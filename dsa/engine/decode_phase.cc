@@ -43,23 +43,10 @@ Status Engine::decode_phase() {
     tokens.push_back(r->pending);
     for (int32_t j = 0; j < d_; ++j) tokens.push_back(r->drafts[sz(j)]);
   }
-  auto build_and_run = [&](ForwardMode mode, ModelKind kind,
-                           const std::vector<runtime::RequestInput>& in,
-                           std::span<const int32_t> tok, std::span<const bf16> hidden,
-                           runtime::ForwardMetadata& meta, model::ForwardOutput* out) -> Status {
-    runtime::ForwardBatch b;
-    b.mode = mode;
-    b.model = kind;
-    b.requests = in;
-    DSA_RETURN_IF_ERROR(runtime::build_forward_metadata(b, model_.metadata_config(),
-                                                        model_.pages().page_table(), meta));
-    return kind == ModelKind::kTarget ? model_.forward_target(meta, tok, out)
-                                      : model_.forward_mtp(meta, tok, hidden, out);
-  };
   runtime::ForwardMetadata meta(model_.metadata_config());
   model::ForwardOutput target;
-  DSA_RETURN_IF_ERROR(build_and_run(d_ == 0 ? ForwardMode::kDecode : ForwardMode::kTargetVerify,
-                                    ModelKind::kTarget, inputs, tokens, {}, meta, &target));
+  DSA_RETURN_IF_ERROR(run_forward(d_ == 0 ? ForwardMode::kDecode : ForwardMode::kTargetVerify,
+                                  ModelKind::kTarget, inputs, tokens, {}, meta, &target));
   if (d_ == 0) {
     for (size_t b = 0; b < reqs.size(); ++b) {
       RequestState& r = *reqs[b];
@@ -98,8 +85,8 @@ Status Engine::decode_phase() {
   }
   runtime::ForwardMetadata mmeta(model_.metadata_config());
   model::ForwardOutput mtp;
-  DSA_RETURN_IF_ERROR(build_and_run(ForwardMode::kDraftExtend, ModelKind::kMtp, mtp_inputs,
-                                    mtp_tokens, target.hidden, mmeta, &mtp));
+  DSA_RETURN_IF_ERROR(run_forward(ForwardMode::kDraftExtend, ModelKind::kMtp, mtp_inputs,
+                                  mtp_tokens, target.hidden, mmeta, &mtp));
   std::vector<int32_t> first;
   std::vector<bf16> hidden;
   const int32_t D = int32_t(model_.config().hidden_size);

@@ -15,21 +15,6 @@ using runtime::ModelKind;
 
 size_t sz(int64_t v) { return static_cast<size_t>(v); }
 
-// Builds one forward's metadata with the runtime's builder and runs the target or the MTP layer.
-Status run_forward(model::DsaModel& m, ForwardMode mode, ModelKind kind,
-                   const std::vector<runtime::RequestInput>& reqs, std::span<const int32_t> tokens,
-                   std::span<const bf16> hidden, runtime::ForwardMetadata& meta,
-                   model::ForwardOutput* out) {
-  runtime::ForwardBatch b;
-  b.mode = mode;
-  b.model = kind;
-  b.requests = reqs;
-  DSA_RETURN_IF_ERROR(
-      runtime::build_forward_metadata(b, m.metadata_config(), m.pages().page_table(), meta));
-  if (kind == ModelKind::kTarget) return m.forward_target(meta, tokens, out);
-  return m.forward_mtp(meta, tokens, hidden, out);
-}
-
 int32_t argmax(const float* row, int32_t V) {
   int32_t best = 0;
   for (int32_t v = 1; v < V; ++v) {
@@ -120,6 +105,38 @@ Status Engine::admit() {
   return ok_status();
 }
 
+// Builds one forward's metadata with the runtime's builder (uniform forwards padded to the model's
+// bucket, SPEC.md §5) and runs the target or the MTP layer.
+Status Engine::run_forward(ForwardMode mode, ModelKind kind,
+                           const std::vector<runtime::RequestInput>& reqs,
+                           std::span<const int32_t> tokens, std::span<const bf16> hidden,
+                           runtime::ForwardMetadata& meta, model::ForwardOutput* out) {
+  runtime::ForwardBatch b;
+  b.mode = mode;
+  b.model = kind;
+  b.requests = reqs;
+  if (runtime::is_uniform(mode)) b.batch_pad = model_.batch_pad_for(int32_t(reqs.size()));
+  DSA_RETURN_IF_ERROR(runtime::build_forward_metadata(b, model_.metadata_config(),
+                                                      model_.pages().page_table(), meta));
+  // Padded rows take token 0 (any id in range); the MTP hidden rows of padded requests are zeros.
+  std::span<const int32_t> tok = tokens;
+  std::span<const bf16> hid = hidden;
+  const size_t rows = size_t(meta.header.rows_pad);
+  const size_t D = size_t(model_.config().hidden_size);
+  if (tokens.size() < rows) {
+    padded_tokens_.assign(tokens.begin(), tokens.end());
+    padded_tokens_.resize(rows, 0);
+    tok = padded_tokens_;
+  }
+  if (kind == ModelKind::kMtp && hidden.size() < rows * D) {
+    padded_hidden_.assign(hidden.begin(), hidden.end());
+    padded_hidden_.resize(rows * D, bf16{});
+    hid = padded_hidden_;
+  }
+  if (kind == ModelKind::kTarget) return model_.forward_target(meta, tok, out);
+  return model_.forward_mtp(meta, tok, hid, out);
+}
+
 int32_t Engine::sample(const RequestState& r, const float* logits, int32_t position) const {
   return sample_token(std::span<const float>(logits, sz(vocab_)), r.req.sampling, position);
 }
@@ -191,8 +208,8 @@ Status Engine::prefill_phase() {
   if (reqs.empty()) return ok_status();
   runtime::ForwardMetadata meta(model_.metadata_config());
   model::ForwardOutput target;
-  DSA_RETURN_IF_ERROR(run_forward(model_, ForwardMode::kExtend, ModelKind::kTarget, inputs, tokens,
-                                  {}, meta, &target));
+  DSA_RETURN_IF_ERROR(
+      run_forward(ForwardMode::kExtend, ModelKind::kTarget, inputs, tokens, {}, meta, &target));
 
   // Sample x_{L_p} for prompts that completed; build the MTP rows' next tokens.
   std::vector<int32_t> next(tokens.size());
@@ -230,7 +247,7 @@ Status Engine::prefill_phase() {
   }
   runtime::ForwardMetadata mmeta(model_.metadata_config());
   model::ForwardOutput mtp;
-  DSA_RETURN_IF_ERROR(run_forward(model_, ForwardMode::kExtend, ModelKind::kMtp, mtp_inputs, next,
+  DSA_RETURN_IF_ERROR(run_forward(ForwardMode::kExtend, ModelKind::kMtp, mtp_inputs, next,
                                   target.hidden, mmeta, &mtp));
   if (completed.empty()) return ok_status();
   std::vector<int32_t> g1;
@@ -261,8 +278,8 @@ Status Engine::draft_chain(std::vector<RequestState*>& reqs, std::vector<int32_t
       tokens.push_back(chains[b].back());
     }
     model::ForwardOutput out;
-    DSA_RETURN_IF_ERROR(run_forward(model_, ForwardMode::kDecode, ModelKind::kMtp, inputs, tokens,
-                                    hidden, meta, &out));
+    DSA_RETURN_IF_ERROR(
+        run_forward(ForwardMode::kDecode, ModelKind::kMtp, inputs, tokens, hidden, meta, &out));
     for (size_t b = 0; b < B; ++b) chains[b].push_back(argmax(&out.logits[b * sz(vocab_)], vocab_));
     hidden = std::move(out.hidden);
   }

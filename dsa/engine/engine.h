@@ -64,6 +64,10 @@ class Engine {
   void emit(RequestState& r, std::span<const int32_t> tokens);
   Status finish(RequestState& r);
   int32_t sample(const RequestState& r, const float* logits, int32_t position) const;
+  Status run_forward(runtime::ForwardMode mode, runtime::ModelKind kind,
+                     const std::vector<runtime::RequestInput>& reqs,
+                     std::span<const int32_t> tokens, std::span<const bf16> hidden,
+                     runtime::ForwardMetadata& meta, model::ForwardOutput* out);
 
   model::DsaModel& model_;
   EngineOptions options_;
@@ -75,6 +79,8 @@ class Engine {
   std::deque<RequestState*> waiting_;
   std::vector<RequestState*> running_;
   EngineMetrics metrics_;
+  std::vector<int32_t> padded_tokens_;  // a padded forward's token rows (reused)
+  std::vector<bf16> padded_hidden_;
 };
 
 }  // namespace dsa::engine

@@ -114,6 +114,21 @@ TEST(Engine, ChunkedPrefillEqualsUnchunkedPrefill) {
   EXPECT_GT(chunked.metrics.steps, whole.metrics.steps);
 }
 
+// Bucket padding (SPEC.md §5, what the GPU engine runs under graphs): padded requests are inert, so
+// the CPU reference gives the same tokens with and without them, for every speculative form.
+TEST(Engine, BucketPaddedBatchesGiveTheSameOutputs) {
+  auto prompts = heldout_prompts({30, 12, 70, 5, 41});
+  for (int32_t d : {0, 3}) {
+    auto plain = tiny_model(d, 5);
+    auto padded = tiny_model(d, 5, 0, {4, 5});  // B = 1..3 run as 4
+    auto want = generate(*plain, prompts, {12, 20, 7, 16, 9});
+    auto got = generate(*padded, prompts, {12, 20, 7, 16, 9});
+    EXPECT_EQ(got.outputs, want.outputs) << "d = " << d;
+    EXPECT_EQ(got.accept_lengths, want.accept_lengths) << "d = " << d;
+    EXPECT_EQ(padded->batch_pad_for(1), 4);
+  }
+}
+
 // A pool with room for one request at a time: the second waits for the first to finish, and the
 // outputs equal those of a roomy pool.
 TEST(Engine, AdmissionWaitsForPagesUnderASmallPool) {

@@ -15,8 +15,10 @@ namespace dsa::engine::testing {
 inline std::string repo(const std::string& rel) { return std::string(DSA_SOURCE_DIR) + "/" + rel; }
 
 inline std::unique_ptr<model::DsaModel> tiny_model(int32_t d, int32_t max_requests = 4,
-                                                   int32_t num_pages = 0) {
+                                                   int32_t num_pages = 0,
+                                                   std::vector<int32_t> buckets = {}) {
   model::ModelOptions o;
+  o.buckets = std::move(buckets);
   o.max_context = 512;
   o.num_draft_tokens = d;
   o.max_requests = max_requests;

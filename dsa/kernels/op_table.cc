@@ -28,6 +28,8 @@ const OpTable& cpu_ops() {
       .hadamard = hadamard_ref,
       .linear = linear_ref,
       .moe_routing = moe_routing_ref,
+      .moe_group = moe_group_ref,
+      .grouped_linear = grouped_linear_ref,
       .swiglu = swiglu_ref,
       .moe_combine = moe_combine_ref,
       .indexer_q_quant = indexer_q_quant_ref,

@@ -14,6 +14,7 @@
 #include "dsa/kernels/linear/linear.h"
 #include "dsa/kernels/logits_schedule/logits_schedule.h"
 #include "dsa/kernels/model_glue/model_glue.h"
+#include "dsa/kernels/moe_dispatch/moe_dispatch.h"
 #include "dsa/kernels/moe_routing/moe_routing.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"
 #include "dsa/kernels/ragged_logits/ragged_logits.h"
@@ -48,6 +49,9 @@ struct OpTable {
   Status (*hadamard)(const HadamardParams&);
   Status (*linear)(const LinearParams&);
   Status (*moe_routing)(const MoeRoutingParams&);
+  // MoE dispatch on the backend (§8.6), no host synchronisation: graph-capturable.
+  Status (*moe_group)(const MoeGroupParams&);
+  Status (*grouped_linear)(const GroupedLinearParams&);
   // Model glue (so activations never leave the backend memory).
   Status (*swiglu)(const SwigluParams&);
   Status (*moe_combine)(const MoeCombineParams&);

@@ -26,6 +26,8 @@ const OpTable& cuda_op_table() {
       .hadamard = hadamard_cuda,
       .linear = linear_cuda,
       .moe_routing = moe_routing_cuda,
+      .moe_group = moe_group_cuda,
+      .grouped_linear = grouped_linear_cuda,
       .swiglu = swiglu_cuda,
       .moe_combine = moe_combine_cuda,
       .indexer_q_quant = indexer_q_quant_cuda,

@@ -2,6 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+
+#include "dsa/runtime/backend_control.h"
+#include "dsa/runtime/metadata_builder.h"
+
 namespace dsa::model {
 
 namespace {
@@ -55,7 +61,7 @@ DsaModel::DsaModel(ModelConfig config, ModelWeights weights, const ModelOptions&
           ops, mc,
           runtime::AttentionDims{int32_t(config_.index_n_heads),
                                  int32_t(config_.num_attention_heads), float(config_.sm_scale())}),
-      mirror_(ops.backend),
+      mirror_(ops.backend, mc, config_.hidden_size),
       ws_(ops.backend) {}
 
 StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& dir,
@@ -64,6 +70,19 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
   if (!std::filesystem::is_directory(dir)) {
     return not_found(fmt::format("model directory {} does not exist", dir.string()));
   }
+  if (options.cuda_graphs && ops.backend != kernels::Backend::kCuda) {
+    return invalid_argument("cuda_graphs: the CPU backend has no graphs");
+  }
+  for (int32_t b : options.buckets) {
+    if (b < 1 || b > options.max_requests) {
+      return invalid_argument(
+          fmt::format("buckets: {} is outside [1, max_requests = {}]", b, options.max_requests));
+    }
+  }
+  if (!std::is_sorted(options.buckets.begin(), options.buckets.end())) {
+    return invalid_argument("buckets: must be ascending");
+  }
+  DSA_RETURN_IF_ERROR(runtime::use_forward_stream(ops.backend));
   DSA_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir / "config.json"));
   DSA_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(dir / "model.safetensors"));
   DSA_ASSIGN_OR_RETURN(ModelWeights weights, load_model_weights(file, config));
@@ -89,28 +108,99 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
   DSA_RETURN_IF_ERROR(m->store_.add_model(m->weights_));
   DSA_RETURN_IF_ERROR(m->store_.add(m->rope_.cos));
   DSA_RETURN_IF_ERROR(m->store_.add(m->rope_.sin));
+  DSA_RETURN_IF_ERROR(m->allocate_outputs());
+  if (options.cuda_graphs) DSA_RETURN_IF_ERROR(m->capture_graphs());
   return m;
 }
 
-Status DsaModel::begin_forward(const runtime::ForwardMetadata& meta) {
-  ws_.reset();  // the previous forward's activations are dead
-  return mirror_.upload(meta, pages_.page_table());
+Status DsaModel::allocate_outputs() {
+  const size_t rows = sz(metadata_config_.row_capacity());
+  DSA_RETURN_IF_ERROR(mirror_.allocate(pages_.page_table()));
+  DSA_ASSIGN_OR_RETURN(hidden_out_,
+                       runtime::Buffer<bf16>::alloc(ops_.backend, rows * sz(config_.hidden_size)));
+  DSA_ASSIGN_OR_RETURN(logits_out_,
+                       runtime::Buffer<float>::alloc(ops_.backend, rows * sz(config_.vocab_size)));
+  return ok_status();
+}
+
+int32_t DsaModel::batch_pad_for(int32_t b) const { return bucket_for(options_.buckets, b); }
+
+bool DsaModel::has_graph(const runtime::MetadataHeader& h) const {
+  return runtime::is_uniform(h.mode) && graphs_.find(graph_key(h)) != nullptr;
+}
+
+// SPEC.md §5: every (model, mode, bucket) runs eagerly first (module loading, the cuBLASLt
+// workspace, scratch and workspace chunks, the error word), the device is synchronised, then each
+// is captured over all-padding metadata — valid because nothing in a graph depends on host-known
+// lengths. The allocator is locked during capture (cuda/device_memory.h).
+Status DsaModel::capture_graphs() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool has_mtp = weights_.mtp.has_value();
+  std::vector<const MoeWeights*> moes;
+  for (const DecoderLayerWeights& l : weights_.layers) {
+    if (l.moe) moes.push_back(&*l.moe);
+  }
+  if (has_mtp && weights_.mtp->block.moe) moes.push_back(&*weights_.mtp->block.moe);
+  for (const MoeWeights* moe : moes) {
+    if (store_.expert_tables(*moe) == nullptr) {
+      return failed_precondition(
+          "cuda_graphs: FP8 routed experts have no device-grouped path yet (run with graphs off)");
+    }
+  }
+  const std::vector<GraphKey> keys =
+      graph_keys(options_.num_draft_tokens, has_mtp, options_.buckets);
+  auto padding_only = [&](const GraphKey& k, runtime::ForwardMetadata& meta) -> Status {
+    runtime::ForwardBatch b;
+    b.model = k.model;
+    b.mode = k.mode;
+    b.batch_pad = k.batch_pad;
+    DSA_RETURN_IF_ERROR(
+        runtime::build_forward_metadata(b, metadata_config_, pages_.page_table(), meta)
+            .with_context("graph capture metadata"));
+    const std::vector<int32_t> tokens(sz(meta.header.rows_pad), 0);
+    const std::vector<bf16> hidden(sz(meta.header.rows_pad) * sz(config_.hidden_size));
+    return mirror_.upload(meta, pages_.page_table(), tokens,
+                          k.model == runtime::ModelKind::kMtp ? std::span<const bf16>(hidden)
+                                                              : std::span<const bf16>());
+  };
+  runtime::ForwardMetadata meta(metadata_config_);
+  for (const GraphKey& k : keys) {  // warm-up
+    runtime::DeferDeviceErrors defer(ops_.backend);
+    DSA_RETURN_IF_ERROR(padding_only(k, meta));
+    DSA_RETURN_IF_ERROR(body(k.model, meta));
+    DSA_RETURN_IF_ERROR(ws_.memory().sync());
+  }
+  DSA_RETURN_IF_ERROR(runtime::take_device_errors(ops_.backend, "graph warm-up"));
+  for (const GraphKey& k : keys) {
+    DSA_RETURN_IF_ERROR(padding_only(k, meta));
+    DSA_RETURN_IF_ERROR(ws_.memory().sync());  // the staging block is read before the next key
+    auto graph = runtime::capture_forward_graph(ops_.backend, [&] { return body(k.model, meta); });
+    if (!graph.ok()) {
+      return graph.status().with_context(fmt::format("capturing {} {} B_pad = {}",
+                                                     runtime::model_name(k.model),
+                                                     runtime::mode_name(k.mode), k.batch_pad));
+    }
+    graphs_.add(k, std::move(*graph));
+  }
+  graph_stats_.graphs = graphs_.size();
+  graph_stats_.nodes = graphs_.total_nodes();
+  graph_stats_.capture_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ok_status();
 }
 
 BlockContext DsaModel::block_context(const runtime::ForwardMetadata& meta) {
   return BlockContext{ops_, config_, store_, rope_, attention_, meta, mirror_.arrays(), ws_};
 }
 
-StatusOr<bf16*> DsaModel::embed(const std::vector<bf16>& table, std::span<const int32_t> tokens,
-                                int32_t rows) {
-  if (int64_t(tokens.size()) < rows) {
-    return invalid_argument(fmt::format("forward: {} tokens for {} rows", tokens.size(), rows));
-  }
-  DSA_ASSIGN_OR_RETURN(int32_t * ids, ws_.take<int32_t>(sz(rows)));
-  DSA_RETURN_IF_ERROR(ws_.memory().copy(ids, tokens.data(), sz(rows) * sizeof(int32_t)));
+StatusOr<bf16*> DsaModel::embed(const std::vector<bf16>& table, int32_t rows) {
   DSA_ASSIGN_OR_RETURN(bf16 * h, ws_.take<bf16>(sz(rows) * sz(config_.hidden_size)));
-  kernels::EmbeddingParams p{ids,  store_.get(table),           h,
-                             rows, int32_t(config_.vocab_size), int32_t(config_.hidden_size)};
+  kernels::EmbeddingParams p{mirror_.tokens(),
+                             store_.get(table),
+                             h,
+                             rows,
+                             int32_t(config_.vocab_size),
+                             int32_t(config_.hidden_size)};
   DSA_RETURN_IF_ERROR(ops_.embedding(p));
   return h;
 }
@@ -128,33 +218,40 @@ Status DsaModel::rmsnorm(const bf16* x, const std::vector<bf16>& w, bf16* y, int
   return ops_.rmsnorm(n);
 }
 
+// The LM head over the header's sample count: fixed per (mode, B_pad) in uniform modes (padded
+// requests carry -1 entries, which gather zero rows), so a graph computes exactly what eager does.
 Status DsaModel::head(const runtime::ForwardMetadata& meta, const bf16* normed, const bf16* hidden,
-                      const LinearWeight& lm_head, ForwardOutput* out) {
-  const int32_t D = int32_t(config_.hidden_size), V = int32_t(config_.vocab_size);
+                      const LinearWeight& lm_head) {
+  const int32_t D = int32_t(config_.hidden_size);
   const int32_t rows = meta.header.rows_pad, samples = meta.header.num_samples;
-  const runtime::MemoryOps& mem = ws_.memory();
-  out->hidden.resize(sz(rows) * D);
-  DSA_RETURN_IF_ERROR(mem.copy(out->hidden.data(), hidden, out->hidden.size() * sizeof(bf16)));
-  out->logits.assign(sz(samples) * V, 0.f);
-  if (samples > 0) {
-    DSA_ASSIGN_OR_RETURN(bf16 * x, ws_.take<bf16>(sz(samples) * D));  // sample_row -1: zero rows
-    const int64_t row_bytes = int64_t{D} * int64_t{sizeof(bf16)};
-    kernels::RowCopyParams g{normed,    x,         mirror_.arrays().sample_row,
-                             row_bytes, row_bytes, row_bytes,
-                             samples,   rows,      kernels::RowCopyMode::kGather};
-    DSA_RETURN_IF_ERROR(ops_.row_copy(g));
-    DSA_ASSIGN_OR_RETURN(float* logits, ws_.take<float>(out->logits.size()));
-    DSA_RETURN_IF_ERROR(run_linear(ops_, store_, lm_head, x, samples, nullptr, logits));
-    DSA_RETURN_IF_ERROR(mem.copy(out->logits.data(), logits, out->logits.size() * sizeof(float)));
-  }
-  return mem.sync();
+  DSA_RETURN_IF_ERROR(
+      ws_.memory().copy(hidden_out_.data(), hidden, sz(rows) * sz(D) * sizeof(bf16)));
+  if (samples == 0) return ok_status();
+  DSA_ASSIGN_OR_RETURN(bf16 * x, ws_.take<bf16>(sz(samples) * D));  // sample_row -1: zero rows
+  const int64_t row_bytes = int64_t{D} * int64_t{sizeof(bf16)};
+  kernels::RowCopyParams g{normed,    x,         mirror_.arrays().sample_row,
+                           row_bytes, row_bytes, row_bytes,
+                           samples,   rows,      kernels::RowCopyMode::kGather};
+  DSA_RETURN_IF_ERROR(ops_.row_copy(g));
+  return run_linear(ops_, store_, lm_head, x, samples, nullptr, logits_out_.data());
 }
 
-Status DsaModel::forward_target(const runtime::ForwardMetadata& meta,
-                                std::span<const int32_t> tokens, ForwardOutput* out) {
+Status DsaModel::body(runtime::ModelKind kind, const runtime::ForwardMetadata& meta) {
+  ws_.reset();  // the previous forward's activations are dead
+  // First node: the schedule from the row_len this forward's kernels read (inv. 15).
+  DSA_RETURN_IF_ERROR(mirror_.rebuild_schedule(ops_, meta));
+  switch (kind) {
+    case runtime::ModelKind::kTarget:
+      return target_body(meta);
+    case runtime::ModelKind::kMtp:
+      return mtp_body(meta);
+  }
+  return ok_status();
+}
+
+Status DsaModel::target_body(const runtime::ForwardMetadata& meta) {
   const int32_t rows = meta.header.rows_pad;
-  DSA_RETURN_IF_ERROR(begin_forward(meta));
-  DSA_ASSIGN_OR_RETURN(bf16 * h, embed(weights_.embed, tokens, rows));
+  DSA_ASSIGN_OR_RETURN(bf16 * h, embed(weights_.embed, rows));
   const BlockContext ctx = block_context(meta);
   for (size_t l = 0; l < weights_.layers.size(); ++l) {
     DSA_RETURN_IF_ERROR(run_decoder_block(ctx, weights_.layers[l], caches_.layer(int32_t(l)), h)
@@ -162,27 +259,18 @@ Status DsaModel::forward_target(const runtime::ForwardMetadata& meta,
   }
   DSA_ASSIGN_OR_RETURN(bf16 * normed, ws_.take<bf16>(sz(rows) * sz(config_.hidden_size)));
   DSA_RETURN_IF_ERROR(rmsnorm(h, weights_.final_norm, normed, rows));
-  return head(meta, normed, normed, weights_.lm_head, out);
+  return head(meta, normed, normed, weights_.lm_head);
 }
 
-Status DsaModel::forward_mtp(const runtime::ForwardMetadata& meta, std::span<const int32_t> tokens,
-                             std::span<const bf16> target_hidden, ForwardOutput* out) {
-  if (!weights_.mtp) return failed_precondition("forward_mtp: the checkpoint has no MTP layer");
+Status DsaModel::mtp_body(const runtime::ForwardMetadata& meta) {
   const MtpWeights& m = *weights_.mtp;
   const int32_t rows = meta.header.rows_pad;
   const int32_t D = int32_t(config_.hidden_size);
-  if (int64_t(target_hidden.size()) < int64_t(rows) * D) {
-    return invalid_argument(fmt::format("forward_mtp: target_hidden has {} values for {} rows",
-                                        target_hidden.size(), rows));
-  }
-  DSA_RETURN_IF_ERROR(begin_forward(meta));
-  DSA_ASSIGN_OR_RETURN(bf16 * e, embed(weights_.mtp_embed(), tokens, rows));
-  DSA_ASSIGN_OR_RETURN(bf16 * th, ws_.take<bf16>(sz(rows) * D));
-  DSA_RETURN_IF_ERROR(ws_.memory().copy(th, target_hidden.data(), sz(rows) * D * sizeof(bf16)));
+  DSA_ASSIGN_OR_RETURN(bf16 * e, embed(weights_.mtp_embed(), rows));
   // concat(enorm(emb(t)), hnorm(h)): embedding half first (§6.5).
   DSA_ASSIGN_OR_RETURN(bf16 * cat, ws_.take<bf16>(sz(rows) * 2 * D));
   DSA_RETURN_IF_ERROR(rmsnorm(e, m.enorm, cat, rows, 2 * D));
-  DSA_RETURN_IF_ERROR(rmsnorm(th, m.hnorm, cat + D, rows, 2 * D));
+  DSA_RETURN_IF_ERROR(rmsnorm(mirror_.hidden(), m.hnorm, cat + D, rows, 2 * D));
   DSA_ASSIGN_OR_RETURN(bf16 * h, ws_.take<bf16>(sz(rows) * D));
   DSA_RETURN_IF_ERROR(run_linear(ops_, store_, m.eh_proj, cat, rows, h));
   const int32_t mtp_layer = int32_t(config_.num_hidden_layers);
@@ -191,7 +279,67 @@ Status DsaModel::forward_mtp(const runtime::ForwardMetadata& meta, std::span<con
   DSA_ASSIGN_OR_RETURN(bf16 * normed, ws_.take<bf16>(sz(rows) * D));
   DSA_RETURN_IF_ERROR(rmsnorm(h, m.shared_head_norm, normed, rows));
   const bf16* hidden = options_.mtp_chain_hidden == MtpChainHidden::kPostNorm ? normed : h;
-  return head(meta, normed, hidden, weights_.mtp_head(), out);
+  return head(meta, normed, hidden, weights_.mtp_head());
+}
+
+Status DsaModel::collect(const runtime::ForwardMetadata& meta, ForwardOutput* out) {
+  const runtime::MemoryOps& mem = ws_.memory();
+  const size_t V = sz(config_.vocab_size);
+  out->hidden.resize(sz(meta.header.rows_pad) * sz(config_.hidden_size));
+  DSA_RETURN_IF_ERROR(
+      mem.copy(out->hidden.data(), hidden_out_.data(), out->hidden.size() * sizeof(bf16)));
+  out->logits.resize(sz(meta.header.num_samples) * V);
+  DSA_RETURN_IF_ERROR(
+      mem.copy(out->logits.data(), logits_out_.data(), out->logits.size() * sizeof(float)));
+  DSA_RETURN_IF_ERROR(mem.sync());
+  return runtime::take_device_errors(ops_.backend, "forward");
+}
+
+Status DsaModel::forward(runtime::ModelKind kind, const runtime::ForwardMetadata& meta,
+                         std::span<const int32_t> tokens, std::span<const bf16> hidden,
+                         ForwardOutput* out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    runtime::DeferDeviceErrors defer(ops_.backend);
+    DSA_RETURN_IF_ERROR(mirror_.upload(meta, pages_.page_table(), tokens, hidden));
+    const runtime::ForwardGraph* graph =
+        runtime::is_uniform(meta.header.mode) ? graphs_.find(graph_key(meta.header)) : nullptr;
+    if (graph != nullptr) {
+      DSA_RETURN_IF_ERROR(graph->replay());
+      ++timing_.replays;
+    } else {
+      DSA_RETURN_IF_ERROR(body(kind, meta));
+    }
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  DSA_RETURN_IF_ERROR(collect(meta, out));
+  const auto t2 = std::chrono::steady_clock::now();
+  ++timing_.forwards;
+  timing_.host_s += std::chrono::duration<double>(t1 - t0).count();
+  timing_.total_s += std::chrono::duration<double>(t2 - t0).count();
+  return ok_status();
+}
+
+Status DsaModel::forward_target(const runtime::ForwardMetadata& meta,
+                                std::span<const int32_t> tokens, ForwardOutput* out) {
+  if (meta.header.model != runtime::ModelKind::kTarget) {
+    return invalid_argument("forward_target: the metadata was built for the MTP layer (inv. 14)");
+  }
+  return forward(runtime::ModelKind::kTarget, meta, tokens, {}, out);
+}
+
+Status DsaModel::forward_mtp(const runtime::ForwardMetadata& meta, std::span<const int32_t> tokens,
+                             std::span<const bf16> target_hidden, ForwardOutput* out) {
+  if (!weights_.mtp) return failed_precondition("forward_mtp: the checkpoint has no MTP layer");
+  if (meta.header.model != runtime::ModelKind::kMtp) {
+    return invalid_argument("forward_mtp: the metadata was built for the target model (inv. 14)");
+  }
+  const int64_t need = int64_t(meta.header.rows_pad) * config_.hidden_size;
+  if (int64_t(target_hidden.size()) < need) {
+    return invalid_argument(fmt::format("forward_mtp: target_hidden has {} values for {} rows",
+                                        target_hidden.size(), meta.header.rows_pad));
+  }
+  return forward(runtime::ModelKind::kMtp, meta, tokens, target_hidden, out);
 }
 
 }  // namespace dsa::model

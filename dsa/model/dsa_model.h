@@ -2,8 +2,14 @@
 // RoPE tables, the paged caches of every layer and the page manager, run through an op table.
 // The engine builds each forward's metadata with the runtime's one builder and hands it here.
 // Weights, RoPE tables, caches and activations live in the op table's backend memory (device
-// memory for cuda_ops(): uploaded once at load); each forward copies its metadata and the page
-// table there first, and copies hidden states and logits back into the host ForwardOutput.
+// memory for cuda_ops(): uploaded once at load). A forward is three phases:
+//   stage   — metadata, page table, token ids (and MTP hidden rows) reach fixed backend buffers by
+//             one asynchronous copy (runtime/metadata_mirror.h);
+//   body    — every launch, reading only backend buffers: the schedule is rebuilt from row_len,
+//             the layers run, the LM head writes the sampled rows' logits; on CUDA with graphs a
+//             uniform forward whose B_pad is a bucket replays the body's graph instead (§5);
+//   collect — hidden states and logits come back to the host ForwardOutput, then the device
+//             error word is read once (ops defer their checks, so the body never synchronises).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +21,7 @@
 #include "dsa/core/status.h"
 #include "dsa/kernels/op_table.h"
 #include "dsa/model/decoder_block.h"
+#include "dsa/model/forward_graphs.h"
 #include "dsa/model/model_caches.h"
 #include "dsa/model/model_config.h"
 #include "dsa/model/model_weights.h"
@@ -38,6 +45,25 @@ struct ModelOptions {
   kernels::LatentFormat latent_format = kernels::LatentFormat::kBf16;
   bool dense = false;  // attend to every visible token (K = max_context rounded to 64, <= 2048)
   MtpChainHidden mtp_chain_hidden = MtpChainHidden::kPostNorm;
+  // Bucket padding of uniform forwards (SPEC.md §5): the engine pads B to the smallest bucket
+  // >= B (B itself above the last). Empty = no padding.
+  std::vector<int32_t> buckets;
+  // CUDA only: capture one graph per (model, mode, bucket) at load and replay them.
+  bool cuda_graphs = false;
+};
+
+// Host-side time of forwards (what graphs remove): host_s runs from the start of a forward until
+// its last launch is enqueued (staging, metadata copy, launches or the graph launch); total_s
+// includes waiting for the results.
+struct ForwardTiming {
+  int64_t forwards = 0, replays = 0;
+  double host_s = 0, total_s = 0;
+};
+
+struct GraphStats {
+  int32_t graphs = 0;
+  size_t nodes = 0;
+  double capture_s = 0;  // warm-up + capture of every graph
 };
 
 // Output of one forward: final hidden states of every row and fp32 logits of the sampled rows.
@@ -56,6 +82,11 @@ class DsaModel {
   const ModelOptions& options() const { return options_; }
   const runtime::MetadataConfig& metadata_config() const { return metadata_config_; }
   runtime::PagedCacheManager& pages() { return pages_; }
+  // B_pad for a uniform forward of b requests (options().buckets; b without buckets).
+  int32_t batch_pad_for(int32_t b) const;
+  const ForwardTiming& timing() const { return timing_; }
+  const GraphStats& graph_stats() const { return graph_stats_; }
+  bool has_graph(const runtime::MetadataHeader& h) const;
 
   // The target model over one forward: tokens [rows_pad] (padded rows: any id in range).
   Status forward_target(const runtime::ForwardMetadata& meta, std::span<const int32_t> tokens,
@@ -69,14 +100,21 @@ class DsaModel {
  private:
   DsaModel(ModelConfig config, ModelWeights weights, const ModelOptions& options,
            const runtime::MetadataConfig& mc, const kernels::OpTable& ops);
-  Status begin_forward(const runtime::ForwardMetadata& meta);
-  StatusOr<bf16*> embed(const std::vector<bf16>& table, std::span<const int32_t> tokens,
-                        int32_t rows);
+  Status allocate_outputs();
+  Status capture_graphs();
+  Status forward(runtime::ModelKind kind, const runtime::ForwardMetadata& meta,
+                 std::span<const int32_t> tokens, std::span<const bf16> hidden, ForwardOutput* out);
+  // Every launch of a forward; reads only backend buffers (capturable).
+  Status body(runtime::ModelKind kind, const runtime::ForwardMetadata& meta);
+  Status target_body(const runtime::ForwardMetadata& meta);
+  Status mtp_body(const runtime::ForwardMetadata& meta);
+  Status collect(const runtime::ForwardMetadata& meta, ForwardOutput* out);
+  StatusOr<bf16*> embed(const std::vector<bf16>& table, int32_t rows);
   Status rmsnorm(const bf16* x, const std::vector<bf16>& w, bf16* y, int32_t rows,
                  int64_t y_stride = 0);
-  // Logits of the sampled rows of `normed`, then hidden [rows_pad, D] and the logits copied back.
+  // Logits of the sampled rows of `normed` and the rows of `hidden` into the output buffers.
   Status head(const runtime::ForwardMetadata& meta, const bf16* normed, const bf16* hidden,
-              const LinearWeight& lm_head, ForwardOutput* out);
+              const LinearWeight& lm_head);
   BlockContext block_context(const runtime::ForwardMetadata& meta);
 
   ModelConfig config_;
@@ -91,6 +129,12 @@ class DsaModel {
   runtime::AttentionStep attention_;
   runtime::MetadataMirror mirror_;
   runtime::Workspace ws_;
+  // Outputs at capacity (row_capacity rows), at fixed addresses: what graphs write.
+  runtime::Buffer<bf16> hidden_out_;
+  runtime::Buffer<float> logits_out_;
+  ForwardGraphs graphs_;
+  ForwardTiming timing_;
+  GraphStats graph_stats_;
 };
 
 }  // namespace dsa::model

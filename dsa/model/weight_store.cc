@@ -40,6 +40,7 @@ Status add_block(WeightStore& s, const DecoderLayerWeights& b) {
     DSA_RETURN_IF_ERROR(s.add(b.moe->score_bias));
     for (const MlpWeights& e : b.moe->experts) DSA_RETURN_IF_ERROR(add_mlp(s, e));
     if (b.moe->shared) DSA_RETURN_IF_ERROR(add_mlp(s, *b.moe->shared));
+    DSA_RETURN_IF_ERROR(s.add_expert_tables(*b.moe));
   }
   return ok_status();
 }
@@ -60,6 +61,28 @@ const void* WeightStore::get_bytes(const void* host) const {
   auto it = copies_.find(host);
   DSA_CHECK(it != copies_.end());
   return it->second.data();
+}
+
+Status WeightStore::add_expert_tables(const MoeWeights& w) {
+  std::vector<const bf16*> gate, up, down;
+  for (const MlpWeights& e : w.experts) {
+    if (e.gate.is_fp8() || e.up.is_fp8() || e.down.is_fp8()) return ok_status();
+    gate.push_back(get(e.gate.bf16_w));
+    up.push_back(get(e.up.bf16_w));
+    down.push_back(get(e.down.bf16_w));
+  }
+  ExpertTables t;
+  using Table = runtime::Buffer<const bf16*>;
+  DSA_ASSIGN_OR_RETURN(t.gate, Table::from_host(backend_, std::span<const bf16* const>(gate)));
+  DSA_ASSIGN_OR_RETURN(t.up, Table::from_host(backend_, std::span<const bf16* const>(up)));
+  DSA_ASSIGN_OR_RETURN(t.down, Table::from_host(backend_, std::span<const bf16* const>(down)));
+  expert_tables_[&w] = std::move(t);
+  return ok_status();
+}
+
+const WeightStore::ExpertTables* WeightStore::expert_tables(const MoeWeights& w) const {
+  auto it = expert_tables_.find(&w);
+  return it == expert_tables_.end() ? nullptr : &it->second;
 }
 
 Status WeightStore::add_model(const ModelWeights& w) {

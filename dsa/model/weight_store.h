@@ -31,12 +31,23 @@ class WeightStore {
     return static_cast<const T*>(get_bytes(v.data()));
   }
 
+  // Per MoE layer with bf16 experts: arrays (in backend memory) of the backend's expert weight
+  // pointers, which the grouped linear reads on the device (SPEC.md §8.6, graph modes).
+  struct ExpertTables {
+    runtime::Buffer<const bf16*> gate, up, down;
+  };
+  // Builds the tables of `w` (no-op when an expert is FP8); its experts must have been added.
+  Status add_expert_tables(const MoeWeights& w);
+  // nullptr when `w` has no tables (FP8 experts).
+  const ExpertTables* expert_tables(const MoeWeights& w) const;
+
  private:
   Status add_bytes(const void* host, size_t bytes);
   const void* get_bytes(const void* host) const;
 
   kernels::Backend backend_;
   std::unordered_map<const void*, runtime::Buffer<uint8_t>> copies_;
+  std::unordered_map<const MoeWeights*, ExpertTables> expert_tables_;
 };
 
 }  // namespace dsa::model

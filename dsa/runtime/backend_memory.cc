@@ -47,8 +47,15 @@ const MemoryOps& cuda_memory_ops();  // backend_memory_cuda.cc
 #endif
 
 const MemoryOps& memory_ops(kernels::Backend backend) {
-  static const MemoryOps host{kernels::Backend::kCpu, host_alloc, host_release, host_copy,
-                              host_copy_2d,           host_zero,  host_sync};
+  static const MemoryOps host{kernels::Backend::kCpu,
+                              host_alloc,
+                              host_release,
+                              host_copy,
+                              host_copy_2d,
+                              host_zero,
+                              host_sync,
+                              host_alloc,
+                              host_release};
   if (backend == kernels::Backend::kCpu) return host;
 #if defined(DSA_HAVE_CUDA)
   return cuda_memory_ops();
@@ -60,7 +67,9 @@ const MemoryOps& memory_ops(kernels::Backend backend) {
       [](void*, const void*, size_t) { return no_cuda(); },
       [](void*, size_t, const void*, size_t, size_t, size_t) { return no_cuda(); },
       [](void*, size_t) { return no_cuda(); },
-      [] { return no_cuda(); }};
+      [] { return no_cuda(); },
+      [](size_t) -> StatusOr<void*> { return no_cuda(); },
+      [](void*) {}};
   return none;
 #endif
 }

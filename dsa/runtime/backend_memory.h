@@ -21,6 +21,10 @@ struct MemoryOps {
                     size_t height);
   Status (*zero)(void* dst, size_t bytes);
   Status (*sync)();  // every copy and op issued so far has completed
+  // Host memory the backend copies from fastest (page-locked for CUDA, so a copy from it is truly
+  // asynchronous): the staging block of a step's inputs.
+  StatusOr<void*> (*alloc_staging)(size_t bytes);
+  void (*release_staging)(void* p);
 };
 
 // CUDA in a host-only build: every entry returns Unimplemented.

@@ -1,6 +1,10 @@
 #include "dsa/runtime/metadata_mirror.h"
 
-#include <span>
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "dsa/runtime/metadata_schedule.h"
 
 namespace dsa::runtime {
 
@@ -31,6 +35,7 @@ constexpr Field kFields[] = {
 };
 
 size_t page_table_size(const kernels::PageTable& pt) { return size_t(pt.num_rows) * pt.width; }
+size_t words_for_bf16(int64_t count) { return size_t((count + 1) / 2); }
 
 }  // namespace
 
@@ -41,28 +46,90 @@ MetadataArrays host_arrays(const ForwardMetadata& m, const kernels::PageTable& p
   return a;
 }
 
-Status MetadataMirror::upload(const ForwardMetadata& m, const kernels::PageTable& pt) {
-  if (backend_ == kernels::Backend::kCpu) {
-    arrays_ = host_arrays(m, pt);
-    return ok_status();
+MetadataMirror::MetadataMirror(kernels::Backend backend, const MetadataConfig& config,
+                               int64_t hidden_size)
+    : backend_(backend), config_(config), hidden_size_(hidden_size) {}
+
+MetadataMirror::~MetadataMirror() {
+  if (staging_) memory_ops(backend_).release_staging(staging_);
+}
+
+Status MetadataMirror::allocate(const kernels::PageTable& pt) {
+  if (staging_ != nullptr) return ok_status();
+  const ForwardMetadata shape(config_);  // field capacities
+  const size_t rows = size_t(config_.row_capacity());
+  size_t offset = 0;
+  for (const Field& f : kFields) offset += (shape.*f.host).size();
+  offset += page_table_size(pt);
+  offset += rows;  // tokens
+  fixed_words_ = offset;
+  total_words_ = fixed_words_ + words_for_bf16(int64_t(rows) * hidden_size_);
+  const MemoryOps& mem = memory_ops(backend_);
+  DSA_ASSIGN_OR_RETURN(staging_, mem.alloc_staging(total_words_ * sizeof(int32_t)));
+  std::memset(staging_, 0, total_words_ * sizeof(int32_t));
+  DSA_ASSIGN_OR_RETURN(block_, Buffer<int32_t>::alloc(backend_, total_words_));
+  // The layout, fixed from here on.
+  offset = 0;
+  for (const Field& f : kFields) {
+    arrays_.*f.view = block_.data() + offset;
+    offset += (shape.*f.host).size();
   }
-  size_t total = page_table_size(pt);
-  for (const Field& f : kFields) total += (m.*f.host).size();
-  if (total > block_.size()) {  // first use (capacities are fixed by the MetadataConfig)
-    DSA_ASSIGN_OR_RETURN(block_, Buffer<int32_t>::alloc(backend_, total));
+  schedule_ = const_cast<int32_t*>(arrays_.schedule);
+  arrays_.page_table = pt;
+  arrays_.page_table.data = block_.data() + offset;
+  offset += page_table_size(pt);
+  tokens_ = block_.data() + offset;
+  offset += rows;
+  hidden_ = reinterpret_cast<const bf16*>(block_.data() + offset);
+  return ok_status();
+}
+
+Status MetadataMirror::upload(const ForwardMetadata& m, const kernels::PageTable& pt,
+                              std::span<const int32_t> tokens, std::span<const bf16> hidden) {
+  DSA_RETURN_IF_ERROR(allocate(pt));
+  const int64_t rows = m.header.rows_pad;
+  if (int64_t(tokens.size()) < rows) {
+    return invalid_argument(fmt::format("forward: {} token ids for {} rows", tokens.size(), rows));
   }
+  if (!hidden.empty() && int64_t(hidden.size()) < rows * hidden_size_) {
+    return invalid_argument(fmt::format("forward: {} hidden values for {} rows of {}",
+                                        hidden.size(), rows, hidden_size_));
+  }
+  if (page_table_size(pt) != page_table_size(arrays_.page_table)) {
+    return invalid_argument("metadata mirror: the page table's shape changed");
+  }
+  int32_t* s = static_cast<int32_t*>(staging_);
   size_t offset = 0;
   for (const Field& f : kFields) {
     const std::vector<int32_t>& v = m.*f.host;
-    DSA_RETURN_IF_ERROR(block_.upload(std::span<const int32_t>(v), offset));
-    arrays_.*f.view = block_.data() + offset;
+    std::memcpy(s + offset, v.data(), v.size() * sizeof(int32_t));
     offset += v.size();
   }
-  DSA_RETURN_IF_ERROR(
-      block_.upload(std::span<const int32_t>(pt.data, page_table_size(pt)), offset));
-  arrays_.page_table = pt;
-  arrays_.page_table.data = block_.data() + offset;
-  return ok_status();
+  std::memcpy(s + offset, pt.data, page_table_size(pt) * sizeof(int32_t));
+  offset += page_table_size(pt);
+  std::memcpy(s + offset, tokens.data(), size_t(rows) * sizeof(int32_t));
+  size_t bytes = fixed_words_ * sizeof(int32_t);
+  if (!hidden.empty()) {
+    const size_t hb = size_t(rows * hidden_size_) * sizeof(bf16);
+    std::memcpy(s + fixed_words_, hidden.data(), hb);
+    bytes += hb;
+  }
+  // The one copy of the step's inputs.
+  return memory_ops(backend_).copy(block_.data(), staging_, bytes);
+}
+
+Status MetadataMirror::rebuild_schedule(const kernels::OpTable& ops,
+                                        const ForwardMetadata& m) const {
+  const ScheduleLayout layout = schedule_layout(m);
+  kernels::LogitsScheduleParams p;
+  p.row_len = is_uniform(m.header.mode) ? arrays_.row_len : arrays_.pg_row_len;
+  p.batch_pad = layout.batch;
+  p.rows_per_request = layout.rows_per_request;
+  p.num_consumers = config_.num_consumers;
+  p.page_table_width = config_.page_table_width;
+  p.schedule = schedule_;
+  p.schedule_capacity = static_cast<int32_t>(m.schedule.size());
+  return ops.build_logits_schedule(p);
 }
 
 }  // namespace dsa::runtime

@@ -23,6 +23,7 @@
 #include "dsa/kernels/paged_logits/paged_logits.h"
 #include "dsa/kernels/paged_logits/paged_logits_test_case.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/watchdog.h"
 
 namespace dsa::kernels {
 namespace {
@@ -132,27 +133,7 @@ Case make_case(Rng& rng, int32_t batch, int32_t n, int32_t heads, int32_t W, int
   return c;
 }
 
-// Runs fn on this thread; a watchdog ends the process (test failure) if it takes longer than
-// `seconds` — a hung kernel cannot be recovered, so it must not hang the suite silently.
-template <class F>
-void within_seconds(double seconds, F&& fn) {
-  std::atomic<bool> done{false};
-  std::thread dog([&] {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (!done.load()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        std::fprintf(stderr, "FAILED: watchdog: the launch did not finish within %.0f s\n",
-                     seconds);
-        std::fflush(stderr);
-        std::_Exit(1);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  });
-  fn();
-  done.store(true);
-  dog.join();
-}
+using testing::within_seconds;
 
 // ---- Correctness -------------------------------------------------------------------------------
 

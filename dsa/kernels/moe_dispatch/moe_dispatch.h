@@ -1,0 +1,85 @@
+// MoE dispatch without host synchronisation (SPEC.md §8.6: "in graph modes MoE kernels read
+// per-expert counts from the device and use a fixed grid sized for the worst case"):
+//   moe_group:      routed (row, choice) slots grouped by expert, on the device: per-expert
+//                   offsets and, per pair, its input row and its slot. Expert-major; within an
+//                   expert, ascending slot (deterministic and batch-invariant).
+//   grouped_linear: y[y_row[i]] = bf16(x[x_row[i]] W_g^T) for every pair i of group g (bf16
+//                   operands, fp32-or-wider accumulation, one RNE rounding).
+// Together: expert ids -> moe_group -> grouped_linear(x_row = pair_row, y_row = pair_slot), with
+// capacity = rows * k fixing every launch, so the whole MoE can be captured in a CUDA graph.
+#pragma once
+
+#include <cstdint>
+
+#include "dsa/core/dtype.h"
+#include "dsa/core/status.h"
+
+namespace dsa::kernels {
+
+struct MoeGroupParams {
+  // [S] int32: slot s = r * k + j is row r's j-th choice; -1 = not dispatched (padded rows).
+  const int32_t* expert_ids = nullptr;
+  int32_t num_slots = 0;    // S = rows * k: also the capacity of pair_row / pair_slot
+  int32_t num_experts = 0;  // E (>= 1)
+  int32_t k = 1;            // choices per row (>= 1); slot s belongs to row s / k
+  // [E + 1] int32 out: pairs of expert e are [offsets[e], offsets[e+1]); offsets[0] = 0,
+  // offsets[E] = dispatched pairs.
+  int32_t* offsets = nullptr;
+  int32_t* pair_row = nullptr;   // [S] int32 out: pair i's input row (s / k); -1 past offsets[E]
+  int32_t* pair_slot = nullptr;  // [S] int32 out: pair i's slot s; -1 past offsets[E]
+};
+
+// Host checks (InvalidArgument): S >= 0, E >= 1, k >= 1, S % k == 0, pointers (offsets always;
+// the others when S > 0).
+Status validate(const MoeGroupParams& p);
+
+// CPU reference: a counting sort. Every output entry is written. Checked mode: an id outside
+// [-1, E) is OutOfRange naming expert_ids[s] (nothing written); unchecked: it is treated as -1.
+Status moe_group_ref(const MoeGroupParams& p);
+// CUDA backend (device pointers): one CTA, a fixed launch that depends only on the params;
+// bit-identical to the reference. Checked mode reports the lowest bad slot through the device
+// error word (index s, value id).
+Status moe_group_cuda(const MoeGroupParams& p);
+
+struct GroupedLinearParams {
+  const bf16* x = nullptr;         // [x_rows, in] bf16 row-major
+  int32_t x_rows = 0;              // rows of x
+  const int32_t* x_row = nullptr;  // [capacity] int32: the x row pair i reads; nullptr = row i
+  // [G] pointers (the array itself in backend memory) to W_g [out, in] bf16 row-major. CUDA: each
+  // W_g 16-byte aligned (cudaMalloc gives 256).
+  const bf16* const* weights = nullptr;
+  // [G + 1] int32 (backend memory): pairs of group g are [offsets[g], offsets[g+1]).
+  const int32_t* offsets = nullptr;
+  int32_t num_groups = 0;  // G (>= 1)
+  int32_t capacity = 0;    // the most pairs: fixes the CUDA grid; offsets[G] <= capacity
+  int32_t in_features = 0;
+  int32_t out_features = 0;
+  bf16* y = nullptr;               // [y_rows, out] bf16 row-major; rows no pair writes untouched
+  int32_t y_rows = 0;              // rows of y
+  const int32_t* y_row = nullptr;  // [capacity] int32: the y row pair i writes; nullptr = row i
+};
+
+// Host checks (InvalidArgument): weights and offsets set, G >= 1, capacity >= 0, in >= 1 and
+// in % 8 == 0 (the CUDA kernel's 16-byte loads), out >= 1, x_rows >= 0, y_rows >= 0, x set when
+// x_rows > 0, y set when y_rows > 0.
+Status validate(const GroupedLinearParams& p);
+
+// Checked mode (device data, OutOfRange naming the array, index and value): offsets[0] == 0,
+// offsets non-decreasing, offsets[G] <= capacity, and for every pair i < offsets[G]:
+// x_row[i] in [0, x_rows), y_row[i] in [0, y_rows); W_g of a group with pairs non-null (CUDA:
+// and 16-byte aligned). Unchecked: the offsets used are eff[g] = min(capacity,
+// max(0, offsets[0..g])) (clamped into [0, capacity] and made non-decreasing), a pair with an
+// out-of-range row index is skipped (no write), and so is a group whose W_g is null (CUDA: or
+// misaligned). The y rows of the dispatched pairs should be distinct; where two pairs share one,
+// which of them lands is unspecified.
+//
+// CPU reference: each group's rows are gathered and run through linear_ref (bf16 weight path),
+// so every output row is bit-identical to linear_ref on that x row and W_g.
+Status grouped_linear_ref(const GroupedLinearParams& p);
+// CUDA backend (device pointers): bf16 tensor cores with fp32 accumulation, one RNE rounding; a
+// fixed grid of (ceil(capacity / 64) + G) x ceil(out / 64) CTAs, each finding its group on the
+// device. x must be 16-byte aligned. A misaligned W_g is OutOfRange (index g) in checked mode and
+// its group is skipped in either mode.
+Status grouped_linear_cuda(const GroupedLinearParams& p);
+
+}  // namespace dsa::kernels

@@ -1,0 +1,155 @@
+#include "dsa/kernels/moe_dispatch/moe_dispatch_check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "dsa/kernels/rmsnorm/bf16_round.h"
+
+namespace dsa::kernels {
+
+namespace {
+constexpr int32_t kPoison = 0x7FFFFFFF;   // SPEC.md §1.2's int32 poison
+constexpr uint16_t kPoisonBf16 = 0x7FC1;  // a NaN no rounding produces
+constexpr int32_t kDistinctWeights = 8;   // W_g = matrix g % 8
+}  // namespace
+
+std::vector<int32_t> random_expert_ids(testing::Rng& rng, int32_t rows, int32_t experts, int32_t k,
+                                       int32_t pad_every) {
+  std::vector<int32_t> ids(size_t(rows) * k, -1);
+  for (int32_t r = 0; r < rows; ++r) {
+    if (pad_every > 0 && r % pad_every == pad_every - 1) continue;
+    const std::vector<int32_t> perm = rng.permutation(0, experts);
+    std::copy(perm.begin(), perm.begin() + k, ids.begin() + ptrdiff_t(r) * k);
+  }
+  return ids;
+}
+
+Grouping expected_grouping(const std::vector<int32_t>& ids, int32_t experts, int32_t k) {
+  const int32_t S = static_cast<int32_t>(ids.size());
+  std::vector<int32_t> slots;
+  for (int32_t s = 0; s < S; ++s)
+    if (ids[s] >= 0 && ids[s] < experts) slots.push_back(s);
+  std::stable_sort(slots.begin(), slots.end(),
+                   [&](int32_t a, int32_t b) { return ids[a] < ids[b]; });
+  Grouping g;
+  g.offsets.resize(size_t(experts) + 1);
+  for (int32_t e = 0; e <= experts; ++e) {
+    g.offsets[e] =
+        static_cast<int32_t>(std::lower_bound(slots.begin(), slots.end(), e,
+                                              [&](int32_t s, int32_t v) { return ids[s] < v; }) -
+                             slots.begin());
+  }
+  g.pair_row.assign(size_t(S), -1);
+  g.pair_slot.assign(size_t(S), -1);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    g.pair_row[i] = slots[i] / k;
+    g.pair_slot[i] = slots[i];
+  }
+  return g;
+}
+
+Status check_moe_group(MoeGroupFn op, int32_t rows, int32_t experts, int32_t k, uint64_t seed) {
+  if (rows < 0 || k < 1 || k > experts) {
+    return invalid_argument(fmt::format(
+        "check_moe_group: rows = {}, experts = {}, k = {}: need rows >= 0, 1 <= k <= experts", rows,
+        experts, k));
+  }
+  testing::Rng rng(seed);
+  const std::vector<int32_t> ids = random_expert_ids(rng, rows, experts, k, 5);
+  const Grouping want = expected_grouping(ids, experts, k);
+  const size_t S = ids.size();
+  std::vector<int32_t> offsets(size_t(experts) + 1, kPoison), pair_row(S, kPoison),
+      pair_slot(S, kPoison);
+  MoeGroupParams p;
+  p.expert_ids = ids.data();
+  p.num_slots = static_cast<int32_t>(S);
+  p.num_experts = experts;
+  p.k = k;
+  p.offsets = offsets.data();
+  p.pair_row = pair_row.data();
+  p.pair_slot = pair_slot.data();
+  DSA_RETURN_IF_ERROR(op(p));
+  for (int32_t e = 0; e <= experts; ++e) {
+    if (offsets[e] != want.offsets[e]) {
+      return internal_error(
+          fmt::format("moe_group: offsets[{}] = {}, expected {}", e, offsets[e], want.offsets[e]));
+    }
+  }
+  for (size_t i = 0; i < S; ++i) {
+    if (pair_row[i] != want.pair_row[i] || pair_slot[i] != want.pair_slot[i]) {
+      return internal_error(
+          fmt::format("moe_group: pair {}: row {} slot {}, expected row {} slot {}", i, pair_row[i],
+                      pair_slot[i], want.pair_row[i], want.pair_slot[i]));
+    }
+  }
+  return ok_status();
+}
+
+Status check_grouped_linear(GroupedLinearFn op, int32_t rows, int32_t experts, int32_t k,
+                            int32_t in_features, int32_t out_features, uint64_t seed) {
+  if (rows < 1 || k < 1 || k > experts || in_features < 8 || in_features % 8 != 0 ||
+      out_features < 1) {
+    return invalid_argument(
+        fmt::format("check_grouped_linear: rows = {}, experts = {}, k = {}, in = {}, out = {}",
+                    rows, experts, k, in_features, out_features));
+  }
+  testing::Rng rng(seed);
+  const size_t in = size_t(in_features), out = size_t(out_features);
+  const std::vector<int32_t> ids = random_expert_ids(rng, rows, experts, k, 5);
+  const Grouping grouping = expected_grouping(ids, experts, k);
+  const std::vector<bf16> x = rng.bf16_vector(size_t(rows) * in);
+  std::vector<std::vector<bf16>> w;
+  for (int32_t m = 0; m < std::min(experts, kDistinctWeights); ++m)
+    w.push_back(rng.bf16_vector(out * in, 1.f / std::sqrt(float(in_features))));
+  std::vector<const bf16*> weights(static_cast<size_t>(experts));
+  for (int32_t g = 0; g < experts; ++g) weights[g] = w[size_t(g % kDistinctWeights)].data();
+  const int32_t S = rows * k;
+  std::vector<bf16> y(size_t(S) * out, bf16{kPoisonBf16});
+
+  GroupedLinearParams p;
+  p.x = x.data();
+  p.x_rows = rows;
+  p.x_row = grouping.pair_row.data();
+  p.weights = weights.data();
+  p.offsets = grouping.offsets.data();
+  p.num_groups = experts;
+  p.capacity = S;
+  p.in_features = in_features;
+  p.out_features = out_features;
+  p.y = y.data();
+  p.y_rows = S;
+  p.y_row = grouping.pair_slot.data();
+  DSA_RETURN_IF_ERROR(op(p));
+
+  for (int32_t s = 0; s < S; ++s) {
+    const int32_t e = ids[s], r = s / k;
+    const bf16* ys = &y[size_t(s) * out];
+    for (size_t o = 0; o < out; ++o) {
+      if (e < 0) {
+        if (ys[o].bits != kPoisonBf16) {
+          return internal_error(
+              fmt::format("grouped_linear: y[{}][{}] = {} written, but slot {} is not dispatched",
+                          s, o, bf16_to_float(ys[o]), s));
+        }
+        continue;
+      }
+      const bf16* wo = weights[e] + o * in;
+      const bf16* xr = &x[size_t(r) * in];
+      long double dot = 0;
+      for (size_t c = 0; c < in; ++c)
+        dot += (long double)bf16_to_float(xr[c]) * (long double)bf16_to_float(wo[c]);
+      const bf16 want = double_to_bf16(static_cast<double>(dot));
+      if (bf16_ulp_distance(ys[o], want) > 1) {
+        return internal_error(fmt::format(
+            "grouped_linear: y[{}][{}] = {}, expected {} (row {}, expert {}; 1 bf16 ulp allowed)",
+            s, o, bf16_to_float(ys[o]), static_cast<double>(dot), r, e));
+      }
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace dsa::kernels

@@ -1,0 +1,44 @@
+// `dsa check` entries for MoE dispatch (SPEC.md §8.6), and the independent formulations the
+// tests share. No gtest dependency.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dsa/core/status.h"
+#include "dsa/kernels/moe_dispatch/moe_dispatch.h"
+#include "dsa/testing/random.h"
+
+namespace dsa::kernels {
+
+using MoeGroupFn = Status (*)(const MoeGroupParams&);
+using GroupedLinearFn = Status (*)(const GroupedLinearParams&);
+
+// [rows, k] ids as the router makes them: each row picks k distinct experts of [0, experts) in
+// random order; every `pad_every`-th row (0 = none) is padded (all -1). Needs k <= experts.
+std::vector<int32_t> random_expert_ids(testing::Rng& rng, int32_t rows, int32_t experts, int32_t k,
+                                       int32_t pad_every);
+
+// The grouping by a different route than the counting sort: the dispatched slots stable-sorted
+// by expert; offsets by binary search. Ids outside [0, experts) are not dispatched.
+struct Grouping {
+  std::vector<int32_t> offsets;    // [E + 1]
+  std::vector<int32_t> pair_row;   // [S], -1 past offsets[E]
+  std::vector<int32_t> pair_slot;  // [S], -1 past offsets[E]
+};
+Grouping expected_grouping(const std::vector<int32_t>& ids, int32_t experts, int32_t k);
+
+// Runs `op` on random_expert_ids(rows, experts, k, pad_every = 5) with outputs poisoned
+// (0x7FFFFFFF) and compares every output entry with expected_grouping. Exact.
+Status check_moe_group(MoeGroupFn op, int32_t rows, int32_t experts, int32_t k, uint64_t seed);
+
+// Runs `op` as the MoE does: x [rows, in], a random dispatch (as above) grouped by
+// expected_grouping, x_row = pair_row, y [rows * k, out] with y_row = pair_slot, capacity =
+// rows * k, and NaN-poisoned y. W_g ~ N(0, in^-1/2), one of 8 distinct matrices per group (so the
+// V3.2 shape fits in memory). Expected: transposed loops in long double; every written element
+// within 1 bf16 ulp of it, every slot of a padded row still poison. OK on pass; the first
+// mismatch otherwise. (Another backend is held to a looser bound; this is for exact references.)
+Status check_grouped_linear(GroupedLinearFn op, int32_t rows, int32_t experts, int32_t k,
+                            int32_t in_features, int32_t out_features, uint64_t seed);
+
+}  // namespace dsa::kernels

@@ -1,0 +1,51 @@
+// Shared by the CUDA end-to-end tests: loading the tiny model on a backend, one-shot last-row
+// logits, greedy generation through the engine, and the near-tie rule for divergences between two
+// runs (SPEC.md §6.2): a divergence is legal only where the reference's top-two gap is below tau.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dsa/kernels/op_table.h"
+#include "dsa/model/dsa_model.h"
+#include "tests/e2e/golden.h"
+
+namespace dsa::e2e {
+
+constexpr double kNearTieTau = 0.05;  // near-tie threshold of the tiny model (SPEC.md §6.2)
+
+const Golden& golden();
+const kernels::OpTable* cuda_table();  // nullptr without a device
+
+struct LoadOptions {
+  int32_t d = 0;
+  int32_t max_requests = 4;
+  int32_t max_context = 1024;
+  bool buckets = false;  // SPEC.md §5 default buckets up to max_requests
+  bool graphs = false;
+};
+std::unique_ptr<model::DsaModel> load_tiny(const kernels::OpTable& ops, const LoadOptions& o);
+
+// Logits of the last `count` rows of `ids` from one EXTEND forward of a fresh request.
+std::vector<float> last_rows(model::DsaModel& m, const std::vector<int32_t>& ids, int32_t count);
+// (argmax, top-1 minus top-2 logit).
+std::pair<int32_t, double> argmax_gap(const float* row, int32_t V);
+// Greedy outputs of `prompts`, run concurrently through the engine.
+std::vector<std::vector<int32_t>> generate(model::DsaModel& m,
+                                           const std::vector<std::vector<int32_t>>& prompts,
+                                           int32_t new_tokens);
+std::vector<std::vector<int32_t>> golden_prompt_ids();
+
+// Compares `got` with `want` (greedy outputs of `prompts`) prompt by prompt: identical, or
+// diverging first where `reference`'s top-two gap is below tau (printed with both gaps, under
+// `label`). Returns the divergences without a near-tie.
+int32_t divergences_without_near_tie(const std::string& label, model::DsaModel& reference,
+                                     model::DsaModel& other,
+                                     const std::vector<std::vector<int32_t>>& prompts,
+                                     const std::vector<std::vector<int32_t>>& want,
+                                     const std::vector<std::vector<int32_t>>& got);
+
+}  // namespace dsa::e2e

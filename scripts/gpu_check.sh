@@ -61,7 +61,8 @@ grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/sanitizer.log" | sort | uniq -c 
 phase "benchmarks"
 : >"$out/bench.log"
 [ "${SKIP_BENCH:-0}" = 1 ] && { phase "done (benchmarks skipped)"; exit 0; }
-for b in $(find "$build/bench" -type f -executable 2>/dev/null | sort); do
+# BENCH_ONLY (regex on binary names) picks which kernel benchmarks run.
+for b in $(find "$build/bench" -type f -executable 2>/dev/null | sort | grep -E "${BENCH_ONLY:-.}" || true); do
   echo "=== $(basename "$b")" >>"$out/bench.log"
   timeout "${BENCH_SECONDS_EACH:-60}" "$b" >>"$out/bench.log" 2>&1
   echo "rc=$?" >>"$out/bench.log"

@@ -28,8 +28,8 @@ int32_t bucket_for(std::span<const int32_t> buckets, int32_t b) {
 std::vector<GraphKey> graph_keys(int32_t d, bool has_mtp, std::span<const int32_t> buckets) {
   std::vector<GraphKey> keys;
   for (int32_t b : buckets) {
-    keys.push_back({ModelKind::kTarget, d == 0 ? ForwardMode::kDecode : ForwardMode::kTargetVerify,
-                    b});
+    keys.push_back(
+        {ModelKind::kTarget, d == 0 ? ForwardMode::kDecode : ForwardMode::kTargetVerify, b});
     if (has_mtp && d > 0) keys.push_back({ModelKind::kMtp, ForwardMode::kDraftExtend, b});
     if (has_mtp && d > 1) keys.push_back({ModelKind::kMtp, ForwardMode::kDecode, b});
   }
@@ -41,7 +41,7 @@ GraphKey graph_key(const runtime::MetadataHeader& h) {
   switch (h.mode) {
     case ForwardMode::kIdle:
       // The uniform shape it stands in for: n = 1 is a DECODE, n = d + 1 the step's other forward.
-      mode = h.rows_per_request == 1          ? ForwardMode::kDecode
+      mode = h.rows_per_request == 1         ? ForwardMode::kDecode
              : h.model == ModelKind::kTarget ? ForwardMode::kTargetVerify
                                              : ForwardMode::kDraftExtend;
       break;

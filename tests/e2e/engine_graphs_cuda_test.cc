@@ -34,7 +34,8 @@ std::vector<std::vector<int32_t>> prompt_set() {
 }
 
 LoadOptions options(int32_t d, bool graphs) {
-  return {.d = d, .max_requests = kMaxRequests, .max_context = 512, .buckets = true, .graphs = graphs};
+  return {
+      .d = d, .max_requests = kMaxRequests, .max_context = 1024, .buckets = true, .graphs = graphs};
 }
 
 struct Outputs {
@@ -56,17 +57,20 @@ TEST(EngineGraphs, GraphsEqualEagerTokenForTokenAndCpuUpToNearTies) {
   for (int32_t d : {0, 1, 3, 4}) {
     auto graph = load_tiny(*cuda_table(), options(d, true));
     auto eager = load_tiny(*cuda_table(), options(d, false));
-    auto cpu = load_tiny(kernels::cpu_ops(), {.d = d, .max_requests = kMaxRequests,
-                                              .max_context = 512});
+    auto cpu =
+        load_tiny(kernels::cpu_ops(), {.d = d, .max_requests = kMaxRequests, .max_context = 1024});
     ASSERT_TRUE(graph && eager && cpu);
     const Outputs g = run(*graph, prompts), e = run(*eager, prompts);
     const auto c = generate(*cpu, prompts, kNewTokens);
+    ASSERT_EQ(g.batch.size(), prompts.size());
+    ASSERT_EQ(e.batch.size(), prompts.size());
+    ASSERT_EQ(c.size(), prompts.size());
     EXPECT_GT(graph->timing().replays, 0);
     EXPECT_EQ(eager->timing().replays, 0);
-    std::printf("d = %d: graphs %d (%zu nodes, captured in %.2f s); %lld of %lld forwards replayed\n",
-                d, graph->graph_stats().graphs, graph->graph_stats().nodes,
-                graph->graph_stats().capture_s, (long long)graph->timing().replays,
-                (long long)graph->timing().forwards);
+    std::printf(
+        "d = %d: graphs %d (%zu nodes, captured in %.2f s); %lld of %lld forwards replayed\n", d,
+        graph->graph_stats().graphs, graph->graph_stats().nodes, graph->graph_stats().capture_s,
+        (long long)graph->timing().replays, (long long)graph->timing().forwards);
     for (size_t i = 0; i < prompts.size(); ++i) {
       EXPECT_EQ(g.batch[i], e.batch[i]) << "d = " << d << ", prompt " << i << ": graphs != eager";
     }

@@ -33,10 +33,15 @@ using runtime::ModelKind;
 
 constexpr int32_t kMaxRequests = 8;
 constexpr double kWatchdogSeconds = 30;
-// CUDA vs CPU on real rows: caches written by the two backends differ by class-T roundings and
-// accumulate over hundreds of forwards (and near-ties in the indexer can swap one selected key),
-// so the bound is on the mean and on a loose maximum; the exact check is graph vs eager.
-constexpr double kMeanAbsBound = 0.03, kMaxAbsBound = 1.5;
+// CUDA vs CPU on real rows. The exact check is graph vs eager; against the CPU the two backends'
+// class-T roundings are legal, and on random tokens they flip discrete choices now and then (an MoE
+// expert whose router score ties within a rounding, an indexer key at the K-th logit), after which
+// that row's output legitimately differs by O(1) — and the caches the two backends write drift
+// apart over hundreds of forwards. So a row is "close" when every value is within the op-level
+// bound 0.1 + 1%·|cpu| (as in tiny_model_cuda_test), most rows must be close, and the mean |Δ|
+// over everything must stay small.
+constexpr double kAtol = 0.1, kRtol = 0.01;
+constexpr double kMinCloseRows = 0.90, kMaxMeanAbs = 0.02;
 
 int32_t iterations(int32_t fallback) {
   const char* e = std::getenv("DSA_GRAPH_FUZZ_ITERS");
@@ -65,23 +70,24 @@ struct Live {
 struct Stats {
   int64_t forwards = 0, replays = 0, idle = 0, padded_rows = 0, real_rows = 0;
   double max_abs = 0, sum_abs = 0;
-  int64_t compared = 0;
+  int64_t compared = 0, rows = 0, close_rows = 0;
 };
 
-void compare_to_cpu(const std::vector<float>& want, const std::vector<float>& got, size_t count,
-                    Stats& st, const std::string& what) {
-  double max_abs = 0, sum = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const double e = std::fabs(double(got[i]) - double(want[i]));
-    max_abs = std::max(max_abs, e);
-    sum += e;
+// `rows` rows of `width` values: counts the rows within the op-level bound.
+void compare_to_cpu(const std::vector<float>& want, const std::vector<float>& got, size_t rows,
+                    size_t width, Stats& st) {
+  for (size_t r = 0; r < rows; ++r) {
+    bool close = true;
+    for (size_t i = r * width; i < (r + 1) * width; ++i) {
+      const double e = std::fabs(double(got[i]) - double(want[i]));
+      st.max_abs = std::max(st.max_abs, e);
+      st.sum_abs += e;
+      close = close && e <= kAtol + kRtol * std::fabs(double(want[i]));
+    }
+    st.compared += int64_t(width);
+    st.close_rows += close;
+    ++st.rows;
   }
-  if (count == 0) return;
-  st.max_abs = std::max(st.max_abs, max_abs);
-  st.sum_abs += sum;
-  st.compared += int64_t(count);
-  EXPECT_LE(sum / double(count), kMeanAbsBound) << what;
-  EXPECT_LE(max_abs, kMaxAbsBound) << what;
 }
 
 // One random composition through all three models.
@@ -132,7 +138,8 @@ void run_composition(Trio& t, testing::Rng& rng, std::vector<Live>& live, int32_
   for (size_t i : chosen) {
     const Live& r = live[i];
     for (model::DsaModel* m : t.all()) ASSERT_TRUE(m->pages().reserve(r.slot, r.cached + n).ok());
-    const int32_t sample_first = mode == ForwardMode::kDraftExtend ? int32_t(rng.randint(0, n - 1)) : 0;
+    const int32_t sample_first =
+        mode == ForwardMode::kDraftExtend ? int32_t(rng.randint(0, n - 1)) : 0;
     b.requests.push_back({r.slot, r.cached, n, sample_first, -1});
   }
   b.batch_pad = t.graph->batch_pad_for(std::max<int32_t>(1, int32_t(chosen.size())));
@@ -168,30 +175,28 @@ void run_composition(Trio& t, testing::Rng& rng, std::vector<Live>& live, int32_
   s = run(*t.cpu, &out[0]);
   ASSERT_TRUE(s.ok()) << s.to_string();
 
-  const std::string what = std::string(runtime::model_name(kind)) + " " +
-                           std::string(runtime::mode_name(b.mode)) + " B " +
-                           std::to_string(chosen.size()) + " B_pad " +
-                           std::to_string(meta.header.batch_pad) + " forward " +
-                           std::to_string(forward_id);
+  const std::string what =
+      std::string(runtime::model_name(kind)) + " " + std::string(runtime::mode_name(b.mode)) +
+      " B " + std::to_string(chosen.size()) + " B_pad " + std::to_string(meta.header.batch_pad) +
+      " forward " + std::to_string(forward_id);
   // Graph replay == eager, bit for bit.
   ASSERT_EQ(out[2].hidden.size(), out[1].hidden.size());
   ASSERT_EQ(out[2].logits.size(), out[1].logits.size());
   EXPECT_EQ(std::memcmp(out[2].hidden.data(), out[1].hidden.data(), out[1].hidden.size() * 2), 0)
       << what << ": hidden states differ between replay and eager";
-  EXPECT_EQ(
-      std::memcmp(out[2].logits.data(), out[1].logits.data(), out[1].logits.size() * 4), 0)
+  EXPECT_EQ(std::memcmp(out[2].logits.data(), out[1].logits.data(), out[1].logits.size() * 4), 0)
       << what << ": logits differ between replay and eager";
   // CPU reference on the real rows (samples of real requests come first).
-  const int32_t real_samples = idle ? 0
+  const int32_t real_samples = idle                                 ? 0
                                : mode == ForwardMode::kTargetVerify ? int32_t(chosen.size()) * n
                                                                     : int32_t(chosen.size());
-  compare_to_cpu(out[0].logits, out[2].logits, size_t(real_samples) * V, st, what + " logits");
+  compare_to_cpu(out[0].logits, out[2].logits, size_t(real_samples), size_t(V), st);
   std::vector<float> hc, hg;
   for (int32_t i = 0; i < meta.header.rows * D; ++i) {
     hc.push_back(bf16_to_float(out[0].hidden[size_t(i)]));
     hg.push_back(bf16_to_float(out[2].hidden[size_t(i)]));
   }
-  compare_to_cpu(hc, hg, hc.size(), st, what + " hidden");
+  compare_to_cpu(hc, hg, size_t(meta.header.rows), size_t(D), st);
 
   // Accept a random number of rows: the committed length moves by 0..n.
   for (size_t i : chosen) live[i].cached += int32_t(rng.randint(0, n));
@@ -229,12 +234,17 @@ void fuzz(int32_t d, int32_t iters) {
     }
     run_composition(t, rng, live, d, it, st);
   }
+  const double mean_abs = st.compared ? st.sum_abs / double(st.compared) : 0.0;
+  const double close = st.rows ? double(st.close_rows) / double(st.rows) : 1.0;
   std::printf(
       "d = %d: %lld forwards replayed (%lld idle), %lld real rows, %lld padded rows; graph == "
-      "eager bit for bit; vs cpu: max |d| %.4f, mean |d| %.6f over %lld values\n",
+      "eager bit for bit; vs cpu: %.2f%% of %lld output rows within 0.1 + 1%%, max |d| %.4f, "
+      "mean |d| %.6f over %lld values\n",
       d, (long long)st.forwards, (long long)st.idle, (long long)st.real_rows,
-      (long long)st.padded_rows, st.max_abs, st.compared ? st.sum_abs / double(st.compared) : 0.0,
+      (long long)st.padded_rows, 100.0 * close, (long long)st.rows, st.max_abs, mean_abs,
       (long long)st.compared);
+  EXPECT_GE(close, kMinCloseRows);
+  EXPECT_LE(mean_abs, kMaxMeanAbs);
 }
 
 TEST(GraphReplay, SpeculativeFormsEqualEagerAndCpu) {
@@ -250,8 +260,9 @@ TEST(GraphReplay, DecodeEqualsEagerAndCpu) {
 // SPEC.md §9 row 4: a failed metadata update aborts the step; nothing replays.
 TEST(GraphReplay, FailedUpdateAbortsTheStep) {
   DSA_SKIP_WITHOUT_GPU();
-  auto m = load_tiny(*cuda_table(),
-                     {.d = 0, .max_requests = 4, .max_context = 512, .buckets = true, .graphs = true});
+  auto m =
+      load_tiny(*cuda_table(),
+                {.d = 0, .max_requests = 4, .max_context = 512, .buckets = true, .graphs = true});
   ASSERT_TRUE(m);
   auto slot = m->pages().open_request();
   ASSERT_TRUE(slot.ok());
@@ -286,9 +297,8 @@ TEST(GraphReplay, AllocationOrSyncDuringCaptureIsAnError) {
   EXPECT_EQ(g.status().code(), StatusCode::kFailedPrecondition) << g.status().to_string();
   EXPECT_NE(g.status().message().find("during CUDA graph capture"), std::string::npos)
       << g.status().to_string();
-  auto g2 = runtime::capture_forward_graph(kernels::Backend::kCuda, [] {
-    return runtime::memory_ops(kernels::Backend::kCuda).sync();
-  });
+  auto g2 = runtime::capture_forward_graph(
+      kernels::Backend::kCuda, [] { return runtime::memory_ops(kernels::Backend::kCuda).sync(); });
   EXPECT_FALSE(g2.ok());
   // The stream is usable afterwards.
   auto buf = runtime::Buffer<float>::alloc(kernels::Backend::kCuda, 16);

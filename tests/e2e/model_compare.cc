@@ -69,6 +69,7 @@ std::vector<std::vector<int32_t>> generate(model::DsaModel& m,
   for (const auto& p : prompts) {
     auto id = eng.add_request({p, new_tokens, {}});
     EXPECT_TRUE(id.ok()) << id.status().to_string();
+    if (!id.ok()) return {};
     ids.push_back(*id);
   }
   Status s = eng.run_to_completion();

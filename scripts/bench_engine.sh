@@ -4,27 +4,28 @@
 # tokens per request, prompts cut from testdata/heldout.txt. Prints one table row per run: tokens/s,
 # ms per output token (per request, after its first token), mean accept length, and the host time
 # per engine step spent staging and launching (what graphs remove) next to the step's total.
-# Usage: scripts/bench_engine.sh BUILD_DIR [OUT_DIR]
+# Usage: scripts/bench_engine.sh BUILD_DIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
-build="${1:?usage: bench_engine.sh BUILD_DIR [OUT_DIR]}"
-out="${2:-.}"
+build="${1:?usage: bench_engine.sh BUILD_DIR}"
 dsa="$build/dsa/cli/dsa"
-prompts="$out/bench_prompts.txt"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prompts="$tmp/prompts.txt"
 awk 'length($0) > 40 { print substr($0, 1, 120) }' testdata/heldout.txt | head -32 >"$prompts"
 printf "%-6s %-3s %-7s %9s %9s %8s %8s %10s %10s %7s\n" batch d graphs "tok/s" "TPOT ms" accept steps \
   "host ms/st" "fwd ms/st" replays
 for batch in 1 8 32; do
-  head -"$batch" "$prompts" >"$out/bench_batch.txt"
+  head -"$batch" "$prompts" >"$tmp/batch.txt"
   for d in 0 3; do
     for graphs in on off; do
       flag=()
       [ "$graphs" = off ] && flag=(--no-graphs)
-      json=$("$dsa" generate --model models/tiny-dsa --prompts-file "$out/bench_batch.txt" \
+      json=$("$dsa" generate --model models/tiny-dsa --prompts-file "$tmp/batch.txt" \
         --max-new-tokens 128 --speculative-num-draft-tokens "$d" --device cuda --json \
-        --max-batch 32 --max-context 512 "${flag[@]}" 2>"$out/bench_err.txt" | grep '"summary"')
+        --max-batch 32 --max-context 512 "${flag[@]}" 2>"$tmp/err.txt" | grep '"summary"')
       if [ -z "$json" ]; then
-        echo "batch $batch d $d graphs $graphs: FAILED: $(tail -2 "$out/bench_err.txt")"
+        echo "batch $batch d $d graphs $graphs: FAILED: $(tail -2 "$tmp/err.txt")"
         continue
       fi
       python3 - "$batch" "$d" "$graphs" "$json" <<'PY'

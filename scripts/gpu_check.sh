@@ -3,7 +3,7 @@
 # build with every core, run the gpu-labelled tests, compute-sanitizer (memcheck, racecheck) on
 # them, then the CUDA benchmarks. Each phase has a time cap so the whole run fits one device call.
 # Needs .deps/pcre2 (an unpacked Debian libpcre2-dev: scripts/fetch_gpu_deps.sh) in `carry`.
-# Logs go to $OUT (or ./gpu-out): env.txt, build.log, ctest_gpu.log, sanitizer.log, bench.log,
+# Logs go to $OUT (or ./gpu-out): env.txt, build.log, ctest_gpu.log, ctest_e2e.log, sanitizer.log, bench.log,
 # engine_bench.log (scripts/bench_engine.sh: the tiny model's decode with graphs on and off).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,17 +38,23 @@ for lib in paged_logits ragged_logits sparse_mla; do
 done | tee -a "$out/env.txt"
 
 phase "gpu tests"
-(cd "$build" && timeout "${GPU_TEST_SECONDS:-180}" ctest -L gpu --output-on-failure -j 4) >"$out/ctest_gpu.log" 2>&1
-grep -E "tests passed|tests failed|FAILED|Failed|No tests" "$out/ctest_gpu.log" | head -40
+# The whole-model tests print their figures (replay statistics, divergences): run verbose, apart.
+e2e='GraphReplay|EngineGraphs|TinyModelCuda'
+(cd "$build" && timeout "${GPU_TEST_SECONDS:-180}" ctest -L gpu -E "$e2e" --output-on-failure -j 4) >"$out/ctest_gpu.log" 2>&1
+(cd "$build" && timeout "${GPU_TEST_SECONDS:-180}" ctest -L gpu -R "$e2e" -V -j 4) >"$out/ctest_e2e.log" 2>&1
+grep -E "tests passed|tests failed|FAILED|Failed|No tests" "$out/ctest_gpu.log" "$out/ctest_e2e.log" | head -40
 
 phase "compute-sanitizer"
 : >"$out/sanitizer.log"
-[ "${SKIP_SAN:-0}" = 1 ] && SAN_TESTS='^$'  # SKIP_SAN=1: no sanitizer runs
 san=/usr/local/cuda/bin/compute-sanitizer
 [ -x "$san" ] || san=$(command -v compute-sanitizer)
-# SAN_TESTS (regex on binary names) and SAN_TOOLS pick what runs under the sanitizer.
-for t in $(find "$build" -name '*_cuda_test' -type f -executable | sort | grep -E "${SAN_TESTS:-.}" || true); do
-  for tool in ${SAN_TOOLS:-memcheck racecheck}; do
+# SAN_TESTS (regex on binary names) picks what runs under memcheck, SAN_RACE_TESTS under racecheck
+# (default: the same); SKIP_SAN=1 runs none.
+[ "${SKIP_SAN:-0}" = 1 ] && SAN_TESTS='^$' && SAN_RACE_TESTS='^$'
+for tool in memcheck racecheck; do
+  pick="${SAN_TESTS:-.}"
+  [ "$tool" = racecheck ] && pick="${SAN_RACE_TESTS:-$pick}"
+  for t in $(find "$build" -name '*_cuda_test' -type f -executable | sort | grep -E "$pick" || true); do
     echo "=== $tool $(basename "$t")" >>"$out/sanitizer.log"
     DSA_GRAPH_FUZZ_ITERS="${SAN_FUZZ_ITERS:-20}" timeout "${SAN_SECONDS_EACH:-45}" "$san" \
       --tool "$tool" --error-exitcode 99 "$t" \
@@ -70,7 +76,7 @@ done
 cat "$out/bench.log" | head -120
 if [ "${ENGINE_BENCH:-1}" = 1 ]; then
   phase "engine benchmark"
-  timeout "${ENGINE_BENCH_SECONDS:-240}" scripts/bench_engine.sh "$build" "$out" >"$out/engine_bench.log" 2>&1
+  timeout "${ENGINE_BENCH_SECONDS:-240}" scripts/bench_engine.sh "$build" >"$out/engine_bench.log" 2>&1
   cat "$out/engine_bench.log"
 fi
 phase "done"

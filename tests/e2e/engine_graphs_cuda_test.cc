@@ -2,8 +2,9 @@
 // engine with --no-graphs (the same bucket-padded forwards, eager): token for token identical for
 // d in {0, 1, 3, 4}, for single prompts and concurrent batches (more prompts than B_max, so
 // requests enter and leave and buckets change). Against the CPU: identical up to the first
-// divergence, which must be a near-tie. And d > 0 against d = 0 on the GPU: how far the outputs
-// agree, and whether each divergence starts at a near-tie (SPEC.md §6.2).
+// divergence, which must be a near-tie (of the logits or of the MoE router). And d > 0 against d =
+// 0 on the GPU: how far the outputs agree, and whether each divergence starts at a near-tie
+// (SPEC.md §6.2).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "dsa/testing/gpu_skip.h"
 #include "dsa/testing/random.h"
 #include "tests/e2e/model_compare.h"
+#include "tests/e2e/router_margin.h"
 
 namespace dsa::e2e {
 namespace {

@@ -40,8 +40,10 @@ std::vector<std::vector<int32_t>> generate(model::DsaModel& m,
 std::vector<std::vector<int32_t>> golden_prompt_ids();
 
 // Compares `got` with `want` (greedy outputs of `prompts`) prompt by prompt: identical, or
-// diverging first where `reference`'s top-two gap is below tau (printed with both gaps, under
-// `label`). Returns the divergences without a near-tie.
+// diverging first at a near-tie of `reference`: its top-two logit gap below tau, or — when
+// `reference` runs probed_cpu_ops() — a router decision of its forward over the shared prefix
+// within kRouterTieMargin (tests/e2e/router_margin.h). Printed with both gaps under `label`.
+// Returns the divergences without a near-tie.
 int32_t divergences_without_near_tie(const std::string& label, model::DsaModel& reference,
                                      model::DsaModel& other,
                                      const std::vector<std::vector<int32_t>>& prompts,

@@ -16,6 +16,7 @@
 #include "dsa/model/dsa_model.h"
 #include "dsa/testing/gpu_skip.h"
 #include "tests/e2e/model_compare.h"
+#include "tests/e2e/router_margin.h"
 
 namespace dsa::e2e {
 namespace {
@@ -61,7 +62,7 @@ TEST(TinyModelCuda, LastRowLogitsMatchCpu) {
 }
 
 void greedy_matches_cpu(int32_t d) {
-  auto cpu = load(kernels::cpu_ops(), d);
+  auto cpu = load(probed_cpu_ops(), d);
   auto gpu = load(*cuda_table(), d);
   ASSERT_TRUE(cpu && gpu);
   const auto prompts = golden_prompt_ids();

@@ -56,9 +56,13 @@ for tool in memcheck racecheck; do
   [ "$tool" = racecheck ] && pick="${SAN_RACE_TESTS:-$pick}"
   for t in $(find "$build" -name '*_cuda_test' -type f -executable | sort | grep -E "$pick" || true); do
     echo "=== $tool $(basename "$t")" >>"$out/sanitizer.log"
+    # Tests named *DuringCapture* provoke CUDA API errors on purpose (a sync inside a capture must
+    # fail), which the sanitizer would count; racecheck skips the V3.2-shape cases (too slow).
+    filter='-*DuringCapture*'
+    [ "$tool" = racecheck ] && filter='-*DuringCapture*:*V32*:*V3_2*'
     DSA_GRAPH_FUZZ_ITERS="${SAN_FUZZ_ITERS:-20}" timeout "${SAN_SECONDS_EACH:-45}" "$san" \
       --tool "$tool" --error-exitcode 99 "$t" \
-      --gtest_brief=1 >>"$out/sanitizer.log" 2>&1
+      --gtest_brief=1 --gtest_filter="$filter" >>"$out/sanitizer.log" 2>&1
     echo "rc=$? ($tool $(basename "$t"))" | tee -a "$out/sanitizer.log"
   done
 done

@@ -60,7 +60,7 @@ TEST(EngineGraphs, GraphsEqualEagerTokenForTokenAndCpuUpToNearTies) {
     auto graph = load_tiny(*cuda_table(), options(d, true));
     auto eager = load_tiny(*cuda_table(), options(d, false));
     auto cpu =
-        load_tiny(kernels::cpu_ops(), {.d = d, .max_requests = kMaxRequests, .max_context = 1024});
+        load_tiny(probed_cpu_ops(), {.d = d, .max_requests = kMaxRequests, .max_context = 1024});
     ASSERT_TRUE(graph && eager && cpu);
     const Outputs g = run(*graph, prompts), e = run(*eager, prompts);
     const auto c = generate(*cpu, prompts, kNewTokens);

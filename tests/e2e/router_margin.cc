@@ -29,8 +29,8 @@ double row_margin(const kernels::MoeRoutingParams& p, int32_t r) {
   }
   std::sort(groups.begin(), groups.end(), std::greater<>());
   if (G > p.topk_group) {
-    margin = std::min(margin, groups[size_t(p.topk_group - 1)].first -
-                                  groups[size_t(p.topk_group)].first);
+    margin = std::min(margin,
+                      groups[size_t(p.topk_group - 1)].first - groups[size_t(p.topk_group)].first);
   }
   std::vector<double> kept;
   for (int32_t i = 0; i < p.topk_group; ++i) {

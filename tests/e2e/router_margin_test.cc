@@ -16,8 +16,14 @@ double logit_of(double s) { return std::log(s / (1.0 - s)); }  // sigmoid^-1
 // Two groups of two experts, one group kept, both of its experts taken: the margin is the
 // difference of the group sums (0.9 + 0.7 vs 0.8 + 0.75 -> 0.05); padded rows are not routed.
 TEST(RouterMargin, GroupMarginOfAHandMadeRow) {
-  std::vector<float> logits = {float(logit_of(0.9)), float(logit_of(0.7)), float(logit_of(0.8)),
-                               float(logit_of(0.75)), 0.f, 0.f, 0.f, 0.f};
+  std::vector<float> logits = {float(logit_of(0.9)),
+                               float(logit_of(0.7)),
+                               float(logit_of(0.8)),
+                               float(logit_of(0.75)),
+                               0.f,
+                               0.f,
+                               0.f,
+                               0.f};
   std::vector<float> bias(4, 0.f);
   std::vector<int32_t> row_len = {5, 0};
   std::vector<int32_t> ids(4);

@@ -11,6 +11,7 @@
 #include "dsa/model/dsa_model.h"
 #include "dsa/runtime/metadata_builder.h"
 #include "dsa/runtime/metadata_mirror.h"
+#include "dsa/runtime/runtime_test_util.h"
 
 namespace dsa::model {
 namespace {
@@ -93,25 +94,11 @@ TEST(GraphOptions, RejectedWhereTheyCannotWork) {
   EXPECT_NE(m.status().message().find("ascending"), std::string::npos) << m.status().to_string();
 }
 
-runtime::MetadataConfig small_config() {
-  runtime::MetadataConfig c;
-  c.num_draft_tokens = 3;
-  c.topk = 128;
-  c.page_table_width = 4;
-  c.num_consumers = 8;
-  c.max_requests = 4;
-  c.max_extend_rows = 64;
-  c.max_extend_kv = 4 * 4 * 64;
-  c.num_rows = 5;
-  c.num_pages = 17;
-  return c;
-}
-
 // Staging: one copy puts every array, the page table, tokens and hidden rows at addresses fixed
 // when the mirror was allocated (inv. 18), with the values of the host build; the schedule is
 // rebuilt by the backend from the uploaded row_len, equal to the host builder's.
 TEST(MetadataMirror, OneCopyAtFixedAddressesAndTheScheduleRebuilt) {
-  const runtime::MetadataConfig c = small_config();
+  const runtime::MetadataConfig c = runtime::testing::small_config(3);
   runtime::PagedCacheManager pages(c.num_pages, c.num_rows, c.page_table_width);
   runtime::MetadataMirror mirror(kernels::Backend::kCpu, c, 8);
   ASSERT_TRUE(mirror.allocate(pages.page_table()).ok());
@@ -154,7 +141,7 @@ TEST(MetadataMirror, OneCopyAtFixedAddressesAndTheScheduleRebuilt) {
 }
 
 TEST(MetadataMirror, TooFewTokensOrHiddenRowsAreInvalidArgument) {
-  const runtime::MetadataConfig c = small_config();
+  const runtime::MetadataConfig c = runtime::testing::small_config(3);
   runtime::PagedCacheManager pages(c.num_pages, c.num_rows, c.page_table_width);
   runtime::MetadataMirror mirror(kernels::Backend::kCpu, c, 8);
   auto a = pages.open_request();

@@ -1,5 +1,7 @@
 #include "tests/e2e/golden.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -60,6 +62,16 @@ Golden load_golden(const std::string& path) {
   g.mtp_top1 = h.at("mtp_teacher_forced_top1").get<double>();
   g.heldout_tokens = h.at("tokens").get<int64_t>();
   return g;
+}
+
+std::pair<int32_t, double> argmax_gap(const float* row, int32_t V) {
+  int32_t best = 0;
+  for (int32_t v = 1; v < V; ++v)
+    if (row[v] > row[best]) best = v;
+  float second = -INFINITY;
+  for (int32_t v = 0; v < V; ++v)
+    if (v != best) second = std::max(second, row[v]);
+  return {best, double(row[best]) - double(second)};
 }
 
 }  // namespace dsa::e2e

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dsa::e2e {
@@ -30,6 +31,9 @@ struct Golden {
 };
 
 Golden load_golden(const std::string& path);
+
+// (argmax, top-1 minus top-2 logit) of one row of V logits; ties -> the lowest id.
+std::pair<int32_t, double> argmax_gap(const float* row, int32_t V);
 std::string source_dir();  // the repository root (compile-time)
 
 }  // namespace dsa::e2e

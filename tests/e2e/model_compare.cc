@@ -52,16 +52,6 @@ std::vector<float> last_rows(model::DsaModel& m, const std::vector<int32_t>& ids
   return out.logits;
 }
 
-std::pair<int32_t, double> argmax_gap(const float* row, int32_t V) {
-  int32_t best = 0;
-  for (int32_t v = 1; v < V; ++v)
-    if (row[v] > row[best]) best = v;
-  float second = -INFINITY;
-  for (int32_t v = 0; v < V; ++v)
-    if (v != best) second = std::max(second, row[v]);
-  return {best, double(row[best]) - double(second)};
-}
-
 std::vector<std::vector<int32_t>> generate(model::DsaModel& m,
                                            const std::vector<std::vector<int32_t>>& prompts,
                                            int32_t new_tokens) {

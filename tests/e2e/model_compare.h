@@ -31,8 +31,6 @@ std::unique_ptr<model::DsaModel> load_tiny(const kernels::OpTable& ops, const Lo
 
 // Logits of the last `count` rows of `ids` from one EXTEND forward of a fresh request.
 std::vector<float> last_rows(model::DsaModel& m, const std::vector<int32_t>& ids, int32_t count);
-// (argmax, top-1 minus top-2 logit).
-std::pair<int32_t, double> argmax_gap(const float* row, int32_t V);
 // Greedy outputs of `prompts`, run concurrently through the engine.
 std::vector<std::vector<int32_t>> generate(model::DsaModel& m,
                                            const std::vector<std::vector<int32_t>>& prompts,

@@ -63,7 +63,6 @@ struct Diff {
   double max_abs = 0, mean_abs = 0;
   int64_t over = 0, argmax_mismatch = 0;
 };
-std::pair<int32_t, double> argmax_gap(const float* row, int32_t V);
 Diff compare_logits(const float* got, const float* ref, size_t rows, int32_t V) {
   Diff d;
   for (size_t i = 0; i < rows * size_t(V); ++i) {
@@ -83,16 +82,6 @@ void expect_close(const Diff& d, const std::string& what) {
   EXPECT_EQ(d.over, 0) << what << ": max |dlogit| " << d.max_abs;
   EXPECT_LT(d.mean_abs, kLogitMeanAbs) << what;
   EXPECT_EQ(d.argmax_mismatch, 0) << what;
-}
-
-std::pair<int32_t, double> argmax_gap(const float* row, int32_t V) {
-  int32_t best = 0;
-  for (int32_t v = 1; v < V; ++v)
-    if (row[v] > row[best]) best = v;
-  float second = -INFINITY;
-  for (int32_t v = 0; v < V; ++v)
-    if (v != best) second = std::max(second, row[v]);
-  return {best, double(row[best]) - double(second)};
 }
 
 TEST(TinyModel, TokenizerMatchesReferenceIds) {

@@ -16,14 +16,6 @@ using runtime::ModelKind;
 
 size_t sz(int64_t v) { return static_cast<size_t>(v); }
 
-int32_t argmax(const float* row, int32_t V) {
-  int32_t best = 0;
-  for (int32_t v = 1; v < V; ++v) {
-    if (row[v] > row[best]) best = v;
-  }
-  return best;
-}
-
 }  // namespace
 
 Status Engine::decode_phase() {
@@ -91,7 +83,7 @@ Status Engine::decode_phase() {
   std::vector<bf16> hidden;
   const int32_t D = int32_t(model_.config().hidden_size);
   for (size_t b = 0; b < reqs.size(); ++b) {
-    first.push_back(argmax(&mtp.logits[b * sz(vocab_)], vocab_));
+    first.push_back(greedy_draft(&mtp.logits[b * sz(vocab_)]));
     const int32_t row = mmeta.sample_row[b];
     hidden.insert(hidden.end(), mtp.hidden.begin() + long(row) * D,
                   mtp.hidden.begin() + long(row + 1) * D);

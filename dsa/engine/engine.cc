@@ -15,14 +15,6 @@ using runtime::ModelKind;
 
 size_t sz(int64_t v) { return static_cast<size_t>(v); }
 
-int32_t argmax(const float* row, int32_t V) {
-  int32_t best = 0;
-  for (int32_t v = 1; v < V; ++v) {
-    if (row[v] > row[best]) best = v;  // ties -> lowest id
-  }
-  return best;
-}
-
 }  // namespace
 
 std::string_view finish_reason_name(FinishReason r) {
@@ -135,6 +127,10 @@ Status Engine::run_forward(ForwardMode mode, ModelKind kind,
   }
   if (kind == ModelKind::kTarget) return model_.forward_target(meta, tok, out);
   return model_.forward_mtp(meta, tok, hid, out);
+}
+
+int32_t Engine::greedy_draft(const float* logits) const {
+  return std::max(0, argmax_token(std::span<const float>(logits, sz(vocab_))));
 }
 
 int32_t Engine::sample(const RequestState& r, const float* logits, int32_t position) const {
@@ -255,7 +251,7 @@ Status Engine::prefill_phase() {
   std::vector<int32_t> positions;
   const int32_t D = int32_t(model_.config().hidden_size);
   for (size_t i = 0; i < completed.size(); ++i) {
-    g1.push_back(argmax(&mtp.logits[i * sz(vocab_)], vocab_));
+    g1.push_back(greedy_draft(&mtp.logits[i * sz(vocab_)]));
     hidden.insert(hidden.end(), mtp.hidden.begin() + long(completed_rows[i]) * D,
                   mtp.hidden.begin() + long(completed_rows[i] + 1) * D);
     positions.push_back(completed[i]->committed);  // C' = L_p
@@ -280,7 +276,7 @@ Status Engine::draft_chain(std::vector<RequestState*>& reqs, std::vector<int32_t
     model::ForwardOutput out;
     DSA_RETURN_IF_ERROR(
         run_forward(ForwardMode::kDecode, ModelKind::kMtp, inputs, tokens, hidden, meta, &out));
-    for (size_t b = 0; b < B; ++b) chains[b].push_back(argmax(&out.logits[b * sz(vocab_)], vocab_));
+    for (size_t b = 0; b < B; ++b) chains[b].push_back(greedy_draft(&out.logits[b * sz(vocab_)]));
     hidden = std::move(out.hidden);
   }
   for (size_t b = 0; b < B; ++b) {

@@ -64,6 +64,8 @@ class Engine {
   void emit(RequestState& r, std::span<const int32_t> tokens);
   Status finish(RequestState& r);
   int32_t sample(const RequestState& r, const float* logits, int32_t position) const;
+  // The MTP layer's top-1 draft from one row of logits (token 0 if no logit is above -inf).
+  int32_t greedy_draft(const float* logits) const;
   Status run_forward(runtime::ForwardMode mode, runtime::ModelKind kind,
                      const std::vector<runtime::RequestInput>& reqs,
                      std::span<const int32_t> tokens, std::span<const bf16> hidden,

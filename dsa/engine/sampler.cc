@@ -66,19 +66,6 @@ bool filters_off(const SamplingParams& p, size_t vocab) {
   return (p.top_k == 0 || static_cast<size_t>(p.top_k) >= vocab) && p.top_p >= 1.f;
 }
 
-// Greedy: strict '>' keeps the lowest id on ties; NaN and -inf never compare greater than -inf.
-int32_t argmax_token(std::span<const float> logits) {
-  int32_t best = kNoToken;
-  float best_value = -std::numeric_limits<float>::infinity();
-  for (size_t v = 0; v < logits.size(); ++v) {
-    if (logits[v] > best_value) {
-      best_value = logits[v];
-      best = static_cast<int32_t>(v);
-    }
-  }
-  return best;
-}
-
 // Temperature scaling in fp64 (never overflows). Ineligible tokens (NaN, -inf, or finite when some
 // logit is +inf) map to -inf; with a +inf logit present the +inf tokens map to 0 (uniform).
 class Scaler {
@@ -154,6 +141,19 @@ Kept filter(std::span<const float> logits, const SamplingParams& p) {
 }
 
 }  // namespace
+
+// Greedy: strict '>' keeps the lowest id on ties; NaN and -inf never compare greater than -inf.
+int32_t argmax_token(std::span<const float> logits) {
+  int32_t best = kNoToken;
+  float best_value = -std::numeric_limits<float>::infinity();
+  for (size_t v = 0; v < logits.size(); ++v) {
+    if (logits[v] > best_value) {
+      best_value = logits[v];
+      best = static_cast<int32_t>(v);
+    }
+  }
+  return best;
+}
 
 Status validate(const SamplingParams& p) {
   if (!std::isfinite(p.temperature)) {

@@ -41,6 +41,10 @@ float uniform_noise(uint64_t seed, int64_t position, int32_t token);
 // gamma_p(v) = -ln(-ln U_p(v)) in fp64, rounded to fp32.
 float gumbel_noise(uint64_t seed, int64_t position, int32_t token);
 
+// Greedy: the id of the largest logit, ties to the lowest id; NaN and -inf never win, so a row
+// without a value above -inf gives kNoToken.
+int32_t argmax_token(std::span<const float> logits);
+
 // The token at absolute position `position` from one row of logits [V]. Temperature 0: argmax, ties
 // to the lowest id (one pass, no noise). Else argmax over kept v of scaled logit + gamma_p(v), ties
 // to the lowest id. `p` must pass validate().

@@ -125,8 +125,8 @@ Status DsaModel::allocate_outputs() {
 
 int32_t DsaModel::batch_pad_for(int32_t b) const { return bucket_for(options_.buckets, b); }
 
-bool DsaModel::has_graph(const runtime::MetadataHeader& h) const {
-  return runtime::is_uniform(h.mode) && graphs_.find(graph_key(h)) != nullptr;
+const runtime::ForwardGraph* DsaModel::graph_for(const runtime::MetadataHeader& h) const {
+  return runtime::is_uniform(h.mode) ? graphs_.find(graph_key(h)) : nullptr;
 }
 
 // SPEC.md §5: every (model, mode, bucket) runs eagerly first (module loading, the cuBLASLt
@@ -302,9 +302,7 @@ Status DsaModel::forward(runtime::ModelKind kind, const runtime::ForwardMetadata
   {
     runtime::DeferDeviceErrors defer(ops_.backend);
     DSA_RETURN_IF_ERROR(mirror_.upload(meta, pages_.page_table(), tokens, hidden));
-    const runtime::ForwardGraph* graph =
-        runtime::is_uniform(meta.header.mode) ? graphs_.find(graph_key(meta.header)) : nullptr;
-    if (graph != nullptr) {
+    if (const runtime::ForwardGraph* graph = graph_for(meta.header)) {
       DSA_RETURN_IF_ERROR(graph->replay());
       ++timing_.replays;
     } else {

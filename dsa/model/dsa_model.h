@@ -86,7 +86,7 @@ class DsaModel {
   int32_t batch_pad_for(int32_t b) const;
   const ForwardTiming& timing() const { return timing_; }
   const GraphStats& graph_stats() const { return graph_stats_; }
-  bool has_graph(const runtime::MetadataHeader& h) const;
+  bool has_graph(const runtime::MetadataHeader& h) const { return graph_for(h) != nullptr; }
 
   // The target model over one forward: tokens [rows_pad] (padded rows: any id in range).
   Status forward_target(const runtime::ForwardMetadata& meta, std::span<const int32_t> tokens,
@@ -101,6 +101,8 @@ class DsaModel {
   DsaModel(ModelConfig config, ModelWeights weights, const ModelOptions& options,
            const runtime::MetadataConfig& mc, const kernels::OpTable& ops);
   Status allocate_outputs();
+  // The captured graph a forward with this header replays (nullptr: it runs eagerly).
+  const runtime::ForwardGraph* graph_for(const runtime::MetadataHeader& h) const;
   Status capture_graphs();
   Status forward(runtime::ModelKind kind, const runtime::ForwardMetadata& meta,
                  std::span<const int32_t> tokens, std::span<const bf16> hidden, ForwardOutput* out);

@@ -8,7 +8,6 @@
 #include <map>
 #include <memory>
 #include <span>
-#include <tuple>
 #include <vector>
 
 #include "dsa/runtime/backend_control.h"

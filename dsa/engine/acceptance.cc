@@ -18,7 +18,7 @@ AcceptResult accept_drafts(std::span<const float> verify_logits, int32_t vocab,
   for (int64_t j = 0;; ++j) {
     const auto row = verify_logits.subspan(static_cast<size_t>(j) * static_cast<size_t>(vocab),
                                            static_cast<size_t>(vocab));
-    const int32_t y = sample_token(row, p, first_position + j);
+    const int32_t y = kernels::sample_token(row, p, first_position + j);
     r.emitted.push_back(y);
     // y_{C+j+1} against g_{j+1}; kNoToken never accepts a draft.
     if (j == d || y == kNoToken || y != drafts[static_cast<size_t>(j)]) break;

@@ -11,9 +11,12 @@
 #include <span>
 #include <vector>
 
-#include "dsa/engine/sampler.h"
+#include "dsa/kernels/sampling/sampler.h"
 
 namespace dsa::engine {
+
+using kernels::kNoToken;
+using kernels::SamplingParams;
 
 struct AcceptResult {
   int32_t accepted = 0;          // a, 0..d

@@ -8,12 +8,13 @@
 #include <limits>
 #include <vector>
 
-#include "dsa/engine/sampler_test_util.h"
+#include "dsa/kernels/sampling/sampler_test_util.h"
 
 namespace dsa::engine {
 namespace {
 
-using namespace sampler_test;
+using namespace kernels::sampler_test;
+using kernels::sample_token;
 
 // Rows of 4 logits whose argmax is the given token.
 std::vector<float> greedy_rows(const std::vector<int32_t>& argmax) {

@@ -130,11 +130,12 @@ Status Engine::run_forward(ForwardMode mode, ModelKind kind,
 }
 
 int32_t Engine::greedy_draft(const float* logits) const {
-  return std::max(0, argmax_token(std::span<const float>(logits, sz(vocab_))));
+  return std::max(0, kernels::argmax_token(std::span<const float>(logits, sz(vocab_))));
 }
 
 int32_t Engine::sample(const RequestState& r, const float* logits, int32_t position) const {
-  return sample_token(std::span<const float>(logits, sz(vocab_)), r.req.sampling, position);
+  return kernels::sample_token(std::span<const float>(logits, sz(vocab_)), r.req.sampling,
+                               position);
 }
 
 void Engine::emit(RequestState& r, std::span<const int32_t> tokens) {

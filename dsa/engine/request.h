@@ -6,9 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "dsa/engine/sampler.h"
+#include "dsa/kernels/sampling/sampler.h"
 
 namespace dsa::engine {
+
+// The sampling rules live with their op (kernels/sampling); a request carries their params.
+using kernels::SamplingParams;
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // token ids, BOS included if wanted

@@ -1,6 +1,6 @@
 // Token sampling over a batch of logit rows (SPEC.md §6.2, §6.3): per row, greedy argmax at
 // temperature 0, else position-keyed Gumbel-max over the temperature-scaled, top-k / top-p filtered
-// logits, with the exact rules of dsa/engine/sampler.h (the ground truth).
+// logits, with the exact rules of dsa/kernels/sampling/sampler.h (the ground truth).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@ struct SamplingOpParams {
   const float* logits = nullptr;  // [R, V] fp32 rows
   int32_t rows = 0;               // R
   int32_t vocab = 0;              // V
-  // [R] per-row sampling params and absolute positions (engine::SamplingParams' fields).
+  // [R] per-row sampling params and absolute positions (SamplingParams' fields).
   const float* temperature = nullptr;  // 0 = greedy; else finite and > 0
   const float* top_p = nullptr;        // in (0, 1]; 1 = off
   const int32_t* top_k = nullptr;      // >= 0; 0 = off
@@ -29,8 +29,8 @@ inline constexpr int32_t kSamplingMaxFilteredVocab = 16384;
 // Host checks (InvalidArgument): R >= 0, V >= 1, every pointer non-null when R > 0.
 Status validate(const SamplingOpParams& p);
 
-// CPU reference: out[r] = engine::sample_token(logits[r], {T, top_p, top_k, seed}, position[r]).
-// InvalidArgument (naming the row and field) when a row's params fail engine::validate() or its
+// CPU reference: out[r] = sample_token(logits[r], {T, top_p, top_k, seed}, position[r]).
+// InvalidArgument (naming the row and field) when a row's params fail validate() or its
 // position is negative; rows before it are written.
 Status sample_rows_ref(const SamplingOpParams& p);
 

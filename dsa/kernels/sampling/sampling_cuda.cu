@@ -1,5 +1,5 @@
 // Token sampling (SPEC.md §6.2, §6.3) on the GPU: one CTA per row, the same rules as
-// dsa/engine/sampler.cc (the reference), computed with the same DSA_HD Philox / Gumbel helpers.
+// dsa/kernels/sampling/sampler.cc (the reference), computed with the same DSA_HD Philox / Gumbel helpers.
 //
 // Per row, by the row's own params (read on the device):
 //  - temperature 0: argmax of the fp32 logits, ties to the lowest id, NaN / -inf never chosen.
@@ -25,7 +25,7 @@
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/stream.h"
-#include "dsa/engine/philox.h"
+#include "dsa/kernels/sampling/philox.h"
 #include "dsa/kernels/sampling/sampling.h"
 
 namespace dsa::kernels {
@@ -89,15 +89,15 @@ __device__ __forceinline__ double scaled_logit(float x, double t, bool pos_inf) 
   return pos_inf ? 0.0 : static_cast<double>(x) / t;
 }
 
-__device__ __forceinline__ uint32_t pick(const engine::PhiloxCounter& c, int j) {
+__device__ __forceinline__ uint32_t pick(const PhiloxCounter& c, int j) {
   return j == 0 ? c.w[0] : j == 1 ? c.w[1] : j == 2 ? c.w[2] : c.w[3];
 }
 
 // gamma_p(v) of §6.3 for one token.
-__device__ __forceinline__ float gumbel_at(engine::PhiloxKey key, uint32_t pos, int32_t v) {
-  const engine::PhiloxCounter c =
-      engine::philox4x32_10(engine::sampling_counter(static_cast<uint32_t>(v) >> 2, pos), key);
-  return engine::gumbel_from_uniform(engine::uniform_from_word(pick(c, v & 3)));
+__device__ __forceinline__ float gumbel_at(PhiloxKey key, uint32_t pos, int32_t v) {
+  const PhiloxCounter c =
+      philox4x32_10(sampling_counter(static_cast<uint32_t>(v) >> 2, pos), key);
+  return gumbel_from_uniform(uniform_from_word(pick(c, v & 3)));
 }
 
 // Monotone map of a non-NaN float to uint32 (larger float -> larger key); the inverse below.
@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(kThreads)
   bool any_inf = false;
   for (int32_t v = tid; v < V; v += kThreads) any_inf |= x[v] == INFINITY;
   const bool pos_inf = __syncthreads_or(any_inf) != 0;
-  const engine::PhiloxKey key = engine::philox_key(p.seed[r]);
+  const PhiloxKey key = philox_key(p.seed[r]);
   const uint32_t pos = static_cast<uint32_t>(position);
 
   // ---- unfiltered: Gumbel argmax over every eligible token ----
@@ -193,11 +193,11 @@ __global__ void __launch_bounds__(kThreads)
           s[j] = -INFINITY;
       }
       if (!any) continue;
-      const engine::PhiloxCounter c =
-          engine::philox4x32_10(engine::sampling_counter(static_cast<uint32_t>(g), pos), key);
+      const PhiloxCounter c =
+          philox4x32_10(sampling_counter(static_cast<uint32_t>(g), pos), key);
       for (int j = 0; j < 4; ++j) {
         if (s[j] == -INFINITY) continue;
-        const double gamma = engine::gumbel_from_uniform(engine::uniform_from_word(pick(c, j)));
+        const double gamma = gumbel_from_uniform(uniform_from_word(pick(c, j)));
         const Cand cand{s[j] + gamma, 4 * g + j};
         if (better(cand, best)) best = cand;
       }

@@ -1,4 +1,4 @@
-// GPU tests of sample_rows_cuda against sample_rows_ref (engine::sample_token per row, SPEC.md
+// GPU tests of sample_rows_cuda against sample_rows_ref (sample_token per row, SPEC.md
 // §6.2, §6.3): greedy rows bit-exact; sampled rows identical token for token, except where device
 // and host fp64 log / exp differ in the last bit AND the host's top-two perturbed scores are within
 // 1e-5 (a near-tie; then the GPU token must be the host's runner-up; every such case is printed and
@@ -19,7 +19,7 @@
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/device_buffer.h"
-#include "dsa/engine/sampler.h"
+#include "dsa/kernels/sampling/sampler.h"
 #include "dsa/kernels/sampling/sampling.h"
 #include "dsa/testing/gpu_skip.h"
 #include "dsa/testing/random.h"
@@ -122,17 +122,17 @@ struct TopTwo {
   double gap = std::numeric_limits<double>::infinity();
 };
 TopTwo host_top_two(const Batch& b, int32_t r) {
-  const engine::SamplingParams sp{b.temperature[size_t(r)], b.top_p[size_t(r)], b.top_k[size_t(r)],
-                                  b.seed[size_t(r)]};
+  const SamplingParams sp{b.temperature[size_t(r)], b.top_p[size_t(r)], b.top_k[size_t(r)],
+                          b.seed[size_t(r)]};
   const auto row = b.row(r);
-  const std::vector<double> pi = engine::sampling_distribution(row, sp);
+  const std::vector<double> pi = sampling_distribution(row, sp);
   const bool pos_inf = std::any_of(row.begin(), row.end(), [](float x) { return x == kInf; });
   double s1 = -std::numeric_limits<double>::infinity(), s2 = s1;
   TopTwo t;
   for (int32_t v = 0; v < b.vocab; ++v) {
     if (!(pi[size_t(v)] > 0)) continue;
     const double scaled = pos_inf ? 0.0 : double(row[size_t(v)]) / double(sp.temperature);
-    const double s = scaled + double(engine::gumbel_noise(sp.seed, b.position[size_t(r)], v));
+    const double s = scaled + double(gumbel_noise(sp.seed, b.position[size_t(r)], v));
     if (s > s1) {
       s2 = s1, t.second = t.first;
       s1 = s, t.first = v;

@@ -2,7 +2,7 @@
 
 #include <span>
 
-#include "dsa/engine/sampler.h"
+#include "dsa/kernels/sampling/sampler.h"
 #include "dsa/kernels/sampling/sampling.h"
 
 namespace dsa::kernels {
@@ -27,12 +27,12 @@ Status validate(const SamplingOpParams& p) {
 Status sample_rows_ref(const SamplingOpParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   for (int32_t r = 0; r < p.rows; ++r) {
-    engine::SamplingParams sp;
+    SamplingParams sp;
     sp.temperature = p.temperature[r];
     sp.top_p = p.top_p[r];
     sp.top_k = p.top_k[r];
     sp.seed = p.seed[r];
-    if (Status s = engine::validate(sp); !s.ok()) {
+    if (Status s = validate(sp); !s.ok()) {
       return invalid_argument(fmt::format("sampling: row {}: {}", r, s.message()));
     }
     if (p.position[r] < 0) {
@@ -40,7 +40,7 @@ Status sample_rows_ref(const SamplingOpParams& p) {
           fmt::format("sampling: row {}: position = {}: must be >= 0", r, p.position[r]));
     }
     const std::span<const float> row(p.logits + int64_t{r} * p.vocab, size_t(p.vocab));
-    p.out[r] = engine::sample_token(row, sp, p.position[r]);
+    p.out[r] = sample_token(row, sp, p.position[r]);
   }
   return ok_status();
 }

@@ -1,5 +1,5 @@
 // CPU tests of the sampling op's host checks and its reference (which defers to
-// engine::sample_token row by row).
+// sample_token row by row).
 #include "dsa/kernels/sampling/sampling.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "dsa/engine/sampler.h"
+#include "dsa/kernels/sampling/sampler.h"
 #include "dsa/testing/random.h"
 
 namespace dsa::kernels {
@@ -100,9 +100,9 @@ TEST(SamplingRef, MatchesSampleTokenPerRow) {
   rows.top_p = {1.f, 1.f, 1.f, 0.9f, 0.8f, 0.5f};
   ASSERT_TRUE(sample_rows_ref(rows.params()).ok());
   for (size_t r = 0; r < 6; ++r) {
-    engine::SamplingParams sp{rows.temperature[r], rows.top_p[r], rows.top_k[r], rows.seed[r]};
+    SamplingParams sp{rows.temperature[r], rows.top_p[r], rows.top_k[r], rows.seed[r]};
     const std::span<const float> row(rows.logits.data() + r * 100, 100);
-    EXPECT_EQ(rows.out[r], engine::sample_token(row, sp, rows.position[r])) << "row " << r;
+    EXPECT_EQ(rows.out[r], sample_token(row, sp, rows.position[r])) << "row " << r;
   }
 }
 

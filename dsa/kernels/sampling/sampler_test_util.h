@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace dsa::engine::sampler_test {
+namespace dsa::kernels::sampler_test {
 
 // z with P(N(0,1) > z) = alpha, by bisection on erfc (alpha = 1e-6 gives z = 4.7534243).
 inline double normal_upper_quantile(double alpha) {
@@ -91,4 +91,16 @@ inline float hash_unit(uint64_t h) {
   return static_cast<float>(static_cast<double>(mix64(h) >> 11) * 0x1p-52 - 1.0);
 }
 
-}  // namespace dsa::engine::sampler_test
+// Fixed Philox seeds and draws per seed of the distribution tests (deterministic chi-square).
+inline constexpr uint64_t kSeeds[] = {0x0123456789ABCDEFull, 42, 0xFFFFFFFFFFFFFFFFull,
+                                      0x9E3779B97F4A7C15ull};
+inline constexpr int64_t kDrawsPerSeed = 50000;
+
+// 16 synthetic logits with a spread of probabilities (largest ~0.3, smallest ~0.003 at T = 1).
+std::vector<float> synthetic_logits(uint64_t salt) {
+  std::vector<float> l(16);
+  for (size_t v = 0; v < l.size(); ++v) l[v] = 2.f * hash_unit(salt * 131 + v);
+  return l;
+}
+
+}  // namespace dsa::kernels::sampler_test

@@ -1,4 +1,4 @@
-#include "dsa/engine/sampler.h"
+#include "dsa/kernels/sampling/sampler.h"
 
 #include <fmt/format.h>
 
@@ -6,9 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "dsa/engine/philox.h"
+#include "dsa/kernels/sampling/philox.h"
 
-namespace dsa::engine {
+namespace dsa::kernels {
 
 namespace {
 
@@ -233,4 +233,4 @@ std::vector<double> sampling_distribution(std::span<const float> logits, const S
   return pi;
 }
 
-}  // namespace dsa::engine
+}  // namespace dsa::kernels

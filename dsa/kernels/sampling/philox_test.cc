@@ -1,16 +1,16 @@
 // Philox-4x32 against Random123's known-answer vectors (kat_vectors, 7 and 10 rounds), the key and
 // counter layout of SPEC.md §6.3, and the exact U / gamma mapping.
-#include "dsa/engine/philox.h"
+#include "dsa/kernels/sampling/philox.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "dsa/engine/sampler.h"
-#include "dsa/engine/sampler_test_util.h"
+#include "dsa/kernels/sampling/sampler.h"
+#include "dsa/kernels/sampling/sampler_test_util.h"
 
-namespace dsa::engine {
+namespace dsa::kernels {
 namespace {
 
 using namespace sampler_test;
@@ -151,4 +151,4 @@ TEST(Philox, GumbelMoments) {
 }
 
 }  // namespace
-}  // namespace dsa::engine
+}  // namespace dsa::kernels

@@ -10,7 +10,7 @@
 
 #include "dsa/core/host_device.h"
 
-namespace dsa::engine {
+namespace dsa::kernels {
 
 struct PhiloxCounter {
   uint32_t w[4];
@@ -73,4 +73,4 @@ DSA_HD float gumbel_from_uniform(float u) {
   return static_cast<float>(-::log(-::log(static_cast<double>(u))));
 }
 
-}  // namespace dsa::engine
+}  // namespace dsa::kernels

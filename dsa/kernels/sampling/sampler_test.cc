@@ -1,7 +1,7 @@
 // The sampler (SPEC.md §6.2, §6.3): parameter validation, greedy argmax and its tie rule, the
 // temperature / top-k / top-p filter on hand-computed tiny vocabularies, agreement with §6.3's
 // formula on a V = 6144 row, determinism and independence of the noise across positions and seeds.
-#include "dsa/engine/sampler.h"
+#include "dsa/kernels/sampling/sampler.h"
 
 #include <gtest/gtest.h>
 
@@ -9,10 +9,10 @@
 #include <limits>
 #include <vector>
 
-#include "dsa/engine/sampler_test_util.h"
+#include "dsa/kernels/sampling/sampler_test_util.h"
 #include "dsa/testing/random.h"
 
-namespace dsa::engine {
+namespace dsa::kernels {
 namespace {
 
 using namespace sampler_test;
@@ -288,4 +288,4 @@ TEST(SamplerSample, IndependentAcrossPositionsAndSeeds) {
 }
 
 }  // namespace
-}  // namespace dsa::engine
+}  // namespace dsa::kernels

@@ -1,99 +1,23 @@
-// SPEC.md §6.6's distribution test, deterministic (fixed Philox seeds): the sampler's tokens for a
-// synthetic pi match pi, also under top-k and top-p; for a one-hot draft g, accept_drafts (d = 1)
-// accepts with frequency pi(g), and after a rejection emits tokens distributed as pi restricted to
-// v != g. Pearson chi-square at alpha = 1e-6, critical values by Wilson–Hilferty (printed).
+// SPEC.md §6.6's acceptance distribution test, deterministic (fixed Philox seeds): for a one-hot
+// draft g, accept_drafts (d = 1) accepts with frequency pi(g), and after a rejection emits tokens
+// distributed as pi restricted to v != g. Pearson chi-square at alpha = 1e-6 (critical values by
+// Wilson–Hilferty, printed), with the sampler tests' helpers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <iostream>
 #include <vector>
 
 #include "dsa/engine/acceptance.h"
-#include "dsa/engine/sampler.h"
-#include "dsa/engine/sampler_test_util.h"
+#include "dsa/kernels/sampling/sampler.h"
+#include "dsa/kernels/sampling/sampler_test_util.h"
 
 namespace dsa::engine {
 namespace {
 
-using namespace sampler_test;
-
-constexpr uint64_t kSeeds[] = {0x0123456789ABCDEFull, 42, 0xFFFFFFFFFFFFFFFFull,
-                               0x9E3779B97F4A7C15ull};
-constexpr int64_t kDrawsPerSeed = 50000;
-
-// 16 synthetic logits with a spread of probabilities (largest ~0.3, smallest ~0.003 at T = 1).
-std::vector<float> synthetic_logits(uint64_t salt) {
-  std::vector<float> l(16);
-  for (size_t v = 0; v < l.size(); ++v) l[v] = 2.f * hash_unit(salt * 131 + v);
-  return l;
-}
-
-void expect_samples_match(const std::vector<float>& logits, SamplingParams p) {
-  const std::vector<double> pi = sampling_distribution(logits, p);
-  std::vector<int64_t> counts(logits.size(), 0);
-  for (uint64_t seed : kSeeds) {
-    p.seed = seed;
-    for (int64_t pos = 0; pos < kDrawsPerSeed; ++pos)
-      ++counts[size_t(sample_token(logits, p, pos))];
-  }
-  const ChiSquare c = chi_square(counts, pi);
-  EXPECT_TRUE(c.pass()) << c.report;
-  std::cout << "T = " << p.temperature << ", top_k = " << p.top_k << ", top_p = " << p.top_p << ": "
-            << c.report << "\n";
-}
-
-TEST(SamplerDistribution, CriticalValues) {
-  // Printed for the record; Wilson–Hilferty with z = 4.7534 (P(N > z) = 1e-6).
-  EXPECT_NEAR(normal_upper_quantile(1e-6), 4.753424, 1e-5);
-  EXPECT_NEAR(chi_square_critical(15, 1e-6), 57.358, 1e-2);
-  EXPECT_NEAR(chi_square_critical(1, 1e-6), 27.504, 1e-2);
-  for (int k : {1, 2, 4, 15}) {
-    std::cout << "chi-square critical value, alpha = 1e-6, dof = " << k << ": "
-              << chi_square_critical(k, 1e-6) << "\n";
-  }
-}
-
-// The test must be able to fail: the same counts judged against a slightly wrong pi fail.
-TEST(SamplerDistribution, DetectsAWrongDistribution) {
-  const std::vector<float> logits = synthetic_logits(1);
-  SamplingParams p{.temperature = 1.f};
-  std::vector<double> pi = sampling_distribution(logits, p);
-  std::vector<int64_t> counts(logits.size(), 0);
-  for (uint64_t seed : kSeeds) {
-    p.seed = seed;
-    for (int64_t pos = 0; pos < kDrawsPerSeed; ++pos)
-      ++counts[size_t(sample_token(logits, p, pos))];
-  }
-  // Temperature 1.1 instead of 1: a mild error the test must see.
-  const std::vector<double> wrong =
-      sampling_distribution(logits, SamplingParams{.temperature = 1.1f});
-  EXPECT_FALSE(chi_square(counts, wrong).pass()) << chi_square(counts, wrong).report;
-  EXPECT_TRUE(chi_square(counts, pi).pass()) << chi_square(counts, pi).report;
-}
-
-TEST(SamplerDistribution, PlainSoftmax) {
-  expect_samples_match(synthetic_logits(1), {.temperature = 1.f});
-}
-TEST(SamplerDistribution, Temperature) {
-  expect_samples_match(synthetic_logits(2), {.temperature = 0.6f});
-  expect_samples_match(synthetic_logits(3), {.temperature = 2.5f});
-}
-TEST(SamplerDistribution, TopK) {
-  expect_samples_match(synthetic_logits(4), {.temperature = 1.f, .top_k = 5});
-}
-TEST(SamplerDistribution, TopP) {
-  expect_samples_match(synthetic_logits(5), {.temperature = 1.f, .top_p = 0.8f});
-}
-TEST(SamplerDistribution, TopKAndTopP) {
-  expect_samples_match(synthetic_logits(6), {.temperature = 0.8f, .top_p = 0.9f, .top_k = 8});
-}
-// Ties in the logits: pi splits evenly, and Gumbel-max must too.
-TEST(SamplerDistribution, TiedLogits) {
-  expect_samples_match({1, 1, 1, 0, 0, 2, 2, -1}, {.temperature = 1.f});
-}
-
-// ---- acceptance with a one-hot drafter, d = 1 ---------------------------------------------------
+using namespace kernels::sampler_test;
+using kernels::sampling_distribution;
+using kernels::SamplingParams;
 
 // Runs accept_drafts with drafts {g} on rows [row0, row1] at first positions 2i (disjoint noise per
 // trial) over the fixed seeds, and checks: P(accept) = pi0(g); after a rejection the correction is
@@ -147,7 +71,7 @@ void expect_acceptance_matches(const std::vector<float>& row0, const std::vector
             << "\n  first: " << cf.report << "\n";
 }
 
-TEST(SamplerDistribution, AcceptanceOfALikelyDraft) {
+TEST(AcceptanceDistribution, OfALikelyDraft) {
   const std::vector<float> row0 = synthetic_logits(7), row1 = synthetic_logits(8);
   const SamplingParams p{.temperature = 1.f};
   const std::vector<double> pi0 = sampling_distribution(row0, p);
@@ -156,7 +80,7 @@ TEST(SamplerDistribution, AcceptanceOfALikelyDraft) {
   expect_acceptance_matches(row0, row1, g, p);
 }
 
-TEST(SamplerDistribution, AcceptanceOfAnUnlikelyDraft) {
+TEST(AcceptanceDistribution, OfAnUnlikelyDraft) {
   const std::vector<float> row0 = synthetic_logits(9), row1 = synthetic_logits(10);
   const SamplingParams p{.temperature = 1.f};
   const std::vector<double> pi0 = sampling_distribution(row0, p);
@@ -165,7 +89,7 @@ TEST(SamplerDistribution, AcceptanceOfAnUnlikelyDraft) {
   expect_acceptance_matches(row0, row1, g, p);
 }
 
-TEST(SamplerDistribution, AcceptanceWithTopKAndTopP) {
+TEST(AcceptanceDistribution, WithTopKAndTopP) {
   const std::vector<float> row0 = synthetic_logits(11), row1 = synthetic_logits(12);
   const SamplingParams p{.temperature = 0.9f, .top_p = 0.85f, .top_k = 6};
   const std::vector<double> pi0 = sampling_distribution(row0, p);
@@ -180,7 +104,7 @@ TEST(SamplerDistribution, AcceptanceWithTopKAndTopP) {
 }
 
 // A draft outside the filtered support is never accepted, and the corrections are pi itself.
-TEST(SamplerDistribution, AcceptanceOfAFilteredDraft) {
+TEST(AcceptanceDistribution, OfAFilteredDraft) {
   const std::vector<float> row0 = synthetic_logits(13), row1 = synthetic_logits(14);
   const SamplingParams p{.temperature = 1.f, .top_k = 4};
   const std::vector<double> pi0 = sampling_distribution(row0, p);

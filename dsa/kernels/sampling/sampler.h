@@ -21,7 +21,7 @@
 
 #include "dsa/core/status.h"
 
-namespace dsa::engine {
+namespace dsa::kernels {
 
 struct SamplingParams {
   float temperature = 0.f;  // 0 = greedy; else finite and > 0
@@ -54,4 +54,4 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& p, int
 // temperature 0; all zeros when no token is eligible). For tests and the engine's metrics.
 std::vector<double> sampling_distribution(std::span<const float> logits, const SamplingParams& p);
 
-}  // namespace dsa::engine
+}  // namespace dsa::kernels

@@ -48,20 +48,10 @@ StatusOr<std::vector<std::string>> read_prompts(const GenerateArgs& a) {
   return std::vector<std::string>{a.prompt};
 }
 
-std::vector<double> per_position(const std::vector<int32_t>& accept_lengths, int32_t d) {
-  std::vector<double> reach(size_t(d) + 1, 0.0), out;
-  for (int32_t len : accept_lengths) {
-    for (int32_t j = 0; j < len; ++j) reach[size_t(j)] += 1;
-  }
-  for (int32_t j = 1; j <= d; ++j)
-    out.push_back(reach[size_t(j - 1)] ? reach[size_t(j)] / reach[size_t(j - 1)] : 0.0);
-  return out;
-}
-
 Status run(const GenerateArgs& a) {
-  if (a.draft_tokens < 0 || a.draft_tokens > 6) {
-    return invalid_argument(
-        fmt::format("--speculative-num-draft-tokens = {}: must be in [0, 6]", a.draft_tokens));
+  if (a.draft_tokens < 0 || a.draft_tokens > runtime::kMaxDraftTokens) {
+    return invalid_argument(fmt::format("--speculative-num-draft-tokens = {}: must be in [0, {}]",
+                                        a.draft_tokens, runtime::kMaxDraftTokens));
   }
   if (a.max_new_tokens <= 0) {
     return invalid_argument(fmt::format("--max-new-tokens = {}: must be >= 1", a.max_new_tokens));
@@ -80,7 +70,7 @@ Status run(const GenerateArgs& a) {
   if (a.device == "cuda") {
     // Uniform forwards are padded to buckets either way, so --no-graphs runs the very same
     // padded batches eagerly (graphs on and off are bit-identical, SPEC.md §5).
-    o.buckets = model::default_buckets(o.max_requests);
+    o.buckets = runtime::default_buckets(o.max_requests);
     o.cuda_graphs = !a.no_graphs;
   }
   // cuda: FailedPrecondition without a device, Unimplemented in a host-only build.
@@ -136,19 +126,15 @@ Status run(const GenerateArgs& a) {
 
   for (int64_t id : ids) {
     const engine::RequestState& r = eng.request(id);
-    const double req_s = std::chrono::duration<double>(r.done - r.arrived).count();
-    double mean = 0;
-    for (int32_t x : r.accept_lengths) mean += x;
-    mean = r.accept_lengths.empty() ? 1.0 : mean / double(r.accept_lengths.size());
+    const engine::RequestFigures f = engine::request_figures(r);
     DSA_ASSIGN_OR_RETURN(std::string text, tok.decode(r.output, true));
     if (a.json) {
-      nlohmann::json j = {
-          {"text", text},
-          {"token_ids", r.output},
-          {"finish_reason", std::string(engine::finish_reason_name(r.finish))},
-          {"accept_length_mean", mean},
-          {"per_position_acceptance", per_position(r.accept_lengths, a.draft_tokens)},
-          {"tokens_per_s", double(r.output.size()) / req_s}};
+      nlohmann::json j = {{"text", text},
+                          {"token_ids", r.output},
+                          {"finish_reason", std::string(engine::finish_reason_name(r.finish))},
+                          {"accept_length_mean", f.accept_length_mean},
+                          {"per_position_acceptance", f.per_position_acceptance},
+                          {"tokens_per_s", f.tokens_per_s}};
       fmt::print("{}\n", j.dump());
     } else if (!stream) {
       fmt::print("--- request {} ({} tokens, {}) ---\n{}{}\n", id, r.output.size(),
@@ -158,12 +144,7 @@ Status run(const GenerateArgs& a) {
   const model::ForwardTiming& ft = model->timing();
   const int64_t steps = std::max<int64_t>(1, eng.metrics().steps);
   // Time per output token of each request after its first, averaged over requests.
-  double tpot_ms = 0;
-  for (int64_t id : ids) {
-    const engine::RequestState& r = eng.request(id);
-    const double s = std::chrono::duration<double>(r.done - r.first_token).count();
-    tpot_ms += 1000.0 * s / double(std::max<size_t>(1, r.output.size() - 1)) / double(ids.size());
-  }
+  const double tpot_ms = 1000.0 * eng.metrics().mean_tpot_s();
   if (a.json) {
     const engine::EngineMetrics& m = eng.metrics();
     nlohmann::json j = {
@@ -174,7 +155,7 @@ Status run(const GenerateArgs& a) {
           {"tokens_per_s", double(m.emitted) / secs},
           {"ms_per_output_token", 1000.0 * secs / double(std::max<int64_t>(1, m.emitted))},
           {"tpot_ms", tpot_ms},
-          {"accept_length_mean", a.draft_tokens > 0 ? m.mean_accept_length() : 1.0},
+          {"accept_length_mean", m.mean_accept_length()},
           {"steps", m.steps},
           {"forwards", ft.forwards},
           {"graph_replays", ft.replays},
@@ -187,18 +168,12 @@ Status run(const GenerateArgs& a) {
   }
   if (!a.json) {
     const engine::EngineMetrics& m = eng.metrics();
-    double ttft = 0;
-    for (int64_t id : ids) {
-      ttft += std::chrono::duration<double>(eng.request(id).first_token - eng.request(id).arrived)
-                  .count();
-    }
-    fmt::print("{}\n", stream ? "" : "");
+    fmt::print("\n");
     fmt::print(
         "[{} requests, {} tokens in {:.2f} s: {:.1f} tokens/s, {:.1f} ms per output token, mean "
         "TTFT {:.0f} ms]\n",
         ids.size(), m.emitted, secs, double(m.emitted) / secs,
-        1000.0 * secs / double(std::max<int64_t>(1, m.emitted)),
-        1000.0 * ttft / double(ids.size()));
+        1000.0 * secs / double(std::max<int64_t>(1, m.emitted)), 1000.0 * m.mean_ttft_s());
     fmt::print(
         "[{} steps, {} forwards ({} graph replays): host {:.3f} ms per step launching, {:.3f} "
         "ms per step in forwards; {:.2f} ms per output token per request]\n",

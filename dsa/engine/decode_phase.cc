@@ -1,11 +1,8 @@
 // The decode phase of an engine step: plain DECODE when d = 0, else the speculative step of
 // SPEC.md §6.1 — TARGET_VERIFY over [x_C, g_1..g_d], acceptance (§6.2/§6.3), DRAFT_EXTEND of the
 // MTP layer over the same positions (row a's output is the first new draft), and the draft chain.
-#include <fmt/format.h>
-
 #include "dsa/engine/acceptance.h"
 #include "dsa/engine/engine.h"
-#include "dsa/runtime/metadata_builder.h"
 
 namespace dsa::engine {
 
@@ -18,9 +15,9 @@ size_t sz(int64_t v) { return static_cast<size_t>(v); }
 
 }  // namespace
 
-Status Engine::decode_phase() {
+Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   std::vector<RequestState*> reqs;
-  for (RequestState* r : running_) {
+  for (RequestState* r : running) {
     if (r->phase == RequestPhase::kDecode && r->finish == FinishReason::kNone &&
         r->output.size() > 0 && !r->drafts.empty() == (d_ > 0)) {
       reqs.push_back(r);
@@ -35,10 +32,9 @@ Status Engine::decode_phase() {
     tokens.push_back(r->pending);
     for (int32_t j = 0; j < d_; ++j) tokens.push_back(r->drafts[sz(j)]);
   }
-  runtime::ForwardMetadata meta(model_.metadata_config());
   model::ForwardOutput target;
   DSA_RETURN_IF_ERROR(run_forward(d_ == 0 ? ForwardMode::kDecode : ForwardMode::kTargetVerify,
-                                  ModelKind::kTarget, inputs, tokens, {}, meta, &target));
+                                  ModelKind::kTarget, inputs, tokens, {}, &target));
   if (d_ == 0) {
     for (size_t b = 0; b < reqs.size(); ++b) {
       RequestState& r = *reqs[b];
@@ -67,24 +63,24 @@ Status Engine::decode_phase() {
     }
     mtp_inputs[b].sample_first = a;
     mtp_inputs[b].sample_count = 1;
-    ++metrics_.accept_histogram[sz(a)];
+    metrics_.accept.add(a);
     ++metrics_.verify_steps;
+    r.accept.add(a);
     r.accept_lengths.push_back(a + 1);
     r.committed += a + 1;
     r.pending = y;
     committed.push_back(r.committed);
     emit(r, acc.emitted);
   }
-  runtime::ForwardMetadata mmeta(model_.metadata_config());
   model::ForwardOutput mtp;
-  DSA_RETURN_IF_ERROR(run_forward(ForwardMode::kDraftExtend, ModelKind::kMtp, mtp_inputs,
-                                  mtp_tokens, target.hidden, mmeta, &mtp));
+  DSA_RETURN_IF_ERROR(run_forward(ForwardMode::kDraftExtend, ModelKind::kMtp, std::move(mtp_inputs),
+                                  mtp_tokens, target.hidden, &mtp));
   std::vector<int32_t> first;
   std::vector<bf16> hidden;
   const int32_t D = int32_t(model_.config().hidden_size);
   for (size_t b = 0; b < reqs.size(); ++b) {
     first.push_back(greedy_draft(&mtp.logits[b * sz(vocab_)]));
-    const int32_t row = mmeta.sample_row[b];
+    const int32_t row = mtp.sample_row[b];
     hidden.insert(hidden.end(), mtp.hidden.begin() + long(row) * D,
                   mtp.hidden.begin() + long(row + 1) * D);
   }

@@ -1,27 +1,38 @@
-#include "dsa/engine/engine.h"
+#include "dsa/engine/engine_metrics.h"
+
+#include <algorithm>
+#include <chrono>
 
 namespace dsa::engine {
 
-double EngineMetrics::mean_accept_length() const {
-  int64_t steps = 0, total = 0;
-  for (size_t a = 0; a < accept_histogram.size(); ++a) {
-    steps += accept_histogram[a];
-    total += accept_histogram[a] * int64_t(a + 1);
-  }
-  return steps ? double(total) / double(steps) : 0.0;
+namespace {
+
+double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
 }
 
-std::vector<double> EngineMetrics::per_position_acceptance() const {
-  // reach_j = steps with a >= j.
-  const size_t d = accept_histogram.empty() ? 0 : accept_histogram.size() - 1;
-  std::vector<int64_t> reach(d + 1, 0);
-  for (size_t a = 0; a <= d; ++a) {
-    for (size_t j = 0; j <= a; ++j) reach[j] += accept_histogram[a];
-  }
-  std::vector<double> out;
-  for (size_t j = 1; j <= d; ++j)
-    out.push_back(reach[j - 1] ? double(reach[j]) / double(reach[j - 1]) : 0.0);
-  return out;
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0.0 : s / double(v.size());
 }
+
+}  // namespace
+
+RequestFigures request_figures(const RequestState& r) {
+  RequestFigures f;
+  const double outputs = double(r.output.size());
+  f.ttft_s = seconds(r.first_token - r.arrived);
+  f.e2e_s = seconds(r.done - r.arrived);
+  f.tpot_s =
+      seconds(r.done - r.first_token) / double(r.output.size() > 1 ? r.output.size() - 1 : 1);
+  f.tokens_per_s = f.e2e_s > 0 ? outputs / f.e2e_s : 0.0;
+  f.accept_length_mean = r.accept.mean_accept_length();
+  f.per_position_acceptance = r.accept.per_position_acceptance();
+  return f;
+}
+
+double EngineMetrics::mean_ttft_s() const { return mean(ttft_s); }
+double EngineMetrics::mean_tpot_s() const { return mean(tpot_s); }
 
 }  // namespace dsa::engine

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "dsa/engine/accept_stats.h"
 #include "dsa/kernels/sampling/sampler.h"
 
 namespace dsa::engine {
@@ -35,6 +36,7 @@ struct RequestState {
   std::vector<int32_t> drafts;          // g_1..g_d for positions C + 1..C + d
   std::vector<int32_t> output;          // emitted tokens
   std::vector<int32_t> accept_lengths;  // a + 1 per speculative step
+  AcceptStats accept;                   // the same steps as a histogram (request_figures)
   FinishReason finish = FinishReason::kNone;
   std::chrono::steady_clock::time_point arrived, first_token, done;
 

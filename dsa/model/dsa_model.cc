@@ -17,9 +17,9 @@ size_t sz(int64_t v) { return static_cast<size_t>(v); }
 StatusOr<runtime::MetadataConfig> metadata_config_for(const ModelConfig& c, const ModelOptions& o) {
   if (o.max_context < 1)
     return invalid_argument(fmt::format("max_context = {}: must be >= 1", o.max_context));
-  if (o.num_draft_tokens < 0 || o.num_draft_tokens > 7) {
-    return invalid_argument(
-        fmt::format("num_draft_tokens = {}: must be in [0, 7]", o.num_draft_tokens));
+  if (o.num_draft_tokens < 0 || o.num_draft_tokens > runtime::kMaxDraftTokens) {
+    return invalid_argument(fmt::format("num_draft_tokens = {}: must be in [0, {}]",
+                                        o.num_draft_tokens, runtime::kMaxDraftTokens));
   }
   runtime::MetadataConfig m;
   m.num_draft_tokens = o.num_draft_tokens;
@@ -61,8 +61,10 @@ DsaModel::DsaModel(ModelConfig config, ModelWeights weights, const ModelOptions&
           ops, mc,
           runtime::AttentionDims{int32_t(config_.index_n_heads),
                                  int32_t(config_.num_attention_heads), float(config_.sm_scale())}),
+      meta_(mc),
       mirror_(ops.backend, mc, config_.hidden_size),
-      ws_(ops.backend) {}
+      ws_(ops.backend),
+      graphs_(ops.backend, options.buckets) {}
 
 StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& dir,
                                                    const ModelOptions& options,
@@ -70,18 +72,8 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
   if (!std::filesystem::is_directory(dir)) {
     return not_found(fmt::format("model directory {} does not exist", dir.string()));
   }
-  if (options.cuda_graphs && ops.backend != kernels::Backend::kCuda) {
-    return invalid_argument("cuda_graphs: the CPU backend has no graphs");
-  }
-  for (int32_t b : options.buckets) {
-    if (b < 1 || b > options.max_requests) {
-      return invalid_argument(
-          fmt::format("buckets: {} is outside [1, max_requests = {}]", b, options.max_requests));
-    }
-  }
-  if (!std::is_sorted(options.buckets.begin(), options.buckets.end())) {
-    return invalid_argument("buckets: must be ascending");
-  }
+  DSA_RETURN_IF_ERROR(runtime::GraphRunner::validate(ops.backend, options.cuda_graphs,
+                                                     options.buckets, options.max_requests));
   DSA_RETURN_IF_ERROR(runtime::use_forward_stream(ops.backend));
   DSA_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir / "config.json"));
   DSA_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(dir / "model.safetensors"));
@@ -123,23 +115,14 @@ Status DsaModel::allocate_outputs() {
   return ok_status();
 }
 
-int32_t DsaModel::batch_pad_for(int32_t b) const { return bucket_for(options_.buckets, b); }
-
-const runtime::ForwardGraph* DsaModel::graph_for(const runtime::MetadataHeader& h) const {
-  return runtime::is_uniform(h.mode) ? graphs_.find(graph_key(h)) : nullptr;
-}
-
-// SPEC.md §5: every (model, mode, bucket) runs eagerly first (module loading, the cuBLASLt
-// workspace, scratch and workspace chunks, the error word), the device is synchronised, then each
-// is captured over all-padding metadata — valid because nothing in a graph depends on host-known
-// lengths. The allocator is locked during capture (cuda/device_memory.h).
+// The graph runner captures one graph per key (runtime/graph_runner.h): its stage is this model's
+// all-padding metadata and inputs, its body the model's body.
 Status DsaModel::capture_graphs() {
-  const auto t0 = std::chrono::steady_clock::now();
-  const bool has_mtp = weights_.mtp.has_value();
   std::vector<const MoeWeights*> moes;
   for (const DecoderLayerWeights& l : weights_.layers) {
     if (l.moe) moes.push_back(&*l.moe);
   }
+  const bool has_mtp = weights_.mtp.has_value();
   if (has_mtp && weights_.mtp->block.moe) moes.push_back(&*weights_.mtp->block.moe);
   for (const MoeWeights* moe : moes) {
     if (store_.expert_tables(*moe) == nullptr) {
@@ -147,46 +130,20 @@ Status DsaModel::capture_graphs() {
           "cuda_graphs: FP8 routed experts have no device-grouped path yet (run with graphs off)");
     }
   }
-  const std::vector<GraphKey> keys =
-      graph_keys(options_.num_draft_tokens, has_mtp, options_.buckets);
-  auto padding_only = [&](const GraphKey& k, runtime::ForwardMetadata& meta) -> Status {
+  const std::vector<runtime::GraphKey> keys =
+      runtime::graph_keys(options_.num_draft_tokens, has_mtp, options_.buckets);
+  auto padding_only = [&](const runtime::GraphKey& k) -> Status {
     runtime::ForwardBatch b;
     b.model = k.model;
     b.mode = k.mode;
     b.batch_pad = k.batch_pad;
     DSA_RETURN_IF_ERROR(
-        runtime::build_forward_metadata(b, metadata_config_, pages_.page_table(), meta)
+        runtime::build_forward_metadata(b, metadata_config_, pages_.page_table(), meta_)
             .with_context("graph capture metadata"));
-    const std::vector<int32_t> tokens(sz(meta.header.rows_pad), 0);
-    const std::vector<bf16> hidden(sz(meta.header.rows_pad) * sz(config_.hidden_size));
-    return mirror_.upload(meta, pages_.page_table(), tokens,
-                          k.model == runtime::ModelKind::kMtp ? std::span<const bf16>(hidden)
-                                                              : std::span<const bf16>());
+    return stage({}, {});
   };
-  runtime::ForwardMetadata meta(metadata_config_);
-  for (const GraphKey& k : keys) {  // warm-up
-    runtime::DeferDeviceErrors defer(ops_.backend);
-    DSA_RETURN_IF_ERROR(padding_only(k, meta));
-    DSA_RETURN_IF_ERROR(body(k.model, meta));
-    DSA_RETURN_IF_ERROR(ws_.memory().sync());
-  }
-  DSA_RETURN_IF_ERROR(runtime::take_device_errors(ops_.backend, "graph warm-up"));
-  for (const GraphKey& k : keys) {
-    DSA_RETURN_IF_ERROR(padding_only(k, meta));
-    DSA_RETURN_IF_ERROR(ws_.memory().sync());  // the staging block is read before the next key
-    auto graph = runtime::capture_forward_graph(ops_.backend, [&] { return body(k.model, meta); });
-    if (!graph.ok()) {
-      return graph.status().with_context(fmt::format("capturing {} {} B_pad = {}",
-                                                     runtime::model_name(k.model),
-                                                     runtime::mode_name(k.mode), k.batch_pad));
-    }
-    graphs_.add(k, std::move(*graph));
-  }
-  graph_stats_.graphs = graphs_.size();
-  graph_stats_.nodes = graphs_.total_nodes();
-  graph_stats_.capture_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return ok_status();
+  return graphs_.capture(keys, padding_only,
+                         [&](runtime::ModelKind kind) { return body(kind, meta_); });
 }
 
 BlockContext DsaModel::block_context(const runtime::ForwardMetadata& meta) {
@@ -285,6 +242,10 @@ Status DsaModel::mtp_body(const runtime::ForwardMetadata& meta) {
 Status DsaModel::collect(const runtime::ForwardMetadata& meta, ForwardOutput* out) {
   const runtime::MemoryOps& mem = ws_.memory();
   const size_t V = sz(config_.vocab_size);
+  out->header = meta.header;
+  out->row_start.assign(meta.cu_q.begin(), meta.cu_q.begin() + meta.header.num_requests);
+  out->sample_row.assign(meta.sample_row.begin(),
+                         meta.sample_row.begin() + meta.header.num_samples);
   out->hidden.resize(sz(meta.header.rows_pad) * sz(config_.hidden_size));
   DSA_RETURN_IF_ERROR(
       mem.copy(out->hidden.data(), hidden_out_.data(), out->hidden.size() * sizeof(bf16)));
@@ -295,49 +256,64 @@ Status DsaModel::collect(const runtime::ForwardMetadata& meta, ForwardOutput* ou
   return runtime::take_device_errors(ops_.backend, "forward");
 }
 
-Status DsaModel::forward(runtime::ModelKind kind, const runtime::ForwardMetadata& meta,
-                         std::span<const int32_t> tokens, std::span<const bf16> hidden,
-                         ForwardOutput* out) {
+Status DsaModel::stage(std::span<const int32_t> tokens, std::span<const bf16> hidden) {
+  const runtime::MetadataHeader& h = meta_.header;
+  const size_t rows = sz(h.rows_pad), D = sz(config_.hidden_size);
+  if (int64_t(tokens.size()) < h.rows) {
+    return invalid_argument(
+        fmt::format("forward: {} token ids for {} rows", tokens.size(), h.rows));
+  }
+  // Padded rows take token 0 (any id in range); the MTP hidden rows of padded requests are zeros.
+  if (tokens.size() < rows) {
+    padded_tokens_.assign(tokens.begin(), tokens.end());
+    padded_tokens_.resize(rows, 0);
+    tokens = padded_tokens_;
+  }
+  if (h.model == runtime::ModelKind::kMtp) {
+    if (int64_t(hidden.size()) < int64_t(h.rows) * int64_t(D)) {
+      return invalid_argument(
+          fmt::format("forward: {} hidden values for {} rows of {}", hidden.size(), h.rows, D));
+    }
+    if (hidden.size() < rows * D) {
+      padded_hidden_.assign(hidden.begin(), hidden.end());
+      padded_hidden_.resize(rows * D, bf16{});
+      hidden = padded_hidden_;
+    }
+  } else {
+    hidden = {};
+  }
+  return mirror_.upload(meta_, pages_.page_table(), tokens, hidden);
+}
+
+Status DsaModel::forward(const runtime::ForwardBatch& batch, std::span<const int32_t> tokens,
+                         std::span<const bf16> hidden, ForwardOutput* out) {
+  if (batch.model == runtime::ModelKind::kMtp && !weights_.mtp) {
+    return failed_precondition("forward: the checkpoint has no MTP layer");
+  }
   const auto t0 = std::chrono::steady_clock::now();
+  const runtime::ForwardBatch* b = &batch;
+  runtime::ForwardBatch padded;
+  if (runtime::is_uniform(batch.mode) && batch.batch_pad == 0) {
+    padded = batch;
+    padded.batch_pad = batch_pad_for(int32_t(batch.requests.size()));
+    b = &padded;
+  }
+  DSA_RETURN_IF_ERROR(
+      runtime::build_forward_metadata(*b, metadata_config_, pages_.page_table(), meta_));
   {
     runtime::DeferDeviceErrors defer(ops_.backend);
-    DSA_RETURN_IF_ERROR(mirror_.upload(meta, pages_.page_table(), tokens, hidden));
-    if (const runtime::ForwardGraph* graph = graph_for(meta.header)) {
-      DSA_RETURN_IF_ERROR(graph->replay());
-      ++timing_.replays;
-    } else {
-      DSA_RETURN_IF_ERROR(body(kind, meta));
-    }
+    DSA_RETURN_IF_ERROR(stage(tokens, hidden));
+    DSA_ASSIGN_OR_RETURN(const bool replayed,
+                         graphs_.run(meta_.header, [&] { return body(b->model, meta_); }));
+    timing_.replays += replayed ? 1 : 0;
   }
   const auto t1 = std::chrono::steady_clock::now();
-  DSA_RETURN_IF_ERROR(collect(meta, out));
+  DSA_RETURN_IF_ERROR(collect(meta_, out));
   const auto t2 = std::chrono::steady_clock::now();
   ++timing_.forwards;
   timing_.host_s += std::chrono::duration<double>(t1 - t0).count();
   timing_.total_s += std::chrono::duration<double>(t2 - t0).count();
   return ok_status();
-}
-
-Status DsaModel::forward_target(const runtime::ForwardMetadata& meta,
-                                std::span<const int32_t> tokens, ForwardOutput* out) {
-  if (meta.header.model != runtime::ModelKind::kTarget) {
-    return invalid_argument("forward_target: the metadata was built for the MTP layer (inv. 14)");
-  }
-  return forward(runtime::ModelKind::kTarget, meta, tokens, {}, out);
-}
-
-Status DsaModel::forward_mtp(const runtime::ForwardMetadata& meta, std::span<const int32_t> tokens,
-                             std::span<const bf16> target_hidden, ForwardOutput* out) {
-  if (!weights_.mtp) return failed_precondition("forward_mtp: the checkpoint has no MTP layer");
-  if (meta.header.model != runtime::ModelKind::kMtp) {
-    return invalid_argument("forward_mtp: the metadata was built for the target model (inv. 14)");
-  }
-  const int64_t need = int64_t(meta.header.rows_pad) * config_.hidden_size;
-  if (int64_t(target_hidden.size()) < need) {
-    return invalid_argument(fmt::format("forward_mtp: target_hidden has {} values for {} rows",
-                                        target_hidden.size(), meta.header.rows_pad));
-  }
-  return forward(runtime::ModelKind::kMtp, meta, tokens, target_hidden, out);
 }
 
 }  // namespace dsa::model

@@ -1,13 +1,16 @@
 // A loaded DeepSeek-V3.2-architecture model (SPEC.md §8) with its MTP layer (§6.5): weights,
-// RoPE tables, the paged caches of every layer and the page manager, run through an op table.
-// The engine builds each forward's metadata with the runtime's one builder and hands it here.
+// RoPE tables, the paged caches of every layer and their page pool, run through an op table.
+// The engine hands it a ForwardBatch; the model builds the forward's metadata with the runtime's
+// one builder (uniform batches padded to their bucket), so it reads its page table once.
 // Weights, RoPE tables, caches and activations live in the op table's backend memory (device
 // memory for cuda_ops(): uploaded once at load). A forward is three phases:
+//   build   — the runtime's builder turns the batch into the forward's ForwardMetadata;
 //   stage   — metadata, page table, token ids (and MTP hidden rows) reach fixed backend buffers by
 //             one asynchronous copy (runtime/metadata_mirror.h);
 //   body    — every launch, reading only backend buffers: the schedule is rebuilt from row_len,
 //             the layers run, the LM head writes the sampled rows' logits; on CUDA with graphs a
-//             uniform forward whose B_pad is a bucket replays the body's graph instead (§5);
+//             uniform forward whose B_pad is a bucket replays the body's graph instead (§5,
+//             runtime/graph_runner.h);
 //   collect — hidden states and logits come back to the host ForwardOutput, then the device
 //             error word is read once (ops defer their checks, so the body never synchronises).
 #pragma once
@@ -21,13 +24,14 @@
 #include "dsa/core/status.h"
 #include "dsa/kernels/op_table.h"
 #include "dsa/model/decoder_block.h"
-#include "dsa/model/forward_graphs.h"
 #include "dsa/model/model_caches.h"
 #include "dsa/model/model_config.h"
 #include "dsa/model/model_weights.h"
 #include "dsa/model/weight_store.h"
 #include "dsa/runtime/attention_step.h"
+#include "dsa/runtime/forward_batch.h"
 #include "dsa/runtime/forward_metadata.h"
+#include "dsa/runtime/graph_runner.h"
 #include "dsa/runtime/metadata_mirror.h"
 #include "dsa/runtime/page_pool.h"
 #include "dsa/runtime/workspace.h"
@@ -38,7 +42,7 @@ enum class MtpChainHidden { kPostNorm, kPreNorm };  // SPEC.md §6.5 `mtp_chain_
 
 struct ModelOptions {
   int32_t max_context = 2048;      // max_ctx: the longest request served
-  int32_t num_draft_tokens = 0;    // d (0 = no speculation)
+  int32_t num_draft_tokens = 0;    // d in [0, runtime::kMaxDraftTokens] (0 = no speculation)
   int32_t max_requests = 8;        // B_max
   int32_t max_extend_rows = 1024;  // T_ext: rows of one EXTEND forward (chunked prefill)
   int32_t num_pages = 0;           // 0 = enough for max_requests full contexts
@@ -60,14 +64,12 @@ struct ForwardTiming {
   double host_s = 0, total_s = 0;
 };
 
-struct GraphStats {
-  int32_t graphs = 0;
-  size_t nodes = 0;
-  double capture_s = 0;  // warm-up + capture of every graph
-};
-
-// Output of one forward: final hidden states of every row and fp32 logits of the sampled rows.
+// Output of one forward: final hidden states of every row and fp32 logits of the sampled rows,
+// with where the batch's rows landed (the header and row maps of the metadata it ran).
 struct ForwardOutput {
+  runtime::MetadataHeader header;   // rows, rows_pad, batch_pad, num_samples, ...
+  std::vector<int32_t> row_start;   // [B] first row of each real request (cu_q)
+  std::vector<int32_t> sample_row;  // [num_samples] the row each logits row was taken from (-1 pad)
   std::vector<bf16> hidden;   // [rows_pad, hidden]: post final norm (target) / per mtp_chain_hidden
   std::vector<float> logits;  // [num_samples, vocab]; rows of sample_row == -1 are zeros
 };
@@ -81,31 +83,31 @@ class DsaModel {
   const ModelConfig& config() const { return config_; }
   const ModelOptions& options() const { return options_; }
   const runtime::MetadataConfig& metadata_config() const { return metadata_config_; }
+  // The one page pool of the model's caches: the engine's scheduler opens, reserves and closes
+  // request rows in it; forwards read its page table.
   runtime::PagedCacheManager& pages() { return pages_; }
-  // B_pad for a uniform forward of b requests (options().buckets; b without buckets).
-  int32_t batch_pad_for(int32_t b) const;
+  // B_pad a uniform forward of b requests gets (options().buckets; b without buckets).
+  int32_t batch_pad_for(int32_t b) const { return graphs_.batch_pad_for(b); }
   const ForwardTiming& timing() const { return timing_; }
-  const GraphStats& graph_stats() const { return graph_stats_; }
-  bool has_graph(const runtime::MetadataHeader& h) const { return graph_for(h) != nullptr; }
+  const runtime::GraphStats& graph_stats() const { return graphs_.stats(); }
 
-  // The target model over one forward: tokens [rows_pad] (padded rows: any id in range).
-  Status forward_target(const runtime::ForwardMetadata& meta, std::span<const int32_t> tokens,
-                        ForwardOutput* out);
-  // The MTP layer (§6.5): row r consumes tokens[r] (the token after row r's position) and
-  // target_hidden row r ([rows_pad, hidden], the preceding target forward's hidden states, or the
-  // MTP layer's own output when chaining).
-  Status forward_mtp(const runtime::ForwardMetadata& meta, std::span<const int32_t> tokens,
-                     std::span<const bf16> target_hidden, ForwardOutput* out);
+  // One forward of batch.model over batch (SPEC.md §4): the metadata is built here from the page
+  // table (a uniform batch with batch_pad 0 is padded to its bucket). tokens: one id per real row
+  // (rows in request order; extra ids up to rows_pad are used, the rest of the padded rows take
+  // id 0). hidden (MTP only, §6.5): row r is the hidden state row r's token pairs with — the
+  // preceding target forward's, or the MTP layer's own when chaining — at least the real rows,
+  // padded with zeros up to rows_pad. InvalidArgument for an MTP batch without an MTP layer's
+  // inputs, too few tokens or hidden rows; the builder's errors otherwise (nothing runs then).
+  Status forward(const runtime::ForwardBatch& batch, std::span<const int32_t> tokens,
+                 std::span<const bf16> hidden, ForwardOutput* out);
 
  private:
   DsaModel(ModelConfig config, ModelWeights weights, const ModelOptions& options,
            const runtime::MetadataConfig& mc, const kernels::OpTable& ops);
   Status allocate_outputs();
-  // The captured graph a forward with this header replays (nullptr: it runs eagerly).
-  const runtime::ForwardGraph* graph_for(const runtime::MetadataHeader& h) const;
   Status capture_graphs();
-  Status forward(runtime::ModelKind kind, const runtime::ForwardMetadata& meta,
-                 std::span<const int32_t> tokens, std::span<const bf16> hidden, ForwardOutput* out);
+  // Stages the built metadata with tokens and hidden rows padded to rows_pad (one copy).
+  Status stage(std::span<const int32_t> tokens, std::span<const bf16> hidden);
   // Every launch of a forward; reads only backend buffers (capturable).
   Status body(runtime::ModelKind kind, const runtime::ForwardMetadata& meta);
   Status target_body(const runtime::ForwardMetadata& meta);
@@ -129,14 +131,16 @@ class DsaModel {
   runtime::PagedCacheManager pages_;
   ModelCaches caches_;
   runtime::AttentionStep attention_;
+  runtime::ForwardMetadata meta_;  // the current forward's, built in place (fixed capacity)
   runtime::MetadataMirror mirror_;
   runtime::Workspace ws_;
   // Outputs at capacity (row_capacity rows), at fixed addresses: what graphs write.
   runtime::Buffer<bf16> hidden_out_;
   runtime::Buffer<float> logits_out_;
-  ForwardGraphs graphs_;
+  runtime::GraphRunner graphs_;
   ForwardTiming timing_;
-  GraphStats graph_stats_;
+  std::vector<int32_t> padded_tokens_;  // a padded forward's token rows (reused)
+  std::vector<bf16> padded_hidden_;
 };
 
 }  // namespace dsa::model

@@ -4,8 +4,6 @@
 
 #include <cmath>
 
-#include "dsa/runtime/metadata_builder.h"
-
 namespace dsa::model {
 
 namespace {
@@ -58,7 +56,6 @@ StatusOr<PerplexityResult> evaluate_perplexity(DsaModel& model, const Tokenizer&
   res.stream_tokens = int64_t(stream.size());
   const int32_t V = int32_t(model.config().vocab_size);
   int64_t hits = 0, mtp_hits = 0;
-  runtime::ForwardMetadata meta(model.metadata_config()), mtp_meta(model.metadata_config());
   for (size_t s0 = 0; s0 + 1 < stream.size(); s0 += size_t(o.window)) {
     if (o.max_windows > 0 && res.windows >= o.max_windows) break;
     const size_t end = std::min(stream.size(), s0 + size_t(o.window) + 1);
@@ -70,10 +67,8 @@ StatusOr<PerplexityResult> evaluate_perplexity(DsaModel& model, const Tokenizer&
     runtime::ForwardBatch b;
     b.mode = runtime::ForwardMode::kExtend;
     b.requests.push_back({slot, 0, T, 0, T});
-    DSA_RETURN_IF_ERROR(runtime::build_forward_metadata(b, model.metadata_config(),
-                                                        model.pages().page_table(), meta));
     ForwardOutput out;
-    DSA_RETURN_IF_ERROR(model.forward_target(meta, inp, &out));
+    DSA_RETURN_IF_ERROR(model.forward(b, inp, {}, &out));
     for (int32_t i = 0; i < T; ++i) {
       auto [lp, hit] = score_row(&out.logits[size_t(i) * V], V, stream[s0 + size_t(i) + 1]);
       res.nll -= lp;
@@ -88,10 +83,8 @@ StatusOr<PerplexityResult> evaluate_perplexity(DsaModel& model, const Tokenizer&
       mb.mode = runtime::ForwardMode::kExtend;
       mb.model = runtime::ModelKind::kMtp;
       mb.requests.push_back({slot, 0, T, 0, T - 1});
-      DSA_RETURN_IF_ERROR(runtime::build_forward_metadata(mb, model.metadata_config(),
-                                                          model.pages().page_table(), mtp_meta));
       ForwardOutput mo;
-      DSA_RETURN_IF_ERROR(model.forward_mtp(mtp_meta, next, out.hidden, &mo));
+      DSA_RETURN_IF_ERROR(model.forward(mb, next, out.hidden, &mo));
       for (int32_t i = 0; i + 1 < T; ++i) {
         mtp_hits += score_row(&mo.logits[size_t(i) * V], V, stream[s0 + size_t(i) + 2]).second;
       }

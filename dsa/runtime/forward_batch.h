@@ -35,6 +35,11 @@ struct ForwardBatch {
   std::vector<RequestInput> requests;  // the B real requests, in order
 };
 
+// n_max = 8 query rows per request (SPEC.md §1.1), so at most 7 draft tokens: the one limit every
+// layer (options, the command line) checks d against.
+inline constexpr int32_t kMaxRowsPerRequest = 8;
+inline constexpr int32_t kMaxDraftTokens = kMaxRowsPerRequest - 1;
+
 // Fixed for the process; every metadata buffer is allocated once from these (SPEC.md §1.1).
 struct MetadataConfig {
   int32_t num_draft_tokens = 0;  // d: n = d + 1 in verify and draft-extend

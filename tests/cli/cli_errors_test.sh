@@ -32,7 +32,7 @@ expect_error "prompt is empty" generate --model "$model" --prompt ""
 expect_error "longer than the context" generate --model "$model" --prompt "$long_prompt" --max-context 256
 expect_error "max-new-tokens = 0" generate --model "$model" --prompt "Hi" --max-new-tokens 0
 expect_error "max-new-tokens = -3" generate --model "$model" --prompt "Hi" --max-new-tokens -3
-expect_error "speculative-num-draft-tokens = 7" generate --model "$model" --prompt "Hi" --speculative-num-draft-tokens 7
+expect_error "speculative-num-draft-tokens = 8" generate --model "$model" --prompt "Hi" --speculative-num-draft-tokens 8
 expect_error "speculative-num-draft-tokens = -1" generate --model "$model" --prompt "Hi" --speculative-num-draft-tokens -1
 expect_error "no such model directory" generate --model "$root/does-not-exist" --prompt "Hi"
 expect_error "temperature = -1" generate --model "$model" --prompt "Hi" --temperature -1

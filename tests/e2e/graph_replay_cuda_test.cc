@@ -143,22 +143,19 @@ void run_composition(Trio& t, testing::Rng& rng, std::vector<Live>& live, int32_
     b.requests.push_back({r.slot, r.cached, n, sample_first, -1});
   }
   b.batch_pad = t.graph->batch_pad_for(std::max<int32_t>(1, int32_t(chosen.size())));
-  runtime::ForwardMetadata meta(t.cpu->metadata_config());
-  Status s = runtime::build_forward_metadata(b, t.cpu->metadata_config(),
-                                             t.cpu->pages().page_table(), meta);
-  ASSERT_TRUE(s.ok()) << s.to_string();
-  const int32_t rows = meta.header.rows_pad;
+  // A uniform forward: B_pad requests of n rows, the real ones first (each model builds the
+  // metadata from its own page table; the three are in lockstep).
+  const int32_t real_rows = int32_t(chosen.size()) * n, rows = b.batch_pad * n;
   std::vector<int32_t> tokens(size_t(rows), 0);
-  for (int32_t r = 0; r < meta.header.rows; ++r) tokens[size_t(r)] = int32_t(rng.randint(0, V - 1));
+  for (int32_t r = 0; r < real_rows; ++r) tokens[size_t(r)] = int32_t(rng.randint(0, V - 1));
   std::vector<bf16> hidden;
   if (kind == ModelKind::kMtp) hidden = rng.bf16_vector(size_t(rows) * D);
 
   model::ForwardOutput out[3];
+  Status s;
   auto run = [&](model::DsaModel& m, model::ForwardOutput* o) {
-    return kind == ModelKind::kTarget ? m.forward_target(meta, tokens, o)
-                                      : m.forward_mtp(meta, tokens, hidden, o);
+    return m.forward(b, tokens, hidden, o);
   };
-  ASSERT_TRUE(t.graph->has_graph(meta.header)) << "no graph for this forward";
   const int64_t replays = t.graph->timing().replays;
   const uint64_t allocs = runtime::device_allocation_count(kernels::Backend::kCuda);
   testing::within_seconds(kWatchdogSeconds, [&] {
@@ -175,9 +172,13 @@ void run_composition(Trio& t, testing::Rng& rng, std::vector<Live>& live, int32_
   s = run(*t.cpu, &out[0]);
   ASSERT_TRUE(s.ok()) << s.to_string();
 
+  const runtime::MetadataHeader& header = out[0].header;
+  ASSERT_EQ(header.rows, real_rows);
+  ASSERT_EQ(header.rows_pad, rows);
+  EXPECT_EQ(out[2].header, header);
   const std::string what =
       std::string(runtime::model_name(kind)) + " " + std::string(runtime::mode_name(b.mode)) +
-      " B " + std::to_string(chosen.size()) + " B_pad " + std::to_string(meta.header.batch_pad) +
+      " B " + std::to_string(chosen.size()) + " B_pad " + std::to_string(header.batch_pad) +
       " forward " + std::to_string(forward_id);
   // Graph replay == eager, bit for bit.
   ASSERT_EQ(out[2].hidden.size(), out[1].hidden.size());
@@ -192,11 +193,11 @@ void run_composition(Trio& t, testing::Rng& rng, std::vector<Live>& live, int32_
                                                                     : int32_t(chosen.size());
   compare_to_cpu(out[0].logits, out[2].logits, size_t(real_samples), size_t(V), st);
   std::vector<float> hc, hg;
-  for (int32_t i = 0; i < meta.header.rows * D; ++i) {
+  for (int32_t i = 0; i < header.rows * D; ++i) {
     hc.push_back(bf16_to_float(out[0].hidden[size_t(i)]));
     hg.push_back(bf16_to_float(out[2].hidden[size_t(i)]));
   }
-  compare_to_cpu(hc, hg, size_t(meta.header.rows), size_t(D), st);
+  compare_to_cpu(hc, hg, size_t(header.rows), size_t(D), st);
 
   // Accept a random number of rows: the committed length moves by 0..n.
   for (size_t i : chosen) live[i].cached += int32_t(rng.randint(0, n));
@@ -206,14 +207,14 @@ void run_composition(Trio& t, testing::Rng& rng, std::vector<Live>& live, int32_
   ++st.forwards;
   st.replays += 1;
   st.idle += idle;
-  st.real_rows += meta.header.rows;
-  st.padded_rows += rows - meta.header.rows;
+  st.real_rows += header.rows;
+  st.padded_rows += rows - header.rows;
 }
 
 void fuzz(int32_t d, int32_t iters) {
   Trio t = load_trio(d);
   ASSERT_TRUE(t.cpu && t.eager && t.graph);
-  const model::GraphStats& gs = t.graph->graph_stats();
+  const runtime::GraphStats& gs = t.graph->graph_stats();
   std::printf("d = %d: %d graphs (%zu nodes) captured in %.2f s\n", d, gs.graphs, gs.nodes,
               gs.capture_s);
   const uint64_t seed = testing::test_seed();
@@ -271,16 +272,16 @@ TEST(GraphReplay, FailedUpdateAbortsTheStep) {
   b.mode = ForwardMode::kDecode;
   b.batch_pad = 2;
   b.requests.push_back({*slot, 9, 1, 0, -1});
-  runtime::ForwardMetadata meta(m->metadata_config());
-  ASSERT_TRUE(
-      runtime::build_forward_metadata(b, m->metadata_config(), m->pages().page_table(), meta).ok());
   model::ForwardOutput out;
-  const std::vector<int32_t> too_few = {5};  // 1 token id for 2 rows
-  Status s = m->forward_target(meta, too_few, &out);
+  Status s = m->forward(b, {}, {}, &out);  // no token id for the request's row
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  b.requests[0].cached_len = 100;  // a position whose page was never reserved: the build fails
+  const std::vector<int32_t> one = {5};
+  s = m->forward(b, one, {}, &out);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.to_string();
   EXPECT_EQ(m->timing().replays, 0);
-  const std::vector<int32_t> ok_tokens = {5, 0};
-  s = m->forward_target(meta, ok_tokens, &out);
+  b.requests[0].cached_len = 9;
+  s = m->forward(b, one, {}, &out);
   EXPECT_TRUE(s.ok()) << s.to_string();
   EXPECT_EQ(m->timing().replays, 1);
 }

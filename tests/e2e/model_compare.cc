@@ -7,7 +7,6 @@
 #include <cstdio>
 
 #include "dsa/engine/engine.h"
-#include "dsa/runtime/metadata_builder.h"
 #include "tests/e2e/router_margin.h"
 
 namespace dsa::e2e {
@@ -28,7 +27,7 @@ std::unique_ptr<model::DsaModel> load_tiny(const kernels::OpTable& ops, const Lo
   o.max_requests = lo.max_requests;
   o.max_extend_rows = 1024;
   o.num_draft_tokens = lo.d;
-  if (lo.buckets) o.buckets = model::default_buckets(lo.max_requests);
+  if (lo.buckets) o.buckets = runtime::default_buckets(lo.max_requests);
   o.cuda_graphs = lo.graphs;
   auto m = model::DsaModel::load(source_dir() + "/models/tiny-dsa", o, ops);
   EXPECT_TRUE(m.ok()) << m.status().to_string();
@@ -42,11 +41,9 @@ std::vector<float> last_rows(model::DsaModel& m, const std::vector<int32_t>& ids
   runtime::ForwardBatch b;
   b.mode = runtime::ForwardMode::kExtend;
   b.requests.push_back({*slot, 0, n, n - count, count});
-  runtime::ForwardMetadata meta(m.metadata_config());
   model::ForwardOutput out;
   EXPECT_TRUE(m.pages().reserve(*slot, n).ok());
-  Status s = runtime::build_forward_metadata(b, m.metadata_config(), m.pages().page_table(), meta);
-  if (s.ok()) s = m.forward_target(meta, ids, &out);
+  Status s = m.forward(b, ids, {}, &out);
   EXPECT_TRUE(s.ok()) << s.to_string();
   EXPECT_TRUE(m.pages().close_request(*slot).ok());
   return out.logits;

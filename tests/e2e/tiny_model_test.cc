@@ -12,7 +12,6 @@
 #include "dsa/model/dsa_model.h"
 #include "dsa/model/perplexity.h"
 #include "dsa/model/tokenizer.h"
-#include "dsa/runtime/metadata_builder.h"
 #include "tests/e2e/golden.h"
 
 namespace dsa::e2e {
@@ -41,14 +40,12 @@ std::unique_ptr<model::DsaModel> load_model(bool dense = false) {
 // One forward of `mode` for a single request; samples rows [first, first + count).
 Status run_forward(model::DsaModel& m, runtime::ForwardMode mode, int32_t slot, int32_t cached,
                    std::span<const int32_t> tokens, int32_t sample_first, int32_t sample_count,
-                   model::ForwardOutput* out, runtime::ForwardMetadata* meta) {
+                   model::ForwardOutput* out) {
   runtime::ForwardBatch b;
   b.mode = mode;
   b.requests.push_back({slot, cached, int32_t(tokens.size()), sample_first, sample_count});
   DSA_RETURN_IF_ERROR(m.pages().reserve(slot, cached + int32_t(tokens.size())));
-  DSA_RETURN_IF_ERROR(
-      runtime::build_forward_metadata(b, m.metadata_config(), m.pages().page_table(), *meta));
-  return m.forward_target(*meta, tokens, out);
+  return m.forward(b, tokens, {}, out);
 }
 
 // Tolerance of the CPU model against the reference logits. Both follow SPEC.md's numerics (bf16
@@ -105,11 +102,9 @@ TEST(TinyModel, LogitsAndMtpLogitsMatchReference) {
     const int32_t n = int32_t(p.ids.size());
     auto slot = m->pages().open_request();
     ASSERT_TRUE(slot.ok());
-    runtime::ForwardMetadata meta(m->metadata_config());
     model::ForwardOutput out;
     const int32_t first = p.last_positions.front(), count = int32_t(p.last_positions.size());
-    Status s =
-        run_forward(*m, runtime::ForwardMode::kExtend, *slot, 0, p.ids, first, count, &out, &meta);
+    Status s = run_forward(*m, runtime::ForwardMode::kExtend, *slot, 0, p.ids, first, count, &out);
     ASSERT_TRUE(s.ok()) << s.to_string();
     expect_close(compare_logits(out.logits.data(), p.logits.data(), size_t(count), V),
                  "prompt of " + std::to_string(n) + " tokens");
@@ -122,11 +117,8 @@ TEST(TinyModel, LogitsAndMtpLogitsMatchReference) {
     b.model = runtime::ModelKind::kMtp;
     const int32_t mfirst = p.mtp.rows.front(), mcount = int32_t(p.mtp.rows.size());
     b.requests.push_back({*slot, 0, n, mfirst, mcount});
-    runtime::ForwardMetadata mm(m->metadata_config());
-    ASSERT_TRUE(
-        runtime::build_forward_metadata(b, m->metadata_config(), m->pages().page_table(), mm).ok());
     model::ForwardOutput mo;
-    s = m->forward_mtp(mm, next, out.hidden, &mo);
+    s = m->forward(b, next, out.hidden, &mo);
     ASSERT_TRUE(s.ok()) << s.to_string();
     expect_close(compare_logits(mo.logits.data(), p.mtp.logits.data(), size_t(mcount), V),
                  "MTP, prompt of " + std::to_string(n) + " tokens");
@@ -143,11 +135,9 @@ TEST(TinyModel, GreedyContinuationMatchesReferenceUpToNearTies) {
     const int32_t n = int32_t(p.ids.size());
     auto slot = m->pages().open_request();
     ASSERT_TRUE(slot.ok());
-    runtime::ForwardMetadata meta(m->metadata_config());
     model::ForwardOutput out;
     ASSERT_TRUE(
-        run_forward(*m, runtime::ForwardMode::kExtend, *slot, 0, p.ids, n - 1, 1, &out, &meta)
-            .ok());
+        run_forward(*m, runtime::ForwardMode::kExtend, *slot, 0, p.ids, n - 1, 1, &out).ok());
     int32_t cached = n;
     for (size_t i = 0; i < p.greedy.size(); ++i) {
       auto [tok, gap] = argmax_gap(out.logits.data(), V);
@@ -160,8 +150,7 @@ TEST(TinyModel, GreedyContinuationMatchesReferenceUpToNearTies) {
       }
       std::vector<int32_t> one = {tok};
       ASSERT_TRUE(
-          run_forward(*m, runtime::ForwardMode::kDecode, *slot, cached, one, 0, 1, &out, &meta)
-              .ok());
+          run_forward(*m, runtime::ForwardMode::kDecode, *slot, cached, one, 0, 1, &out).ok());
       ++cached;
     }
     ASSERT_TRUE(m->pages().close_request(*slot).ok());

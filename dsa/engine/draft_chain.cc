@@ -1,0 +1,34 @@
+// The d - 1 MTP DECODE steps that complete a request's drafts (SPEC.md §6.1 step 4), after a
+// prefill completes or a speculative step commits: step s at position C' - 1 + s consumes
+// (g_s, m_s), the previous draft and the MTP layer's own hidden state.
+#include "dsa/engine/engine.h"
+
+namespace dsa::engine {
+
+Status Engine::draft_chain(const std::vector<RequestState*>& reqs, std::vector<int32_t> drafts,
+                           std::vector<bf16> hidden, std::vector<int32_t> committed) {
+  const size_t B = reqs.size();
+  const size_t V = static_cast<size_t>(vocab_);
+  std::vector<std::vector<int32_t>> chains(B);
+  for (size_t b = 0; b < B; ++b) chains[b].push_back(drafts[b]);
+  for (int32_t s = 1; s < d_; ++s) {
+    std::vector<runtime::RequestInput> inputs;
+    std::vector<int32_t> tokens;
+    for (size_t b = 0; b < B; ++b) {
+      inputs.push_back({reqs[b]->req_slot, committed[b] - 1 + s, 1, 0, 1});
+      tokens.push_back(chains[b].back());
+    }
+    model::ForwardOutput out;
+    DSA_RETURN_IF_ERROR(run_forward(runtime::ForwardMode::kDecode, runtime::ModelKind::kMtp,
+                                    std::move(inputs), tokens, hidden, &out));
+    for (size_t b = 0; b < B; ++b) chains[b].push_back(greedy_draft(&out.logits[b * V]));
+    hidden = std::move(out.hidden);
+  }
+  for (size_t b = 0; b < B; ++b) {
+    reqs[b]->drafts = std::move(chains[b]);
+    if (options_.draft_override) options_.draft_override(*reqs[b], reqs[b]->drafts);
+  }
+  return ok_status();
+}
+
+}  // namespace dsa::engine

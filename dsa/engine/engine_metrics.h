@@ -1,0 +1,39 @@
+// The figures the engine reports (the CLI and, later, the server print them; nothing recomputes
+// them): per request its latencies and accept lengths, per engine the totals and the latencies of
+// every finished request.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dsa/engine/accept_stats.h"
+#include "dsa/engine/request.h"
+
+namespace dsa::engine {
+
+struct RequestFigures {
+  double ttft_s = 0;        // arrival to the first emitted token
+  double e2e_s = 0;         // arrival to finish
+  double tpot_s = 0;        // first token to finish, per output token after the first
+  double tokens_per_s = 0;  // output tokens / e2e_s
+  double accept_length_mean = 1;
+  std::vector<double> per_position_acceptance;  // [d]
+};
+
+// The figures of a finished request.
+RequestFigures request_figures(const RequestState& r);
+
+struct EngineMetrics {
+  explicit EngineMetrics(int32_t num_draft_tokens = 0) : accept(num_draft_tokens) {}
+
+  int64_t steps = 0, verify_steps = 0, emitted = 0;
+  AcceptStats accept;                  // every speculative step of every request
+  std::vector<double> ttft_s, tpot_s;  // one entry per finished request, in finishing order
+
+  double mean_accept_length() const { return accept.mean_accept_length(); }
+  std::vector<double> per_position_acceptance() const { return accept.per_position_acceptance(); }
+  double mean_ttft_s() const;
+  double mean_tpot_s() const;
+};
+
+}  // namespace dsa::engine

@@ -1,0 +1,90 @@
+// The prefill phase of an engine step (SPEC.md §6.1, chunked prefill): one target EXTEND over every
+// prefilling request's next chunk, then the MTP EXTEND over the same rows (row i pairs token i + 1
+// with h_i; a prompt's last row takes the token the target just sampled), then the draft chain for
+// prompts that completed.
+#include <algorithm>
+
+#include "dsa/engine/engine.h"
+
+namespace dsa::engine {
+
+namespace {
+
+using runtime::ForwardMode;
+using runtime::ModelKind;
+
+size_t sz(int64_t v) { return static_cast<size_t>(v); }
+
+}  // namespace
+
+Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
+  std::vector<RequestState*> reqs;
+  std::vector<runtime::RequestInput> inputs;
+  std::vector<int32_t> tokens;
+  int32_t budget = model_.metadata_config().max_extend_rows;
+  for (RequestState* r : running) {
+    if (r->phase != RequestPhase::kPrefill || budget == 0) continue;
+    const int32_t len = std::min({options_.prefill_chunk, r->prompt_len() - r->prefilled, budget});
+    const bool last = r->prefilled + len == r->prompt_len();
+    inputs.push_back({r->req_slot, r->prefilled, len, len - 1, last ? 1 : 0});
+    for (int32_t i = 0; i < len; ++i) tokens.push_back(r->req.prompt[sz(r->prefilled + i)]);
+    reqs.push_back(r);
+    budget -= len;
+  }
+  if (reqs.empty()) return ok_status();
+  model::ForwardOutput target;
+  DSA_RETURN_IF_ERROR(
+      run_forward(ForwardMode::kExtend, ModelKind::kTarget, inputs, tokens, {}, &target));
+
+  // Sample x_{L_p} for prompts that completed; build the MTP rows' next tokens.
+  std::vector<int32_t> next(tokens.size());
+  std::vector<RequestState*> completed;
+  std::vector<int32_t> completed_rows;
+  int32_t sample_i = 0;
+  for (size_t b = 0; b < reqs.size(); ++b) {
+    RequestState& r = *reqs[b];
+    const int32_t first = target.row_start[b], len = inputs[b].new_len;
+    for (int32_t i = 0; i < len; ++i) {
+      const int32_t pos = r.prefilled + i;
+      next[sz(first + i)] = pos + 1 < r.prompt_len() ? r.req.prompt[sz(pos + 1)] : -1;
+    }
+    r.prefilled += len;
+    if (r.prefilled == r.prompt_len()) {
+      const int32_t x = sample(r, &target.logits[sz(sample_i) * sz(vocab_)], r.prompt_len());
+      ++sample_i;
+      next[sz(first + len - 1)] = x;
+      r.committed = r.prompt_len();
+      r.pending = x;
+      r.phase = RequestPhase::kDecode;
+      completed.push_back(&r);
+      completed_rows.push_back(first + len - 1);
+      emit(r, std::span<const int32_t>(&x, 1));
+    }
+  }
+  if (d_ == 0) return ok_status();
+
+  // MTP EXTEND over the same rows; completed prompts sample their last row (first draft).
+  std::vector<runtime::RequestInput> mtp_inputs = inputs;
+  for (size_t b = 0; b < reqs.size(); ++b) {
+    const bool done = reqs[b]->phase == RequestPhase::kDecode;
+    mtp_inputs[b].sample_first = inputs[b].new_len - 1;
+    mtp_inputs[b].sample_count = done ? 1 : 0;
+  }
+  model::ForwardOutput mtp;
+  DSA_RETURN_IF_ERROR(run_forward(ForwardMode::kExtend, ModelKind::kMtp, std::move(mtp_inputs),
+                                  next, target.hidden, &mtp));
+  if (completed.empty()) return ok_status();
+  std::vector<int32_t> g1;
+  std::vector<bf16> hidden;
+  std::vector<int32_t> positions;
+  const int32_t D = int32_t(model_.config().hidden_size);
+  for (size_t i = 0; i < completed.size(); ++i) {
+    g1.push_back(greedy_draft(&mtp.logits[i * sz(vocab_)]));
+    hidden.insert(hidden.end(), mtp.hidden.begin() + long(completed_rows[i]) * D,
+                  mtp.hidden.begin() + long(completed_rows[i] + 1) * D);
+    positions.push_back(completed[i]->committed);  // C' = L_p
+  }
+  return draft_chain(completed, std::move(g1), std::move(hidden), std::move(positions));
+}
+
+}  // namespace dsa::engine

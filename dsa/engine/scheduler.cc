@@ -1,0 +1,67 @@
+#include "dsa/engine/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "dsa/kernels/common/paged_cache.h"
+
+namespace dsa::engine {
+
+Scheduler::Scheduler(runtime::PagedCacheManager& pages, SchedulerLimits limits)
+    : pages_(pages), limits_(limits) {}
+
+RequestState& Scheduler::add(GenerationRequest req) {
+  auto r = std::make_unique<RequestState>();
+  r->id = next_id_++;
+  r->req = std::move(req);
+  r->accept = AcceptStats(limits_.num_draft_tokens);
+  r->arrived = std::chrono::steady_clock::now();
+  RequestState& state = *r;
+  waiting_.push_back(r.get());
+  requests_[state.id] = std::move(r);
+  return state;
+}
+
+// A request runs when a request slot and pages for its whole life are free; otherwise it waits
+// (FIFO: a later, smaller request does not overtake the head). One that could never fit is refused.
+Status Scheduler::admit() {
+  const int32_t n = limits_.rows_per_request;
+  while (!waiting_.empty() && int32_t(running_.size()) < limits_.max_running) {
+    RequestState& r = *waiting_.front();
+    const int32_t total =
+        std::min(r.prompt_len() + r.req.max_new_tokens, limits_.max_context) + 2 * n;
+    const int32_t pages = (total + kernels::kPageSize - 1) / kernels::kPageSize;
+    if (pages > pages_.num_pages() - 1) {
+      return resource_exhausted(fmt::format("request {} needs {} pages; the pool has {}", r.id,
+                                            pages, pages_.num_pages() - 1));
+    }
+    if (pages > pages_.num_free_pages()) break;  // wait for running requests to finish
+    DSA_ASSIGN_OR_RETURN(r.req_slot, pages_.open_request());
+    DSA_RETURN_IF_ERROR(pages_.reserve(r.req_slot, total));
+    r.phase = RequestPhase::kPrefill;
+    running_.push_back(&r);
+    waiting_.pop_front();
+  }
+  return ok_status();
+}
+
+StatusOr<std::vector<RequestState*>> Scheduler::retire_finished() {
+  std::vector<RequestState*> done;
+  for (auto it = running_.begin(); it != running_.end();) {
+    RequestState& r = **it;
+    if (r.finish == FinishReason::kNone) {
+      ++it;
+      continue;
+    }
+    r.phase = RequestPhase::kFinished;
+    r.done = std::chrono::steady_clock::now();
+    DSA_RETURN_IF_ERROR(pages_.close_request(r.req_slot));
+    done.push_back(&r);
+    it = running_.erase(it);
+  }
+  return done;
+}
+
+}  // namespace dsa::engine

@@ -1,0 +1,77 @@
+// The scheduler over a bare page pool (no model): FIFO admission under the slot and page limits,
+// a request that can never fit refused, finishing frees the pages for the next in line.
+#include "dsa/engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+namespace dsa::engine {
+namespace {
+
+GenerationRequest request_of(int32_t prompt_len, int32_t max_new) {
+  GenerationRequest r;
+  r.prompt.assign(size_t(prompt_len), 1);
+  r.max_new_tokens = max_new;
+  return r;
+}
+
+// 9 pages (8 usable), 4 request rows (3 usable), width 8: a request of 100 + 20 tokens with d = 1
+// needs 100 + 20 + 2 * 2 = 124 positions = 2 pages.
+TEST(Scheduler, AdmitsFifoWithinSlotsAndPagesAndFreesOnFinish) {
+  runtime::PagedCacheManager pages(9, 4, 8);
+  Scheduler s(pages,
+              {.max_running = 2, .max_context = 512, .rows_per_request = 2, .num_draft_tokens = 1});
+  RequestState& a = s.add(request_of(100, 20));
+  RequestState& b = s.add(request_of(300, 60));  // 364 positions: 6 pages
+  RequestState& c = s.add(request_of(10, 5));
+  EXPECT_EQ(a.id, 0);
+  EXPECT_EQ(c.id, 2);
+  ASSERT_TRUE(s.admit().ok());
+  ASSERT_EQ(s.running().size(), 2u);  // max_running
+  EXPECT_EQ(a.phase, RequestPhase::kPrefill);
+  EXPECT_EQ(b.phase, RequestPhase::kPrefill);
+  EXPECT_EQ(c.phase, RequestPhase::kWaiting);
+  EXPECT_EQ(pages.num_free_pages(), 0);
+  EXPECT_EQ(pages.pages_held(a.req_slot), 2);
+  EXPECT_EQ(a.accept.histogram().size(), 2u);  // d + 1 buckets
+
+  ASSERT_TRUE(s.admit().ok());  // nothing fits: still waiting, no error
+  EXPECT_EQ(c.phase, RequestPhase::kWaiting);
+
+  a.finish = FinishReason::kEos;
+  auto done = s.retire_finished();
+  ASSERT_TRUE(done.ok());
+  ASSERT_EQ(done->size(), 1u);
+  EXPECT_EQ((*done)[0], &a);
+  EXPECT_EQ(a.phase, RequestPhase::kFinished);
+  EXPECT_EQ(pages.num_free_pages(), 2);
+  ASSERT_TRUE(s.admit().ok());
+  EXPECT_EQ(c.phase, RequestPhase::kPrefill);
+  EXPECT_TRUE(s.has_work());
+  b.finish = c.finish = FinishReason::kMaxNewTokens;
+  ASSERT_TRUE(s.retire_finished().ok());
+  EXPECT_FALSE(s.has_work());
+  EXPECT_EQ(pages.num_free_pages(), 8);
+  EXPECT_EQ(&s.request(1), &b);  // finished requests stay readable
+}
+
+TEST(Scheduler, ARequestThatCanNeverFitIsResourceExhausted) {
+  runtime::PagedCacheManager pages(3, 4, 8);  // 2 usable pages = 128 positions
+  Scheduler s(pages, {.max_running = 2, .max_context = 512, .rows_per_request = 1});
+  s.add(request_of(200, 10));
+  Status st = s.admit();
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.to_string();
+  EXPECT_NE(st.message().find("needs 4 pages; the pool has 2"), std::string::npos)
+      << st.to_string();
+}
+
+// The context bounds the life of a request: max_new_tokens beyond it reserves only up to it.
+TEST(Scheduler, ReservationIsCappedByTheContext) {
+  runtime::PagedCacheManager pages(9, 4, 8);
+  Scheduler s(pages, {.max_running = 1, .max_context = 128, .rows_per_request = 1});
+  RequestState& r = s.add(request_of(50, 1000));
+  ASSERT_TRUE(s.admit().ok());
+  EXPECT_EQ(pages.pages_held(r.req_slot), 3);  // min(1050, 128) + 2 = 130 positions
+}
+
+}  // namespace
+}  // namespace dsa::engine

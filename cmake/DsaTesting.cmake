@@ -13,6 +13,8 @@ function(dsa_add_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LABELS;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE dsa_testing GTest::gtest GTest::gtest_main ${ARG_LIBS})
+  # Tests that read the shipped model or test data find it from the source tree.
+  target_compile_definitions(${name} PRIVATE DSA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   set(labels cpu)
   if(ARG_LABELS)
     set(labels ${ARG_LABELS})

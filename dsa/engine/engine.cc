@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 namespace dsa::engine {
 
@@ -22,30 +23,25 @@ SchedulerLimits limits_of(const model::DsaModel& m) {
 
 }  // namespace
 
-std::string_view finish_reason_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::kNone:
-      return "none";
-    case FinishReason::kEos:
-      return "eos";
-    case FinishReason::kMaxNewTokens:
-      return "max_new_tokens";
-    case FinishReason::kMaxContext:
-      return "max_context";
-  }
-  return "?";
-}
-
 Engine::Engine(model::DsaModel& model, EngineOptions options)
     : model_(model),
       options_(std::move(options)),
       d_(model.options().num_draft_tokens),
       vocab_(int32_t(model.config().vocab_size)),
       eos_(int32_t(model.config().eos_token_id)),
+      options_status_(validate(options_)),
       scheduler_(model.pages(), limits_of(model)),
       metrics_(d_) {}
 
+Status validate(const EngineOptions& o) {
+  if (o.prefill_chunk < 1) {
+    return invalid_argument(fmt::format("prefill_chunk = {}: must be >= 1", o.prefill_chunk));
+  }
+  return ok_status();
+}
+
 StatusOr<int64_t> Engine::add_request(GenerationRequest req) {
+  DSA_RETURN_IF_ERROR(options_status_);
   if (req.prompt.empty()) return invalid_argument("request: the prompt is empty");
   if (req.max_new_tokens <= 0) {
     return invalid_argument(
@@ -59,6 +55,19 @@ StatusOr<int64_t> Engine::add_request(GenerationRequest req) {
     }
   }
   DSA_RETURN_IF_ERROR(validate(req.sampling));
+  for (size_t i = 0; i < req.stop_token_ids.size(); ++i) {
+    if (req.stop_token_ids[i] < 0 || req.stop_token_ids[i] >= vocab_) {
+      return invalid_argument(
+          fmt::format("request: stop_token_ids[{}] = {}: not a token id of a {}-token vocabulary",
+                      i, req.stop_token_ids[i], vocab_));
+    }
+  }
+  for (size_t i = 0; i < req.stop.size(); ++i) {
+    if (req.stop[i].empty()) return invalid_argument(fmt::format("request: stop[{}] is empty", i));
+  }
+  if (!req.stop.empty() && options_.tokenizer == nullptr) {
+    return invalid_argument("request: stop strings need the engine's tokenizer");
+  }
   const int64_t ctx = model_.options().max_context;
   if (int64_t(req.prompt.size()) >= ctx) {
     return invalid_argument(
@@ -66,7 +75,9 @@ StatusOr<int64_t> Engine::add_request(GenerationRequest req) {
                     "leaving room for at least one new token)",
                     req.prompt.size(), ctx));
   }
-  return scheduler_.add(std::move(req)).id;
+  RequestState& r = scheduler_.add(std::move(req));
+  r.text = model::TextStream(options_.tokenizer);
+  return r.id;
 }
 
 Status Engine::run_forward(runtime::ForwardMode mode, runtime::ModelKind kind,
@@ -88,6 +99,9 @@ int32_t Engine::sample(const RequestState& r, const float* logits, int32_t posit
                                position);
 }
 
+// Appends tokens until one finishes the request (EOS, a stop id or string, the token or context
+// limit); tokens after it are dropped. With a tokenizer the text is decoded token by token, so a
+// stop string is found at the token that completes it, across token boundaries.
 void Engine::emit(RequestState& r, std::span<const int32_t> tokens) {
   if (r.output.empty() && !tokens.empty()) r.first_token = std::chrono::steady_clock::now();
   const int32_t ctx = model_.options().max_context;
@@ -95,8 +109,23 @@ void Engine::emit(RequestState& r, std::span<const int32_t> tokens) {
   for (int32_t t : tokens) {
     r.output.push_back(t);
     ++count;
-    if (t == eos_) {
+    if (options_.tokenizer != nullptr) {
+      const size_t before = r.text.text().size();
+      if (Status s = r.text.push(std::span<const int32_t>(&t, 1)); !s.ok()) {
+        fail(r, s.with_context("decoding the output"));
+        break;
+      }
+      if (std::optional<size_t> at = find_stop(r, before)) {
+        r.text.truncate(*at);
+        r.finish = FinishReason::kStopString;
+        break;
+      }
+    }
+    if (t == eos_ && !r.req.ignore_eos) {
       r.finish = FinishReason::kEos;
+    } else if (std::find(r.req.stop_token_ids.begin(), r.req.stop_token_ids.end(), t) !=
+               r.req.stop_token_ids.end()) {
+      r.finish = FinishReason::kStopToken;
     } else if (int32_t(r.output.size()) >= r.req.max_new_tokens) {
       r.finish = FinishReason::kMaxNewTokens;
     } else if (r.prompt_len() + int32_t(r.output.size()) >= ctx) {
@@ -104,11 +133,32 @@ void Engine::emit(RequestState& r, std::span<const int32_t> tokens) {
     }
     if (r.finish != FinishReason::kNone) break;  // tokens after a stop are dropped
   }
+  if (r.finish != FinishReason::kNone && r.finish != FinishReason::kStopString) r.text.finish();
   metrics_.emitted += int64_t(count);
   if (options_.on_tokens) options_.on_tokens(r, std::span<const int32_t>(tokens.data(), count));
 }
 
+// The earliest stop string that now occurs in the text; only matches that end in the bytes this
+// token added are new (`before` = the text's size before it).
+std::optional<size_t> Engine::find_stop(const RequestState& r, size_t before) const {
+  const std::string& text = r.text.text();
+  std::optional<size_t> best;
+  for (const std::string& s : r.req.stop) {
+    const size_t from = before >= s.size() ? before - s.size() + 1 : 0;
+    const size_t at = text.find(s, from);
+    if (at != std::string::npos && (!best || at < *best)) best = at;
+  }
+  return best;
+}
+
+void Engine::fail(RequestState& r, Status why) {
+  r.finish = FinishReason::kError;
+  r.error = std::move(why);
+}
+
 Status Engine::step() {
+  DSA_RETURN_IF_ERROR(options_status_);
+  const int64_t emitted = metrics_.emitted;
   DSA_RETURN_IF_ERROR(scheduler_.admit());
   // The running set is copied: the phases do not change it, and retiring below does.
   const std::vector<RequestState*> running = scheduler_.running();
@@ -116,11 +166,19 @@ Status Engine::step() {
   DSA_RETURN_IF_ERROR(decode_phase(running));
   DSA_ASSIGN_OR_RETURN(std::vector<RequestState*> finished, scheduler_.retire_finished());
   for (const RequestState* r : finished) {
-    const RequestFigures f = request_figures(*r);
-    metrics_.ttft_s.push_back(f.ttft_s);
-    metrics_.tpot_s.push_back(f.tpot_s);
+    if (r->finish != FinishReason::kError) {
+      const RequestFigures f = request_figures(*r);
+      metrics_.ttft_s.push_back(f.ttft_s);
+      metrics_.tpot_s.push_back(f.tpot_s);
+    }
+    if (options_.on_finish) options_.on_finish(*r);
   }
   ++metrics_.steps;
+  // Progress: every step emits a token, prefills a chunk or finishes a request; a step that did
+  // none of these would repeat forever (a guard: the scheduler refuses what can never run).
+  if (metrics_.emitted == emitted && finished.empty() && running.empty() && has_work()) {
+    return internal_error("engine: no request could be scheduled (no progress in a step)");
+  }
   return ok_status();
 }
 

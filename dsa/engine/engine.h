@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -23,13 +24,22 @@
 namespace dsa::engine {
 
 struct EngineOptions {
-  int32_t prefill_chunk = 512;  // most prompt tokens one request prefills per step
+  int32_t prefill_chunk = 512;  // most prompt tokens one request prefills per step, >= 1
+  // Decodes outputs as they are emitted (RequestState::text) and matches stop strings; nullptr =
+  // token ids only (requests with stop strings are then refused).
+  const model::Tokenizer* tokenizer = nullptr;
   // Test hook (SPEC.md §6.6 oracle / adversarial drafters): may replace a request's drafts for
   // positions C + 1..C + d after the MTP layer proposed them.
   std::function<void(const RequestState&, std::vector<int32_t>& drafts)> draft_override;
   // Called with each request's newly emitted tokens (streaming).
   std::function<void(const RequestState&, std::span<const int32_t> tokens)> on_tokens;
+  // Called once per request when it finishes (successfully or with its own error), in the step
+  // it finishes, after its pages are freed: results can be written as they come.
+  std::function<void(const RequestState&)> on_finish;
 };
+
+// InvalidArgument naming the field for options the engine cannot honour.
+Status validate(const EngineOptions& o);
 
 class Engine {
  public:
@@ -41,13 +51,17 @@ class Engine {
   // vocabulary, bad sampling parameters, or a prompt + max_new_tokens beyond the context.
   StatusOr<int64_t> add_request(GenerationRequest req);
 
-  // Schedule, run the prefill and decode phases, collect the finished requests.
+  // Schedule, run the prefill and decode phases, collect the finished requests. A request that
+  // fails alone (cannot fit, cannot be decoded) finishes with kError; an error returned here
+  // (bad options, a failed forward) concerns the whole batch. Every OK step makes progress.
   Status step();
   bool has_work() const { return scheduler_.has_work(); }
   // Steps until every request has finished.
   Status run_to_completion();
 
   const RequestState& request(int64_t id) const { return scheduler_.request(id); }
+  // Forgets a finished request (after its results were read).
+  Status release(int64_t id) { return scheduler_.release(id); }
   const EngineMetrics& metrics() const { return metrics_; }
 
  private:
@@ -56,6 +70,8 @@ class Engine {
   Status draft_chain(const std::vector<RequestState*>& reqs, std::vector<int32_t> first_drafts,
                      std::vector<bf16> hidden, std::vector<int32_t> committed);
   void emit(RequestState& r, std::span<const int32_t> tokens);
+  std::optional<size_t> find_stop(const RequestState& r, size_t before) const;
+  void fail(RequestState& r, Status why);
   int32_t sample(const RequestState& r, const float* logits, int32_t position) const;
   // The MTP layer's top-1 draft from one row of logits (token 0 if no logit is above -inf).
   int32_t greedy_draft(const float* logits) const;
@@ -69,6 +85,7 @@ class Engine {
   int32_t d_;
   int32_t vocab_;
   int32_t eos_;
+  Status options_status_;
   Scheduler scheduler_;
   EngineMetrics metrics_;
 };

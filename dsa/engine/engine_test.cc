@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "dsa/engine/engine_test_util.h"
 
 namespace dsa::engine {
@@ -140,15 +143,33 @@ TEST(Engine, AdmissionWaitsForPagesUnderASmallPool) {
   EXPECT_EQ(got.outputs, expected.outputs);
 }
 
+// A request that can never fit the pool fails alone with its own error; the next one runs.
 TEST(Engine, RefusesWhatCanNeverFitAndBadRequests) {
   auto m = tiny_model(1, 2, /*num_pages=*/2);
-  Engine e(*m);
-  auto prompts = heldout_prompts({100});
-  auto id = e.add_request({prompts[0], 50, {}});
-  ASSERT_TRUE(id.ok());
+  std::vector<int64_t> finished_order;
+  EngineOptions o;
+  o.on_finish = [&](const RequestState& r) { finished_order.push_back(r.id); };
+  Engine e(*m, o);
+  auto prompts = heldout_prompts({100, 8});
+  auto big = e.add_request({prompts[0], 50, {}});
+  auto small = e.add_request({prompts[1], 4, {}});
+  ASSERT_TRUE(big.ok() && small.ok());
   Status s = e.run_to_completion();
-  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(s.message().find("pages"), std::string::npos) << s.to_string();
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(e.request(*big).finish, FinishReason::kError);
+  EXPECT_EQ(e.request(*big).error.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(e.request(*big).error.message().find("pages"), std::string::npos);
+  EXPECT_EQ(e.request(*small).finish, FinishReason::kMaxNewTokens);
+  EXPECT_EQ(e.request(*small).output.size(), 4u);
+  EXPECT_EQ(finished_order, (std::vector<int64_t>{*big, *small}));
+  EXPECT_TRUE(e.release(*big).ok());
+
+  EngineOptions zero_chunk;
+  zero_chunk.prefill_chunk = 0;
+  Engine z(*m, zero_chunk);
+  EXPECT_NE(z.add_request({prompts[1], 4, {}}).status().message().find("prefill_chunk = 0"),
+            std::string::npos);
+  EXPECT_EQ(z.step().code(), StatusCode::kInvalidArgument);
 
   auto plain = tiny_model(0, 1);  // outlives the engine that refers to it
   Engine f(*plain);
@@ -162,6 +183,65 @@ TEST(Engine, RefusesWhatCanNeverFitAndBadRequests) {
             std::string::npos);
   EXPECT_NE(f.add_request({{0, 5}, 4, {-1.f, 1.f, 0, 0}}).status().message().find("temperature"),
             std::string::npos);
+  GenerationRequest stop_without_tokenizer{{0, 5}, 4, {}};
+  stop_without_tokenizer.stop = {"the"};
+  EXPECT_NE(f.add_request(stop_without_tokenizer).status().message().find("tokenizer"),
+            std::string::npos);
+  GenerationRequest bad_stop_id{{0, 5}, 4, {}};
+  bad_stop_id.stop_token_ids = {7, 99999};
+  EXPECT_NE(f.add_request(bad_stop_id).status().message().find("stop_token_ids[1] = 99999"),
+            std::string::npos);
+}
+
+// Stop conditions: a stop string cuts the text before it (matched across token boundaries), a
+// stop id finishes at that token, ignore_eos runs to max_new_tokens.
+TEST(Engine, StopStringsStopIdsAndIgnoreEos) {
+  auto m = tiny_model(3, 2);
+  auto tok =
+      model::Tokenizer::load(std::string(DSA_SOURCE_DIR) + "/models/tiny-dsa/tokenizer.json");
+  ASSERT_TRUE(tok.ok());
+  EngineOptions o;
+  o.tokenizer = &*tok;
+  const std::vector<int32_t> prompt = tok->encode("And the king said unto", true);
+  // The free-running text, to pick stop strings that really occur.
+  Engine free_run(*m, o);
+  auto id = free_run.add_request({prompt, 40, {}});
+  ASSERT_TRUE(id.ok() && free_run.run_to_completion().ok());
+  const RequestState& ref = free_run.request(*id);
+  const std::string full = ref.text.text();
+  auto whole = tok->decode(ref.output, true);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(full, model::sanitize_utf8(*whole));
+  ASSERT_GT(full.size(), 30u);
+  // A stop string spanning a token boundary, taken from the middle of the output.
+  const std::string stop = full.substr(12, 7);
+  Engine e(*m, o);
+  GenerationRequest r{prompt, 40, {}};
+  r.stop = {"never appears in this text", stop};
+  id = e.add_request(r);
+  ASSERT_TRUE(id.ok() && e.run_to_completion().ok());
+  const RequestState& got = e.request(*id);
+  EXPECT_EQ(got.finish, FinishReason::kStopString);
+  EXPECT_EQ(got.text.text(), full.substr(0, full.find(stop)));
+  EXPECT_LT(got.output.size(), ref.output.size());
+  EXPECT_TRUE(std::equal(got.output.begin(), got.output.end(), ref.output.begin()));
+
+  Engine f(*m, o);
+  GenerationRequest s{prompt, 40, {}};
+  s.stop_token_ids = {ref.output[5]};
+  id = f.add_request(s);
+  ASSERT_TRUE(id.ok() && f.run_to_completion().ok());
+  EXPECT_EQ(f.request(*id).finish, FinishReason::kStopToken);
+  const auto first = std::find(ref.output.begin(), ref.output.end(), ref.output[5]);
+  EXPECT_EQ(f.request(*id).output, std::vector<int32_t>(ref.output.begin(), first + 1));
+
+  Engine g(*m, o);
+  GenerationRequest n{prompt, 12, {}};
+  n.ignore_eos = true;
+  n.stop_token_ids = {};
+  id = g.add_request(n);
+  ASSERT_TRUE(id.ok() && g.run_to_completion().ok());
+  EXPECT_EQ(g.request(*id).output.size(), 12u);
 }
 
 }  // namespace

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "dsa/core/status.h"
 #include "dsa/engine/accept_stats.h"
 #include "dsa/kernels/sampling/sampler.h"
+#include "dsa/model/text_stream.h"
 
 namespace dsa::engine {
 
@@ -18,9 +20,23 @@ struct GenerationRequest {
   std::vector<int32_t> prompt;  // token ids, BOS included if wanted
   int32_t max_new_tokens = 64;
   SamplingParams sampling;
+  // Finish when one of these ids is emitted (it stays in the output, as EOS does).
+  std::vector<int32_t> stop_token_ids;
+  // Finish when the decoded text contains one of these (matched across token boundaries); the
+  // text ends before it. Needs the engine's tokenizer (EngineOptions::tokenizer).
+  std::vector<std::string> stop;
+  bool ignore_eos = false;  // EOS is an ordinary token (benchmarks with a fixed output length)
 };
 
-enum class FinishReason { kNone, kEos, kMaxNewTokens, kMaxContext };
+enum class FinishReason {
+  kNone,
+  kEos,
+  kStopToken,
+  kStopString,
+  kMaxNewTokens,
+  kMaxContext,
+  kError,  // this request failed alone (RequestState::error says why); the others go on
+};
 std::string_view finish_reason_name(FinishReason r);
 
 enum class RequestPhase { kWaiting, kPrefill, kDecode, kFinished };
@@ -38,7 +54,13 @@ struct RequestState {
   std::vector<int32_t> accept_lengths;  // a + 1 per speculative step
   AcceptStats accept;                   // the same steps as a histogram (request_figures)
   FinishReason finish = FinishReason::kNone;
+  Status error;            // why, when finish == kError
+  model::TextStream text;  // the output decoded so far (with a tokenizer)
   std::chrono::steady_clock::time_point arrived, first_token, done;
+
+  // Bytes of text() that can no longer change: all of it once finished, else all but the longest
+  // stop-string prefix that may still be completing (never inside a UTF-8 character).
+  size_t stable_text_size() const;
 
   int32_t prompt_len() const { return static_cast<int32_t>(req.prompt.size()); }
   // Token at absolute position p (prompt, then emitted tokens).

@@ -33,9 +33,17 @@ Status Scheduler::admit() {
     const int32_t total =
         std::min(r.prompt_len() + r.req.max_new_tokens, limits_.max_context) + 2 * n;
     const int32_t pages = (total + kernels::kPageSize - 1) / kernels::kPageSize;
-    if (pages > pages_.num_pages() - 1) {
-      return resource_exhausted(fmt::format("request {} needs {} pages; the pool has {}", r.id,
-                                            pages, pages_.num_pages() - 1));
+    if (pages > pages_.num_pages() - 1) {  // it fails alone; the queue moves on
+      r.finish = FinishReason::kError;
+      r.error = resource_exhausted(fmt::format(
+          "request {} needs {} pages of {} tokens ({} positions with the speculative lookahead); "
+          "the page pool has {}",
+          r.id, pages, kernels::kPageSize, total, pages_.num_pages() - 1));
+      r.phase = RequestPhase::kFinished;
+      r.done = std::chrono::steady_clock::now();
+      refused_.push_back(&r);
+      waiting_.pop_front();
+      continue;
     }
     if (pages > pages_.num_free_pages()) break;  // wait for running requests to finish
     DSA_ASSIGN_OR_RETURN(r.req_slot, pages_.open_request());
@@ -48,7 +56,8 @@ Status Scheduler::admit() {
 }
 
 StatusOr<std::vector<RequestState*>> Scheduler::retire_finished() {
-  std::vector<RequestState*> done;
+  std::vector<RequestState*> done = std::move(refused_);
+  refused_.clear();
   for (auto it = running_.begin(); it != running_.end();) {
     RequestState& r = **it;
     if (r.finish == FinishReason::kNone) {
@@ -62,6 +71,16 @@ StatusOr<std::vector<RequestState*>> Scheduler::retire_finished() {
     it = running_.erase(it);
   }
   return done;
+}
+
+Status Scheduler::release(int64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return not_found(fmt::format("request {}: no such request", id));
+  if (it->second->phase != RequestPhase::kFinished) {
+    return failed_precondition(fmt::format("request {}: not finished", id));
+  }
+  requests_.erase(it);
+  return ok_status();
 }
 
 }  // namespace dsa::engine

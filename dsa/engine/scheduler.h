@@ -32,14 +32,20 @@ class Scheduler {
 
   // Moves waiting requests into the running set, FIFO, while a slot and the pages of the head's
   // whole life (prompt, every new token it may emit and the lookahead) are free.
-  // ResourceExhausted for a request that could never fit the pool.
+  // A request that could never fit the pool fails alone (kError, ResourceExhausted); it is
+  // returned by the next retire_finished().
   Status admit();
 
   // Finishes every running request that has a finish reason: its page row is closed, its done time
   // set, and it leaves the running set (returned, in running order, for the caller's figures).
   StatusOr<std::vector<RequestState*>> retire_finished();
 
-  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  // Forgets a finished request (its state was read): the map does not grow with every request.
+  Status release(int64_t id);
+
+  bool has_work() const { return !waiting_.empty() || !running_.empty() || !refused_.empty(); }
+  bool has_waiting() const { return !waiting_.empty(); }
+  size_t num_requests() const { return requests_.size(); }
   const std::vector<RequestState*>& running() const { return running_; }
   const RequestState& request(int64_t id) const { return *requests_.at(id); }
 
@@ -50,6 +56,7 @@ class Scheduler {
   std::map<int64_t, std::unique_ptr<RequestState>> requests_;
   std::deque<RequestState*> waiting_;
   std::vector<RequestState*> running_;
+  std::vector<RequestState*> refused_;  // failed at admission, not yet retired
 };
 
 }  // namespace dsa::engine

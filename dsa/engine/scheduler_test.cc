@@ -54,14 +54,26 @@ TEST(Scheduler, AdmitsFifoWithinSlotsAndPagesAndFreesOnFinish) {
   EXPECT_EQ(&s.request(1), &b);  // finished requests stay readable
 }
 
-TEST(Scheduler, ARequestThatCanNeverFitIsResourceExhausted) {
+// A request that can never fit fails alone; the one behind it runs.
+TEST(Scheduler, ARequestThatCanNeverFitFailsAlone) {
   runtime::PagedCacheManager pages(3, 4, 8);  // 2 usable pages = 128 positions
   Scheduler s(pages, {.max_running = 2, .max_context = 512, .rows_per_request = 1});
-  s.add(request_of(200, 10));
-  Status st = s.admit();
-  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.to_string();
-  EXPECT_NE(st.message().find("needs 4 pages; the pool has 2"), std::string::npos)
-      << st.to_string();
+  RequestState& big = s.add(request_of(200, 10));
+  RequestState& small = s.add(request_of(20, 10));
+  ASSERT_TRUE(s.admit().ok());
+  EXPECT_EQ(big.finish, FinishReason::kError);
+  EXPECT_EQ(big.error.code(), StatusCode::kResourceExhausted) << big.error.to_string();
+  EXPECT_NE(big.error.message().find("needs 4 pages"), std::string::npos) << big.error.to_string();
+  EXPECT_NE(big.error.message().find("the page pool has 2"), std::string::npos);
+  EXPECT_EQ(small.phase, RequestPhase::kPrefill);
+  auto done = s.retire_finished();
+  ASSERT_TRUE(done.ok());
+  ASSERT_EQ(done->size(), 1u);
+  EXPECT_EQ((*done)[0], &big);
+  EXPECT_TRUE(s.release(big.id).ok());
+  EXPECT_EQ(s.release(big.id).code(), StatusCode::kNotFound);
+  EXPECT_EQ(s.release(small.id).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.num_requests(), 1u);
 }
 
 // The context bounds the life of a request: max_new_tokens beyond it reserves only up to it.

@@ -1,5 +1,8 @@
 #include "dsa/core/thread_pool.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <cstdlib>
 
 namespace dsa {
@@ -78,12 +81,17 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn)
 
 ThreadPool& default_thread_pool() {
   static ThreadPool pool([] {
+    const unsigned hw_threads = std::thread::hardware_concurrency();
+    const int hw = hw_threads ? static_cast<int>(hw_threads) : 1;
+    // More threads than 4x the cores only adds contention; a typo must not start 10^6 threads.
+    const int cap = std::max(4 * hw, 16);
     if (const char* env = std::getenv("DSA_NUM_THREADS")) {
-      int n = std::atoi(env);
-      if (n > 0) return n;
+      char* end = nullptr;
+      const long n = std::strtol(env, &end, 10);
+      if (end != env && *end == '\0' && n >= 1 && n <= cap) return static_cast<int>(n);
+      spdlog::warn("DSA_NUM_THREADS = '{}': must be an integer in [1, {}]; using {}", env, cap, hw);
     }
-    unsigned hw = std::thread::hardware_concurrency();
-    return hw ? static_cast<int>(hw) : 1;
+    return hw;
   }());
   return pool;
 }

@@ -69,6 +69,12 @@ Status memset_async(void* dst, int byte, size_t bytes) {
   return ok_status();
 }
 
+StatusOr<size_t> free_device_memory() {
+  size_t free_bytes = 0, total_bytes = 0;
+  DSA_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
 Status synchronize_stream() {
   DSA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(current_stream()));
   return ok_status();

@@ -23,6 +23,8 @@ Status memcpy_async(void* dst, const void* src, size_t bytes);
 Status memcpy_2d_async(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
                        size_t height);
 Status memset_async(void* dst, int byte, size_t bytes);
+// Free device memory now (cudaMemGetInfo): what a memory budget is taken from.
+StatusOr<size_t> free_device_memory();
 // Waits for everything issued on the current stream (host results of copies become readable).
 Status synchronize_stream();
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "dsa/model/memory_plan.h"
 #include "dsa/runtime/backend_control.h"
 #include "dsa/runtime/metadata_builder.h"
 
@@ -14,9 +15,31 @@ namespace {
 
 size_t sz(int64_t v) { return static_cast<size_t>(v); }
 
+// Upper bounds the runtime's int32 metadata (rows, positions, slot ids) can hold with margin.
+constexpr int32_t kMaxRequestsCap = 4096;
+constexpr int32_t kMaxExtendRowsCap = 1 << 20;
+
 StatusOr<runtime::MetadataConfig> metadata_config_for(const ModelConfig& c, const ModelOptions& o) {
-  if (o.max_context < 1)
-    return invalid_argument(fmt::format("max_context = {}: must be >= 1", o.max_context));
+  if (o.max_context < 1 || o.max_context > c.max_position_embeddings) {
+    return invalid_argument(
+        fmt::format("max_context = {}: must be in [1, max_position_embeddings = {}]", o.max_context,
+                    c.max_position_embeddings));
+  }
+  if (o.max_requests < 1 || o.max_requests > kMaxRequestsCap) {
+    return invalid_argument(
+        fmt::format("max_requests = {}: must be in [1, {}]", o.max_requests, kMaxRequestsCap));
+  }
+  if (o.max_extend_rows < 1 || o.max_extend_rows > kMaxExtendRowsCap) {
+    return invalid_argument(fmt::format("max_extend_rows = {}: must be in [1, {}]",
+                                        o.max_extend_rows, kMaxExtendRowsCap));
+  }
+  if (o.num_pages < 0) {
+    return invalid_argument(fmt::format("num_pages = {}: must be >= 0", o.num_pages));
+  }
+  if (!(o.mem_fraction_static >= 0 && o.mem_fraction_static <= 1)) {
+    return invalid_argument(fmt::format(
+        "mem_fraction_static = {}: must be in (0, 1] (0 = no budget)", o.mem_fraction_static));
+  }
   if (o.num_draft_tokens < 0 || o.num_draft_tokens > runtime::kMaxDraftTokens) {
     return invalid_argument(fmt::format("num_draft_tokens = {}: must be in [0, {}]",
                                         o.num_draft_tokens, runtime::kMaxDraftTokens));
@@ -38,9 +61,15 @@ StatusOr<runtime::MetadataConfig> metadata_config_for(const ModelConfig& c, cons
   m.num_consumers = 132;
   m.max_requests = o.max_requests;
   m.max_extend_rows = o.max_extend_rows;
-  m.max_extend_kv = o.max_requests * m.page_table_width * kernels::kPageSize;
+  const int64_t extend_kv = int64_t(o.max_requests) * m.page_table_width * kernels::kPageSize;
+  if (extend_kv > int64_t(INT32_MAX)) {
+    return invalid_argument(fmt::format(
+        "max_requests = {} x max_context = {}: {} gathered keys per EXTEND exceed int32",
+        o.max_requests, o.max_context, extend_kv));
+  }
+  m.max_extend_kv = int32_t(extend_kv);
   m.num_rows = o.max_requests + 1;
-  m.num_pages = o.num_pages > 0 ? o.num_pages : o.max_requests * m.page_table_width + 1;
+  m.num_pages = o.num_pages;  // 0: planned at load
   return m;
 }
 
@@ -76,9 +105,24 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
                                                      options.buckets, options.max_requests));
   DSA_RETURN_IF_ERROR(runtime::use_forward_stream(ops.backend));
   DSA_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir / "config.json"));
+  DSA_ASSIGN_OR_RETURN(runtime::MetadataConfig mc, metadata_config_for(config, options));
+  if (mc.num_pages == 0) {
+    CachePlanInput in;
+    in.cache_layers = config.num_hidden_layers + (config.has_mtp() ? 1 : 0);
+    in.latent_format = options.latent_format;
+    in.max_requests = options.max_requests;
+    in.page_table_width = mc.page_table_width;
+    in.mem_fraction_static = options.mem_fraction_static;
+    // The CPU backend reads the host copies; CUDA still has to upload the checkpoint.
+    std::error_code ec;
+    const uintmax_t file_bytes = std::filesystem::file_size(dir / "model.safetensors", ec);
+    in.weight_bytes = ops.backend == kernels::Backend::kCuda && !ec ? size_t(file_bytes) : 0;
+    DSA_ASSIGN_OR_RETURN(CachePlan plan, plan_cache_pages(in, runtime::memory_ops(ops.backend)));
+    mc.num_pages = plan.num_pages;
+  }
+  // Options and the memory plan are checked: only now is the checkpoint read.
   DSA_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(dir / "model.safetensors"));
   DSA_ASSIGN_OR_RETURN(ModelWeights weights, load_model_weights(file, config));
-  DSA_ASSIGN_OR_RETURN(runtime::MetadataConfig mc, metadata_config_for(config, options));
   std::unique_ptr<DsaModel> m(
       new DsaModel(std::move(config), std::move(weights), options, mc, ops));
 

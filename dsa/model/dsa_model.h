@@ -45,7 +45,10 @@ struct ModelOptions {
   int32_t num_draft_tokens = 0;    // d in [0, runtime::kMaxDraftTokens] (0 = no speculation)
   int32_t max_requests = 8;        // B_max
   int32_t max_extend_rows = 1024;  // T_ext: rows of one EXTEND forward (chunked prefill)
-  int32_t num_pages = 0;           // 0 = enough for max_requests full contexts
+  int32_t num_pages = 0;           // > 0: exactly this pool; 0 = planned (model/memory_plan.h)
+  // Fraction of the memory available after the weights that the caches may take (0 = no
+  // budget: max_requests full contexts), SGLang's --mem-fraction-static.
+  double mem_fraction_static = 0;
   kernels::LatentFormat latent_format = kernels::LatentFormat::kBf16;
   bool dense = false;  // attend to every visible token (K = max_context rounded to 64, <= 2048)
   MtpChainHidden mtp_chain_hidden = MtpChainHidden::kPostNorm;
@@ -129,7 +132,7 @@ class DsaModel {
   RopeTables rope_;
   WeightStore store_;
   runtime::PagedCacheManager pages_;
-  ModelCaches caches_;
+  ModelCaches caches_;  // num_pages from the cache plan
   runtime::AttentionStep attention_;
   runtime::ForwardMetadata meta_;  // the current forward's, built in place (fixed capacity)
   runtime::MetadataMirror mirror_;

@@ -1,5 +1,8 @@
 #include "dsa/runtime/backend_memory.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -36,6 +39,27 @@ Status host_zero(void* dst, size_t bytes) {
 }
 Status host_sync() { return ok_status(); }
 
+// /proc/meminfo's MemAvailable (Linux 3.14+: memory obtainable without swapping), else the free
+// physical pages.
+StatusOr<size_t> host_available() {
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kib = 0;
+    bool found = false;
+    while (std::fgets(line, sizeof line, f)) {
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+        found = true;
+        break;
+      }
+    }
+    std::fclose(f);
+    if (found) return size_t(kib) * 1024;
+  }
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return unimplemented("host memory: cannot read the available size");
+  return size_t(pages) * size_t(page);
+}
+
 #if !defined(DSA_HAVE_CUDA)
 Status no_cuda() { return unimplemented("cuda memory: not built (this build has no nvcc)"); }
 #endif
@@ -47,15 +71,9 @@ const MemoryOps& cuda_memory_ops();  // backend_memory_cuda.cc
 #endif
 
 const MemoryOps& memory_ops(kernels::Backend backend) {
-  static const MemoryOps host{kernels::Backend::kCpu,
-                              host_alloc,
-                              host_release,
-                              host_copy,
-                              host_copy_2d,
-                              host_zero,
-                              host_sync,
-                              host_alloc,
-                              host_release};
+  static const MemoryOps host{kernels::Backend::kCpu, host_alloc,    host_release, host_copy,
+                              host_copy_2d,           host_zero,     host_sync,    host_alloc,
+                              host_release,           host_available};
   if (backend == kernels::Backend::kCpu) return host;
 #if defined(DSA_HAVE_CUDA)
   return cuda_memory_ops();
@@ -69,7 +87,8 @@ const MemoryOps& memory_ops(kernels::Backend backend) {
       [](void*, size_t) { return no_cuda(); },
       [] { return no_cuda(); },
       [](size_t) -> StatusOr<void*> { return no_cuda(); },
-      [](void*) {}};
+      [](void*) {},
+      []() -> StatusOr<size_t> { return no_cuda(); }};
   return none;
 #endif
 }

@@ -25,6 +25,9 @@ struct MemoryOps {
   // asynchronous): the staging block of a step's inputs.
   StatusOr<void*> (*alloc_staging)(size_t bytes);
   void (*release_staging)(void* p);
+  // Memory a new allocation can still take: free device memory for CUDA, the kernel's
+  // MemAvailable estimate for the host. What a memory budget (--mem-fraction-static) is a part of.
+  StatusOr<size_t> (*available)();
 };
 
 // CUDA in a host-only build: every entry returns Unimplemented.

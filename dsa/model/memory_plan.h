@@ -1,0 +1,40 @@
+// How many cache pages a model gets (SPEC.md §2.5). Without a budget: max_requests requests of the
+// whole context (plus page 0). With one (ModelOptions::mem_fraction_static, SGLang's
+// --mem-fraction-static): the caches of every layer may take that fraction of the memory still
+// available once the weights are resident (host MemAvailable for the CPU, free device memory for
+// CUDA), so a large context or batch is served from the pages requests actually hold, not
+// reserved for the largest conceivable load. A budget that cannot hold one request of the whole
+// context is refused with the numbers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "dsa/core/status.h"
+#include "dsa/kernels/common/paged_cache.h"
+#include "dsa/runtime/backend_memory.h"
+
+namespace dsa::model {
+
+struct CachePlanInput {
+  int64_t cache_layers = 0;  // target layers + the MTP layer
+  kernels::LatentFormat latent_format = kernels::LatentFormat::kBf16;
+  int32_t max_requests = 1;
+  int32_t page_table_width = 1;    // W: pages one request may hold
+  double mem_fraction_static = 0;  // 0 = no budget
+  size_t weight_bytes = 0;         // still to be placed in the backend's memory (0 on the CPU)
+};
+
+struct CachePlan {
+  int32_t num_pages = 0;    // including page 0
+  size_t page_bytes = 0;    // one page in every layer's indexer and latent pools
+  size_t budget_bytes = 0;  // 0 without a budget
+};
+
+// Bytes of one page across every layer's indexer and latent pools.
+size_t cache_page_bytes(int64_t cache_layers, kernels::LatentFormat format);
+
+// ResourceExhausted when the budget holds fewer than page_table_width + 1 pages.
+StatusOr<CachePlan> plan_cache_pages(const CachePlanInput& in, const runtime::MemoryOps& mem);
+
+}  // namespace dsa::model

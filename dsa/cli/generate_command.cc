@@ -3,11 +3,15 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
+#include "dsa/cli/engine_args.h"
+#include "dsa/cli/generate_report.h"
 #include "dsa/engine/engine.h"
 #include "dsa/model/tokenizer.h"
 
@@ -16,24 +20,28 @@ namespace dsa::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model_dir;
+  EngineArgs engine;
   std::string prompt;
   std::string prompts_file;
-  int32_t max_new_tokens = 64;
-  int32_t draft_tokens = 0;
-  float temperature = 0.f, top_p = 1.f;
-  int32_t top_k = 0;
-  uint64_t seed = 0;
-  std::string device = "cpu";
+  int64_t max_new_tokens = 64;
+  double temperature = 0, top_p = 1;
+  int64_t top_k = 0;
+  int64_t seed = 0;
+  std::vector<std::string> stop;
+  std::vector<int64_t> stop_token_ids;
+  bool ignore_eos = false;
   bool json = false;
-  int32_t max_context = 2048;
-  int32_t max_batch = 8;
-  std::string mtp_chain_hidden = "post_norm";
-  bool no_graphs = false;
 };
+
+// SIGINT / SIGTERM: stop admitting work; what has finished is already written.
+volatile std::sig_atomic_t g_signal = 0;
+extern "C" void on_signal(int sig) { g_signal = sig; }
 
 StatusOr<std::vector<std::string>> read_prompts(const GenerateArgs& a) {
   if (!a.prompts_file.empty()) {
+    if (std::filesystem::is_directory(a.prompts_file)) {
+      return invalid_argument(fmt::format("--prompts-file {}: is a directory", a.prompts_file));
+    }
     std::ifstream f(a.prompts_file);
     if (!f) return not_found(fmt::format("--prompts-file {}: cannot open", a.prompts_file));
     std::vector<std::string> out;
@@ -48,145 +56,104 @@ StatusOr<std::vector<std::string>> read_prompts(const GenerateArgs& a) {
   return std::vector<std::string>{a.prompt};
 }
 
-Status run(const GenerateArgs& a) {
-  if (a.draft_tokens < 0 || a.draft_tokens > runtime::kMaxDraftTokens) {
-    return invalid_argument(fmt::format("--speculative-num-draft-tokens = {}: must be in [0, {}]",
-                                        a.draft_tokens, runtime::kMaxDraftTokens));
+// The per-request flags, checked once with the flag names (the engine checks each request too).
+StatusOr<engine::GenerationRequest> request_template(const GenerateArgs& a, int64_t context,
+                                                     int64_t vocab) {
+  DSA_RETURN_IF_ERROR(check_range("--max-new-tokens", a.max_new_tokens, 1, context - 1));
+  DSA_RETURN_IF_ERROR(check_range("--top-k", a.top_k, 0, INT32_MAX));
+  DSA_RETURN_IF_ERROR(check_range("--seed", a.seed, 0, INT64_MAX));
+  if (!(a.temperature >= 0 && a.temperature <= 1e6)) {
+    return invalid_argument(fmt::format("--temperature = {}: must be in [0, 1e6]", a.temperature));
   }
-  if (a.max_new_tokens <= 0) {
-    return invalid_argument(fmt::format("--max-new-tokens = {}: must be >= 1", a.max_new_tokens));
+  if (!(a.top_p > 0 && a.top_p <= 1)) {
+    return invalid_argument(fmt::format("--top-p = {}: must be in (0, 1]", a.top_p));
   }
-  if (!std::filesystem::is_directory(a.model_dir)) {
-    return not_found(fmt::format("--model {}: no such model directory", a.model_dir));
+  engine::GenerationRequest r;
+  r.max_new_tokens = int32_t(a.max_new_tokens);
+  r.sampling = {float(a.temperature), float(a.top_p), int32_t(a.top_k), uint64_t(a.seed)};
+  for (size_t i = 0; i < a.stop.size(); ++i) {
+    if (a.stop[i].empty()) return invalid_argument(fmt::format("--stop #{} is empty", i + 1));
+  }
+  r.stop = a.stop;
+  for (int64_t id : a.stop_token_ids) {
+    DSA_RETURN_IF_ERROR(check_range("--stop-token-ids", id, 0, vocab - 1));
+    r.stop_token_ids.push_back(int32_t(id));
+  }
+  r.ignore_eos = a.ignore_eos;
+  return r;
+}
+
+// Runs the engine over the prompts; results are written as requests finish. Returns the exit code
+// (0, 1 when a request failed, 128 + signal when interrupted).
+StatusOr<int> run(const GenerateArgs& a) {
+  if (!std::filesystem::is_directory(a.engine.model_dir)) {
+    return not_found(fmt::format("--model {}: no such model directory", a.engine.model_dir));
   }
   DSA_ASSIGN_OR_RETURN(std::vector<std::string> prompts, read_prompts(a));
-  model::ModelOptions o;
-  o.max_context = a.max_context;
-  o.num_draft_tokens = a.draft_tokens;
-  o.max_requests = std::min<int32_t>(a.max_batch, int32_t(prompts.size()));
-  o.max_extend_rows = 1024;
-  o.mtp_chain_hidden = a.mtp_chain_hidden == "pre_norm" ? model::MtpChainHidden::kPreNorm
-                                                        : model::MtpChainHidden::kPostNorm;
-  if (a.device == "cuda") {
-    // Uniform forwards are padded to buckets either way, so --no-graphs runs the very same
-    // padded batches eagerly (graphs on and off are bit-identical, SPEC.md §5).
-    o.buckets = runtime::default_buckets(o.max_requests);
-    o.cuda_graphs = !a.no_graphs;
+  const std::filesystem::path dir = a.engine.model_dir;
+  DSA_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_model_config(dir / "config.json"));
+  DSA_ASSIGN_OR_RETURN(EngineSetup setup,
+                       resolve_engine_args(a.engine, config, int64_t(prompts.size())));
+  DSA_ASSIGN_OR_RETURN(engine::GenerationRequest proto,
+                       request_template(a, a.engine.context_length, config.vocab_size));
+  DSA_ASSIGN_OR_RETURN(model::Tokenizer tok, model::Tokenizer::load(dir / "tokenizer.json"));
+  if (tok.vocab_size() < config.vocab_size) {
+    return invalid_argument(fmt::format(
+        "{}: {} token ids for a {}-token vocabulary (config.json): sampled ids could not be "
+        "decoded",
+        (dir / "tokenizer.json").string(), tok.vocab_size(), config.vocab_size));
   }
+  DSA_RETURN_IF_ERROR(
+      tok.set_special_ids(int32_t(config.bos_token_id), int32_t(config.eos_token_id)));
   // cuda: FailedPrecondition without a device, Unimplemented in a host-only build.
-  DSA_ASSIGN_OR_RETURN(
-      const kernels::OpTable* ops,
-      kernels::ops_for(a.device == "cuda" ? kernels::Backend::kCuda : kernels::Backend::kCpu));
-  DSA_ASSIGN_OR_RETURN(auto model, model::DsaModel::load(a.model_dir, o, *ops));
-  DSA_ASSIGN_OR_RETURN(model::Tokenizer tok,
-                       model::Tokenizer::load(a.model_dir + "/tokenizer.json"));
-  DSA_RETURN_IF_ERROR(tok.set_special_ids(int32_t(model->config().bos_token_id),
-                                          int32_t(model->config().eos_token_id)));
+  DSA_ASSIGN_OR_RETURN(const kernels::OpTable* ops, kernels::ops_for(setup.backend));
+  DSA_ASSIGN_OR_RETURN(auto model, model::DsaModel::load(dir, setup.model, *ops));
 
   const bool stream = prompts.size() == 1 && !a.json;
+  GenerateReport report(prompts, a.json, stream, setup.num_draft_tokens);
   engine::EngineOptions eo;
-  std::string streamed;
+  eo.prefill_chunk = setup.prefill_chunk;
+  eo.tokenizer = &tok;
+  std::map<int64_t, size_t> index_of;  // request id -> prompt index
+  std::vector<int64_t> written;        // finished and written: the engine may forget them
   if (stream) {
     eo.on_tokens = [&](const engine::RequestState& r, std::span<const int32_t>) {
-      auto text = tok.decode(r.output, /*skip_special_tokens=*/true);
-      if (text.ok() && text->size() > streamed.size()) {
-        std::fwrite(text->data() + streamed.size(), 1, text->size() - streamed.size(), stdout);
-        std::fflush(stdout);
-        streamed = *text;
-      }
+      report.stream(r);
     };
   }
+  eo.on_finish = [&](const engine::RequestState& r) {
+    report.finished(index_of.at(r.id), r);
+    written.push_back(r.id);
+  };
   engine::Engine eng(*model, eo);
-  std::vector<int64_t> ids;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    engine::GenerationRequest req;
+    engine::GenerationRequest req = proto;
     req.prompt = tok.encode(prompts[i], /*add_bos=*/true);
-    req.max_new_tokens = a.max_new_tokens;
-    req.sampling = {a.temperature, a.top_p, a.top_k, a.seed + i};
+    req.sampling.seed = proto.sampling.seed + i;
     auto id = eng.add_request(std::move(req));
-    if (!id.ok()) return id.status().with_context(fmt::format("prompt {}", i + 1));
-    ids.push_back(*id);
+    if (!id.ok()) {
+      report.refused(i, id.status());
+      continue;
+    }
+    index_of[*id] = i;
   }
-  if (stream) fmt::print("{}", prompts[0]);
-  const auto t0 = std::chrono::steady_clock::now();
-  size_t done_before = 0;
-  while (eng.has_work()) {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  report.start();
+  while (eng.has_work() && g_signal == 0) {
     DSA_RETURN_IF_ERROR(eng.step());
-    if (!stream && !a.json) {
-      size_t done = 0;
-      for (int64_t id : ids) done += eng.request(id).phase == engine::RequestPhase::kFinished;
-      if (done != done_before)
-        fmt::print(stderr, "\r[{}/{} requests done, {} tokens]", done, ids.size(),
-                   eng.metrics().emitted);
-      done_before = done;
-    }
+    for (int64_t id : written) DSA_RETURN_IF_ERROR(eng.release(id));
+    written.clear();
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!stream && !a.json) fmt::print(stderr, "\n");
-
-  for (int64_t id : ids) {
-    const engine::RequestState& r = eng.request(id);
-    const engine::RequestFigures f = engine::request_figures(r);
-    DSA_ASSIGN_OR_RETURN(std::string text, tok.decode(r.output, true));
-    if (a.json) {
-      nlohmann::json j = {{"text", text},
-                          {"token_ids", r.output},
-                          {"finish_reason", std::string(engine::finish_reason_name(r.finish))},
-                          {"accept_length_mean", f.accept_length_mean},
-                          {"per_position_acceptance", f.per_position_acceptance},
-                          {"tokens_per_s", f.tokens_per_s}};
-      fmt::print("{}\n", j.dump());
-    } else if (!stream) {
-      fmt::print("--- request {} ({} tokens, {}) ---\n{}{}\n", id, r.output.size(),
-                 engine::finish_reason_name(r.finish), prompts[size_t(id)], text);
-    }
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  report.summary(eng.metrics(), model->timing(), model->graph_stats());
+  if (g_signal != 0) {
+    fmt::print(stderr, "dsa generate: interrupted ({}): {} of {} requests finished and written\n",
+               g_signal == SIGINT ? "SIGINT" : "SIGTERM", report.num_written(), prompts.size());
+    return 128 + int(g_signal);
   }
-  const model::ForwardTiming& ft = model->timing();
-  const int64_t steps = std::max<int64_t>(1, eng.metrics().steps);
-  // Time per output token of each request after its first, averaged over requests.
-  const double tpot_ms = 1000.0 * eng.metrics().mean_tpot_s();
-  if (a.json) {
-    const engine::EngineMetrics& m = eng.metrics();
-    nlohmann::json j = {
-        {"summary",
-         {{"requests", ids.size()},
-          {"tokens", m.emitted},
-          {"seconds", secs},
-          {"tokens_per_s", double(m.emitted) / secs},
-          {"ms_per_output_token", 1000.0 * secs / double(std::max<int64_t>(1, m.emitted))},
-          {"tpot_ms", tpot_ms},
-          {"accept_length_mean", m.mean_accept_length()},
-          {"steps", m.steps},
-          {"forwards", ft.forwards},
-          {"graph_replays", ft.replays},
-          {"host_ms_per_step", 1000.0 * ft.host_s / double(steps)},
-          {"forward_ms_per_step", 1000.0 * ft.total_s / double(steps)},
-          {"graphs", model->graph_stats().graphs},
-          {"graph_nodes", model->graph_stats().nodes},
-          {"graph_capture_s", model->graph_stats().capture_s}}}};
-    fmt::print("{}\n", j.dump());
-  }
-  if (!a.json) {
-    const engine::EngineMetrics& m = eng.metrics();
-    fmt::print("\n");
-    fmt::print(
-        "[{} requests, {} tokens in {:.2f} s: {:.1f} tokens/s, {:.1f} ms per output token, mean "
-        "TTFT {:.0f} ms]\n",
-        ids.size(), m.emitted, secs, double(m.emitted) / secs,
-        1000.0 * secs / double(std::max<int64_t>(1, m.emitted)), 1000.0 * m.mean_ttft_s());
-    fmt::print(
-        "[{} steps, {} forwards ({} graph replays): host {:.3f} ms per step launching, {:.3f} "
-        "ms per step in forwards; {:.2f} ms per output token per request]\n",
-        m.steps, ft.forwards, ft.replays, 1000.0 * ft.host_s / double(steps),
-        1000.0 * ft.total_s / double(steps), tpot_ms);
-    if (a.draft_tokens > 0) {
-      fmt::print("[d = {}: mean accept length {:.3f} over {} verify steps; per-position acceptance",
-                 a.draft_tokens, m.mean_accept_length(), m.verify_steps);
-      for (double x : m.per_position_acceptance()) fmt::print(" {:.3f}", x);
-      fmt::print("]\n");
-    }
-  }
-  return ok_status();
+  return report.num_failed() > 0 ? 1 : 0;
 }
 
 }  // namespace
@@ -195,33 +162,34 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "generate", "Generate text (MTP speculative decoding, continuous batching)");
-  cmd->add_option("--model", a->model_dir, "Model directory")->required();
+  add_engine_options(*cmd, a->engine);
   auto* p = cmd->add_option("--prompt", a->prompt, "Prompt text");
-  auto* f =
-      cmd->add_option("--prompts-file", a->prompts_file, "One prompt per line, run concurrently");
+  auto* f = cmd->add_option("--prompts-file", a->prompts_file,
+                            "One prompt per line, run concurrently (continuous batching)");
   p->excludes(f);
-  cmd->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to generate per request");
-  cmd->add_option("--speculative-num-draft-tokens", a->draft_tokens,
-                  "Draft tokens d (0 = plain decoding)");
-  cmd->add_option("--temperature", a->temperature, "0 = greedy");
-  cmd->add_option("--top-p", a->top_p, "Nucleus sampling mass");
-  cmd->add_option("--top-k", a->top_k, "Keep the k most likely tokens (0 = off)");
-  cmd->add_option("--seed", a->seed, "Sampling seed (request i uses seed + i)");
-  cmd->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_flag("--json", a->json, "One JSON object per request instead of text");
-  cmd->add_option("--max-context", a->max_context, "Longest request (prompt + new tokens)");
-  cmd->add_option("--max-batch", a->max_batch, "Most requests decoded together");
-  cmd->add_flag("--no-graphs", a->no_graphs,
-                "cuda: run every forward eagerly (the same bucket-padded batches) instead of "
-                "replaying CUDA graphs");
-  cmd->add_option("--mtp-chain-hidden", a->mtp_chain_hidden,
-                  "Hidden state chained between draft steps (SPEC.md §6.5)")
-      ->check(CLI::IsMember({"post_norm", "pre_norm"}));
+  cmd->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to generate per request")
+      ->capture_default_str();
+  cmd->add_option("--temperature", a->temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--top-p", a->top_p, "Nucleus sampling mass")->capture_default_str();
+  cmd->add_option("--top-k", a->top_k, "Keep the k most likely tokens (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Sampling seed (request i uses seed + i)")
+      ->capture_default_str();
+  cmd->add_option("--stop", a->stop,
+                  "Stop string (repeatable): the request finishes when its text contains it; the "
+                  "text ends before it");
+  cmd->add_option("--stop-token-ids", a->stop_token_ids,
+                  "Token ids that finish a request (kept in the output, as EOS)");
+  cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at EOS (fixed output lengths)");
+  cmd->add_flag("--json", a->json,
+                "One JSON object per request as it finishes, then a summary object");
   cmd->callback([a, exit_code] {
-    Status s = run(*a);
-    if (!s.ok()) {
-      fmt::print(stderr, "dsa generate: {}\n", s.to_string());
+    StatusOr<int> rc = run(*a);
+    if (!rc.ok()) {
+      fmt::print(stderr, "dsa generate: {}\n", rc.status().to_string());
       *exit_code = 1;
+    } else {
+      *exit_code = *rc;
     }
   });
 }

@@ -1,0 +1,183 @@
+#include "dsa/cli/engine_args.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "dsa/runtime/forward_batch.h"
+#include "dsa/runtime/graph_runner.h"
+
+namespace dsa::cli {
+
+namespace {
+
+// Upper bounds the engine can honour (int32 metadata; see model/dsa_model.cc).
+constexpr int64_t kMaxRunningRequests = 4096;
+constexpr int64_t kMaxPrefillTokens = 1 << 20;
+
+std::string upper(std::string s) {
+  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// d from the speculative flags (SGLang: with top-k 1, draft tokens = steps + 1).
+StatusOr<int32_t> draft_steps(const EngineArgs& a, const model::ModelConfig& config) {
+  const bool steps_set = a.speculative_num_steps >= 0,
+             drafts_set = a.speculative_num_draft_tokens >= 0;
+  if (a.speculative_algorithm.empty()) {
+    if (drafts_set) {
+      return invalid_argument(fmt::format(
+          "--speculative-num-draft-tokens = {} needs --speculative-algorithm NEXTN (or EAGLE); "
+          "it counts the verified tokens, steps + 1, as in SGLang: for d draft steps write "
+          "--speculative-algorithm NEXTN --speculative-num-steps d",
+          a.speculative_num_draft_tokens));
+    }
+    if (steps_set) {
+      return invalid_argument(
+          fmt::format("--speculative-num-steps = {} needs --speculative-algorithm NEXTN (or EAGLE)",
+                      a.speculative_num_steps));
+    }
+    if (a.speculative_eagle_topk != 1) {
+      return invalid_argument(fmt::format(
+          "--speculative-eagle-topk = {} needs --speculative-algorithm NEXTN (or EAGLE)",
+          a.speculative_eagle_topk));
+    }
+    return 0;
+  }
+  const std::string alg = upper(a.speculative_algorithm);
+  if (alg != "NEXTN" && alg != "EAGLE") {
+    return invalid_argument(fmt::format(
+        "--speculative-algorithm = {}: must be NEXTN or EAGLE (both run the model's MTP layer)",
+        a.speculative_algorithm));
+  }
+  if (a.speculative_eagle_topk != 1) {
+    return invalid_argument(fmt::format(
+        "--speculative-eagle-topk = {}: only 1 is supported (top-1 MTP drafts; tree drafts are "
+        "not implemented)",
+        a.speculative_eagle_topk));
+  }
+  int64_t d = steps_set    ? a.speculative_num_steps
+              : drafts_set ? a.speculative_num_draft_tokens - 1
+                           : 3;
+  if (steps_set && drafts_set && a.speculative_num_draft_tokens != d + 1) {
+    return invalid_argument(fmt::format(
+        "--speculative-num-draft-tokens = {} with --speculative-num-steps = {}: with top-k 1 the "
+        "draft tokens are steps + 1 = {}",
+        a.speculative_num_draft_tokens, a.speculative_num_steps, d + 1));
+  }
+  if (steps_set) {
+    DSA_RETURN_IF_ERROR(check_range("--speculative-num-steps", d, 1, runtime::kMaxDraftTokens));
+  } else if (drafts_set) {
+    DSA_RETURN_IF_ERROR(check_range("--speculative-num-draft-tokens",
+                                    a.speculative_num_draft_tokens, 2,
+                                    runtime::kMaxDraftTokens + 1));
+  }
+  if (!config.has_mtp()) {
+    return invalid_argument(
+        fmt::format("--speculative-algorithm {}: the checkpoint has no MTP layer "
+                    "(num_nextn_predict_layers = 0)",
+                    a.speculative_algorithm));
+  }
+  return int32_t(d);
+}
+
+}  // namespace
+
+Status check_range(std::string_view flag, int64_t v, int64_t lo, int64_t hi) {
+  if (v >= lo && v <= hi) return ok_status();
+  return invalid_argument(fmt::format("{} = {}: must be in [{}, {}]", flag, v, lo, hi));
+}
+
+void add_engine_options(CLI::App& cmd, EngineArgs& a) {
+  cmd.add_option("--model,--model-path", a.model_dir,
+                 "Model directory (config.json, model.safetensors, tokenizer.json)")
+      ->required();
+  cmd.add_option("--device", a.device, "cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd.add_option("--speculative-algorithm", a.speculative_algorithm,
+                 "NEXTN or EAGLE: MTP speculative decoding with the model's MTP layer (default: "
+                 "none)");
+  cmd.add_option("--speculative-num-steps", a.speculative_num_steps,
+                 "Draft steps d per speculative step (default 3 with an algorithm)");
+  cmd.add_option("--speculative-eagle-topk", a.speculative_eagle_topk,
+                 "Drafts per step (1 only: top-1 MTP)")
+      ->capture_default_str();
+  cmd.add_option("--speculative-num-draft-tokens", a.speculative_num_draft_tokens,
+                 "Tokens verified per step, steps + 1 (SGLang's meaning)");
+  cmd.add_option("--max-running-requests,--max-batch", a.max_running_requests,
+                 "Most requests decoded together")
+      ->capture_default_str();
+  cmd.add_option("--context-length,--max-context", a.context_length,
+                 "Longest request (prompt + new tokens), at most the model's "
+                 "max_position_embeddings")
+      ->capture_default_str();
+  cmd.add_option("--chunked-prefill-size", a.chunked_prefill_size,
+                 "Most prompt tokens one request prefills per step")
+      ->capture_default_str();
+  cmd.add_option("--max-prefill-tokens", a.max_prefill_tokens,
+                 "Most prompt tokens of all requests in one prefill forward")
+      ->capture_default_str();
+  cmd.add_flag("--disable-cuda-graph,--no-graphs", a.disable_cuda_graph,
+               "cuda: run every forward eagerly (the same bucket-padded batches) instead of "
+               "replaying CUDA graphs");
+  cmd.add_option("--kv-cache-dtype", a.kv_cache_dtype,
+                 "MLA latent cache: auto (bf16), bf16, bfloat16, or fp8_e4m3 (FP8-656: e4m3 with "
+                 "power-of-two tile scales, bf16 RoPE part)")
+      ->capture_default_str();
+  cmd.add_option("--mem-fraction-static", a.mem_fraction_static,
+                 "Fraction of the memory available after the weights that the KV caches may take")
+      ->capture_default_str();
+  cmd.add_option("--mtp-chain-hidden", a.mtp_chain_hidden,
+                 "Hidden state chained between draft steps (SPEC.md §6.5)")
+      ->check(CLI::IsMember({"post_norm", "pre_norm"}))
+      ->capture_default_str();
+}
+
+StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::ModelConfig& config,
+                                          int64_t num_requests) {
+  EngineSetup s;
+  DSA_ASSIGN_OR_RETURN(s.num_draft_tokens, draft_steps(a, config));
+  DSA_RETURN_IF_ERROR(
+      check_range("--max-running-requests", a.max_running_requests, 1, kMaxRunningRequests));
+  DSA_RETURN_IF_ERROR(
+      check_range("--context-length", a.context_length, 2, config.max_position_embeddings));
+  DSA_RETURN_IF_ERROR(
+      check_range("--max-prefill-tokens", a.max_prefill_tokens, 1, kMaxPrefillTokens));
+  DSA_RETURN_IF_ERROR(
+      check_range("--chunked-prefill-size", a.chunked_prefill_size, 1, a.max_prefill_tokens));
+  if (!(a.mem_fraction_static > 0 && a.mem_fraction_static <= 1)) {
+    return invalid_argument(
+        fmt::format("--mem-fraction-static = {}: must be in (0, 1]", a.mem_fraction_static));
+  }
+  model::ModelOptions& o = s.model;
+  if (a.kv_cache_dtype == "auto" || a.kv_cache_dtype == "bf16" || a.kv_cache_dtype == "bfloat16") {
+    o.latent_format = kernels::LatentFormat::kBf16;
+  } else if (a.kv_cache_dtype == "fp8_e4m3") {
+    o.latent_format = kernels::LatentFormat::kFp8_656;
+  } else {
+    return invalid_argument(fmt::format(
+        "--kv-cache-dtype = {}: must be auto, bf16, bfloat16 or fp8_e4m3", a.kv_cache_dtype));
+  }
+  s.backend = a.device == "cuda" ? kernels::Backend::kCuda : kernels::Backend::kCpu;
+  o.max_context = int32_t(a.context_length);
+  o.num_draft_tokens = s.num_draft_tokens;
+  o.max_requests = int32_t(num_requests > 0 ? std::min(a.max_running_requests, num_requests)
+                                            : a.max_running_requests);
+  o.max_extend_rows = int32_t(a.max_prefill_tokens);
+  o.mem_fraction_static = a.mem_fraction_static;
+  o.mtp_chain_hidden = a.mtp_chain_hidden == "pre_norm" ? model::MtpChainHidden::kPreNorm
+                                                        : model::MtpChainHidden::kPostNorm;
+  if (s.backend == kernels::Backend::kCuda) {
+    // Uniform forwards are padded to buckets either way, so --disable-cuda-graph runs the very
+    // same padded batches eagerly (graphs on and off are bit-identical, SPEC.md §5).
+    o.buckets = runtime::default_buckets(o.max_requests);
+    o.cuda_graphs = !a.disable_cuda_graph;
+  }
+  s.prefill_chunk = int32_t(a.chunked_prefill_size);
+  return s;
+}
+
+}  // namespace dsa::cli

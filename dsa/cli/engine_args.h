@@ -1,0 +1,55 @@
+// The engine's command-line options, shared by every command that runs the engine (`dsa
+// generate`, later `dsa serve`), under SGLang's names and meanings: a command line written for
+// SGLang's DeepSeek MTP serving means the same here (--speculative-num-draft-tokens = steps + 1).
+// The old dsa names stay as aliases (--max-batch, --max-context, --no-graphs); the old meaning of
+// --speculative-num-draft-tokens (d draft steps) is refused with a pointer, never reinterpreted.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "dsa/core/status.h"
+#include "dsa/engine/engine.h"
+#include "dsa/model/dsa_model.h"
+#include "dsa/model/model_config.h"
+
+namespace dsa::cli {
+
+struct EngineArgs {
+  std::string model_dir;
+  std::string device = "cpu";
+  std::string speculative_algorithm;          // empty = no speculation; NEXTN or EAGLE = MTP
+  int64_t speculative_num_steps = -1;         // d (-1: from the other speculative flags)
+  int64_t speculative_eagle_topk = 1;         // 1 only (top-1 MTP drafts, no trees)
+  int64_t speculative_num_draft_tokens = -1;  // d + 1 (-1: from the steps)
+  int64_t max_running_requests = 8;
+  int64_t context_length = 2048;
+  int64_t chunked_prefill_size = 512;
+  int64_t max_prefill_tokens = 1024;
+  bool disable_cuda_graph = false;
+  std::string kv_cache_dtype = "auto";
+  double mem_fraction_static = 0.9;
+  std::string mtp_chain_hidden = "post_norm";
+};
+
+// Registers the options on `cmd` (defaults shown in --help).
+void add_engine_options(CLI::App& cmd, EngineArgs& a);
+
+struct EngineSetup {
+  kernels::Backend backend = kernels::Backend::kCpu;
+  int32_t num_draft_tokens = 0;
+  model::ModelOptions model;
+  int32_t prefill_chunk = 512;
+};
+
+// Every rule between the flags and against the model's config.json: ranges, the speculative
+// flags' consistency, the context within max_position_embeddings. InvalidArgument with one line
+// naming the flag as typed and its value. `num_requests` caps the running requests (0: no cap).
+StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::ModelConfig& config,
+                                          int64_t num_requests);
+
+// InvalidArgument "<flag> = <value>: must be in [lo, hi]" unless lo <= v <= hi.
+Status check_range(std::string_view flag, int64_t v, int64_t lo, int64_t hi);
+
+}  // namespace dsa::cli

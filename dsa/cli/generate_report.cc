@@ -1,0 +1,166 @@
+#include "dsa/cli/generate_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace dsa::cli {
+
+namespace {
+
+using nlohmann::json;
+
+// Text is valid UTF-8 already (the engine's TextStream); `replace` keeps a dump from ever
+// throwing on a byte that is not.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * double(v.size() - 1);
+  const size_t lo = size_t(pos), hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
+}
+
+GenerateReport::GenerateReport(const std::vector<std::string>& prompts, bool json, bool stream,
+                               int32_t num_draft_tokens)
+    : prompts_(prompts), json_(json), stream_(stream), d_(num_draft_tokens) {}
+
+void GenerateReport::start() {
+  t0_ = std::chrono::steady_clock::now();
+  if (stream_) {
+    fmt::print("{}", prompts_[0]);
+    std::fflush(stdout);
+  }
+}
+
+void GenerateReport::stream(const engine::RequestState& r) {
+  const size_t stable = r.stable_text_size();
+  if (stable <= streamed_) return;
+  std::fwrite(r.text.text().data() + streamed_, 1, stable - streamed_, stdout);
+  std::fflush(stdout);
+  streamed_ = stable;
+}
+
+void GenerateReport::progress() const {
+  if (stream_ || json_) return;
+  fmt::print(stderr, "\r[{}/{} requests done, {} tokens]", written_, prompts_.size(),
+             completion_tokens_);
+}
+
+void GenerateReport::finished(size_t index, const engine::RequestState& r) {
+  ++written_;
+  if (r.finish == engine::FinishReason::kError) {
+    refused(index, r.error);
+    --written_;  // refused() counts it
+    return;
+  }
+  completion_tokens_ += int64_t(r.output.size());
+  const engine::RequestFigures f = engine::request_figures(r);
+  if (json_) {
+    json j = {{"index", index},
+              {"prompt_tokens", r.prompt_len()},
+              {"completion_tokens", r.output.size()},
+              {"finish_reason", std::string(engine::finish_reason_name(r.finish))},
+              {"text", r.text.text()},
+              {"token_ids", r.output},
+              {"ttft_s", f.ttft_s},
+              {"e2e_latency_s", f.e2e_s},
+              {"tpot_s", f.tpot_s},
+              {"tokens_per_s", f.tokens_per_s},
+              {"accept_length_mean", f.accept_length_mean},
+              {"per_position_acceptance", f.per_position_acceptance},
+              {"accept_histogram", r.accept.histogram()}};
+    fmt::print("{}\n", dump(j));
+  } else if (stream_) {
+    stream(r);
+  } else {
+    fmt::print("--- request {} ({} tokens, {}) ---\n{}{}\n", index, r.output.size(),
+               engine::finish_reason_name(r.finish), prompts_[index], r.text.text());
+  }
+  std::fflush(stdout);
+  progress();
+}
+
+void GenerateReport::refused(size_t index, const Status& why) {
+  ++written_;
+  ++failed_;
+  if (json_) {
+    fmt::print("{}\n", dump(json{{"index", index}, {"error", why.to_string()}}));
+    std::fflush(stdout);
+  } else {
+    fmt::print(stderr, "dsa generate: request {}: {}\n", index, why.to_string());
+  }
+  progress();
+}
+
+void GenerateReport::summary(const engine::EngineMetrics& m, const model::ForwardTiming& ft,
+                             const runtime::GraphStats& gs) {
+  const double secs = seconds_since(t0_);
+  const double steps = double(std::max<int64_t>(1, m.steps));
+  const double tokens_per_s = secs > 0 ? double(m.emitted) / secs : 0;
+  const double ms_per_token = 1000.0 * secs / double(std::max<int64_t>(1, m.emitted));
+  auto ms = [](double s) { return 1000.0 * s; };
+  if (json_) {
+    json j = {{"summary",
+               {{"requests", prompts_.size()},
+                {"requests_failed", failed_},
+                {"tokens", m.emitted},
+                {"seconds", secs},
+                {"tokens_per_s", tokens_per_s},
+                {"ms_per_output_token", ms_per_token},
+                {"tpot_ms", ms(m.mean_tpot_s())},
+                {"ttft_ms_p50", ms(percentile(m.ttft_s, 0.5))},
+                {"ttft_ms_p90", ms(percentile(m.ttft_s, 0.9))},
+                {"ttft_ms_p99", ms(percentile(m.ttft_s, 0.99))},
+                {"tpot_ms_p50", ms(percentile(m.tpot_s, 0.5))},
+                {"tpot_ms_p90", ms(percentile(m.tpot_s, 0.9))},
+                {"tpot_ms_p99", ms(percentile(m.tpot_s, 0.99))},
+                {"accept_length_mean", m.mean_accept_length()},
+                {"accept_histogram", m.accept.histogram()},
+                {"per_position_acceptance", m.per_position_acceptance()},
+                {"steps", m.steps},
+                {"forwards", ft.forwards},
+                {"graph_replays", ft.replays},
+                {"host_ms_per_step", 1000.0 * ft.host_s / steps},
+                {"forward_ms_per_step", 1000.0 * ft.total_s / steps},
+                {"graphs", gs.graphs},
+                {"graph_nodes", gs.nodes},
+                {"graph_capture_s", gs.capture_s}}}};
+    fmt::print("{}\n", dump(j));
+    return;
+  }
+  fmt::print("\n");
+  fmt::print(
+      "[{} requests, {} tokens in {:.2f} s: {:.1f} tokens/s, {:.1f} ms per output token, mean "
+      "TTFT {:.0f} ms]\n",
+      prompts_.size(), m.emitted, secs, tokens_per_s, ms_per_token, ms(m.mean_ttft_s()));
+  fmt::print(
+      "[{} steps, {} forwards ({} graph replays): host {:.3f} ms per step launching, {:.3f} "
+      "ms per step in forwards; {:.2f} ms per output token per request]\n",
+      m.steps, ft.forwards, ft.replays, 1000.0 * ft.host_s / steps, 1000.0 * ft.total_s / steps,
+      ms(m.mean_tpot_s()));
+  fmt::print(
+      "[TTFT ms p50 {:.1f} p90 {:.1f} p99 {:.1f}; TPOT ms p50 {:.2f} p90 {:.2f} p99 {:.2f}]\n",
+      ms(percentile(m.ttft_s, 0.5)), ms(percentile(m.ttft_s, 0.9)), ms(percentile(m.ttft_s, 0.99)),
+      ms(percentile(m.tpot_s, 0.5)), ms(percentile(m.tpot_s, 0.9)), ms(percentile(m.tpot_s, 0.99)));
+  if (d_ > 0) {
+    fmt::print("[d = {}: mean accept length {:.3f} over {} verify steps; per-position acceptance",
+               d_, m.mean_accept_length(), m.verify_steps);
+    for (double x : m.per_position_acceptance()) fmt::print(" {:.3f}", x);
+    fmt::print("; accept histogram (a = 0..{})", d_);
+    for (int64_t c : m.accept.histogram()) fmt::print(" {}", c);
+    fmt::print("]\n");
+  }
+  if (failed_ > 0) fmt::print("[{} of {} requests failed]\n", failed_, prompts_.size());
+}
+
+}  // namespace dsa::cli

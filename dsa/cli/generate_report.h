@@ -1,0 +1,51 @@
+// What `dsa generate` writes: the streamed text of a single prompt, each request's result as it
+// finishes (text, or one JSON object with its figures — all computed by the engine), the refused
+// requests with their errors, and the run's summary (throughput, TTFT / TPOT percentiles, the
+// accept-length histogram). Results go to stdout, progress to stderr.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dsa/core/status.h"
+#include "dsa/engine/engine.h"
+#include "dsa/model/dsa_model.h"
+
+namespace dsa::cli {
+
+class GenerateReport {
+ public:
+  GenerateReport(const std::vector<std::string>& prompts, bool json, bool stream,
+                 int32_t num_draft_tokens);
+
+  void start();  // the clock of the run (after loading)
+  // Streaming: writes the request's stable new text.
+  void stream(const engine::RequestState& r);
+  // A request that finished (successfully or with its own error): written now.
+  void finished(size_t index, const engine::RequestState& r);
+  // A request the engine refused when it was added.
+  void refused(size_t index, const Status& why);
+  void summary(const engine::EngineMetrics& m, const model::ForwardTiming& ft,
+               const runtime::GraphStats& gs);
+
+  size_t num_written() const { return written_; }
+  size_t num_failed() const { return failed_; }
+
+ private:
+  void progress() const;
+
+  const std::vector<std::string>& prompts_;
+  bool json_, stream_;
+  int32_t d_;
+  size_t streamed_ = 0;  // bytes of the single request's text written
+  size_t written_ = 0, failed_ = 0;
+  int64_t completion_tokens_ = 0;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// The q-quantile (0..1) of `v` by linear interpolation between order statistics; 0 when empty.
+double percentile(std::vector<double> v, double q);
+
+}  // namespace dsa::cli

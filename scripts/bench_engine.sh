@@ -20,10 +20,11 @@ for batch in 1 8 32; do
   for d in 0 3; do
     for graphs in on off; do
       flag=()
-      [ "$graphs" = off ] && flag=(--no-graphs)
+      [ "$graphs" = off ] && flag=(--disable-cuda-graph)
+      [ "$d" -gt 0 ] && flag+=(--speculative-algorithm NEXTN --speculative-num-steps "$d")
       json=$("$dsa" generate --model models/tiny-dsa --prompts-file "$tmp/batch.txt" \
-        --max-new-tokens 128 --speculative-num-draft-tokens "$d" --device cuda --json \
-        --max-batch 32 --max-context 512 "${flag[@]}" 2>"$tmp/err.txt" | grep '"summary"')
+        --max-new-tokens 128 --device cuda --json \
+        --max-running-requests 32 --context-length 512 "${flag[@]}" 2>"$tmp/err.txt" | grep '"summary"')
       if [ -z "$json" ]; then
         echo "batch $batch d $d graphs $graphs: FAILED: $(tail -2 "$tmp/err.txt")"
         continue

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 
 #include "dsa/runtime/forward_batch.h"
@@ -24,20 +25,20 @@ std::string upper(std::string s) {
 
 // d from the speculative flags (SGLang: with top-k 1, draft tokens = steps + 1).
 StatusOr<int32_t> draft_steps(const EngineArgs& a, const model::ModelConfig& config) {
-  const bool steps_set = a.speculative_num_steps >= 0,
-             drafts_set = a.speculative_num_draft_tokens >= 0;
+  const bool steps_set = a.speculative_num_steps.has_value(),
+             drafts_set = a.speculative_num_draft_tokens.has_value();
   if (a.speculative_algorithm.empty()) {
     if (drafts_set) {
       return invalid_argument(fmt::format(
           "--speculative-num-draft-tokens = {} needs --speculative-algorithm NEXTN (or EAGLE); "
           "it counts the verified tokens, steps + 1, as in SGLang: for d draft steps write "
           "--speculative-algorithm NEXTN --speculative-num-steps d",
-          a.speculative_num_draft_tokens));
+          *a.speculative_num_draft_tokens));
     }
     if (steps_set) {
       return invalid_argument(
           fmt::format("--speculative-num-steps = {} needs --speculative-algorithm NEXTN (or EAGLE)",
-                      a.speculative_num_steps));
+                      *a.speculative_num_steps));
     }
     if (a.speculative_eagle_topk != 1) {
       return invalid_argument(fmt::format(
@@ -58,20 +59,20 @@ StatusOr<int32_t> draft_steps(const EngineArgs& a, const model::ModelConfig& con
         "not implemented)",
         a.speculative_eagle_topk));
   }
-  int64_t d = steps_set    ? a.speculative_num_steps
-              : drafts_set ? a.speculative_num_draft_tokens - 1
+  int64_t d = steps_set    ? *a.speculative_num_steps
+              : drafts_set ? *a.speculative_num_draft_tokens - 1
                            : 3;
-  if (steps_set && drafts_set && a.speculative_num_draft_tokens != d + 1) {
+  if (steps_set && drafts_set && *a.speculative_num_draft_tokens != d + 1) {
     return invalid_argument(fmt::format(
         "--speculative-num-draft-tokens = {} with --speculative-num-steps = {}: with top-k 1 the "
         "draft tokens are steps + 1 = {}",
-        a.speculative_num_draft_tokens, a.speculative_num_steps, d + 1));
+        *a.speculative_num_draft_tokens, *a.speculative_num_steps, d + 1));
   }
   if (steps_set) {
     DSA_RETURN_IF_ERROR(check_range("--speculative-num-steps", d, 1, runtime::kMaxDraftTokens));
   } else if (drafts_set) {
     DSA_RETURN_IF_ERROR(check_range("--speculative-num-draft-tokens",
-                                    a.speculative_num_draft_tokens, 2,
+                                    *a.speculative_num_draft_tokens, 2,
                                     runtime::kMaxDraftTokens + 1));
   }
   if (!config.has_mtp()) {
@@ -84,6 +85,21 @@ StatusOr<int32_t> draft_steps(const EngineArgs& a, const model::ModelConfig& con
 }
 
 }  // namespace
+
+CLI::Validator int64_range() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [p, ec] = std::from_chars(text.data(), end, v);
+        if (ec == std::errc::result_out_of_range) {
+          return text + " is outside the 64-bit integer range";
+        }
+        if (ec != std::errc() || p != end) return text + " is not an integer";
+        return {};
+      },
+      "", "int64");
+}
 
 Status check_range(std::string_view flag, int64_t v, int64_t lo, int64_t hi) {
   if (v >= lo && v <= hi) return ok_status();
@@ -134,6 +150,11 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
                  "Hidden state chained between draft steps (SPEC.md §6.5)")
       ->check(CLI::IsMember({"post_norm", "pre_norm"}))
       ->capture_default_str();
+  for (const char* name : {"--speculative-num-steps", "--speculative-eagle-topk",
+                           "--speculative-num-draft-tokens", "--max-running-requests",
+                           "--context-length", "--chunked-prefill-size", "--max-prefill-tokens"}) {
+    cmd.get_option(name)->check(int64_range());
+  }
 }
 
 StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::ModelConfig& config,

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "dsa/core/status.h"
@@ -19,10 +20,10 @@ namespace dsa::cli {
 struct EngineArgs {
   std::string model_dir;
   std::string device = "cpu";
-  std::string speculative_algorithm;          // empty = no speculation; NEXTN or EAGLE = MTP
-  int64_t speculative_num_steps = -1;         // d (-1: from the other speculative flags)
-  int64_t speculative_eagle_topk = 1;         // 1 only (top-1 MTP drafts, no trees)
-  int64_t speculative_num_draft_tokens = -1;  // d + 1 (-1: from the steps)
+  std::string speculative_algorithm;             // empty = no speculation; NEXTN or EAGLE = MTP
+  std::optional<int64_t> speculative_num_steps;  // d (unset: from the other speculative flags)
+  int64_t speculative_eagle_topk = 1;            // 1 only (top-1 MTP drafts, no trees)
+  std::optional<int64_t> speculative_num_draft_tokens;  // d + 1 (unset: from the steps)
   int64_t max_running_requests = 8;
   int64_t context_length = 2048;
   int64_t chunked_prefill_size = 512;
@@ -48,6 +49,10 @@ struct EngineSetup {
 // naming the flag as typed and its value. `num_requests` caps the running requests (0: no cap).
 StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::ModelConfig& config,
                                           int64_t num_requests);
+
+// A CLI11 check that an integer option's text fits int64 (CLI11 itself saturates overflowing
+// numbers silently): "--seed: 99999999999999999999 is outside the 64-bit integer range".
+CLI::Validator int64_range();
 
 // InvalidArgument "<flag> = <value>: must be in [lo, hi]" unless lo <= v <= hi.
 Status check_range(std::string_view flag, int64_t v, int64_t lo, int64_t hi);

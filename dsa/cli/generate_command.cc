@@ -181,6 +181,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--stop-token-ids", a->stop_token_ids,
                   "Token ids that finish a request (kept in the output, as EOS)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at EOS (fixed output lengths)");
+  for (const char* name : {"--max-new-tokens", "--top-k", "--seed", "--stop-token-ids"}) {
+    cmd->get_option(name)->check(int64_range());
+  }
   cmd->add_flag("--json", a->json,
                 "One JSON object per request as it finishes, then a summary object");
   cmd->callback([a, exit_code] {

@@ -1,5 +1,6 @@
 // Token sampling (SPEC.md §6.2, §6.3) on the GPU: one CTA per row, the same rules as
-// dsa/kernels/sampling/sampler.cc (the reference), computed with the same DSA_HD Philox / Gumbel helpers.
+// dsa/kernels/sampling/sampler.cc (the reference), computed with the same DSA_HD Philox / Gumbel
+// helpers.
 //
 // Per row, by the row's own params (read on the device):
 //  - temperature 0: argmax of the fp32 logits, ties to the lowest id, NaN / -inf never chosen.
@@ -95,8 +96,7 @@ __device__ __forceinline__ uint32_t pick(const PhiloxCounter& c, int j) {
 
 // gamma_p(v) of §6.3 for one token.
 __device__ __forceinline__ float gumbel_at(PhiloxKey key, uint32_t pos, int32_t v) {
-  const PhiloxCounter c =
-      philox4x32_10(sampling_counter(static_cast<uint32_t>(v) >> 2, pos), key);
+  const PhiloxCounter c = philox4x32_10(sampling_counter(static_cast<uint32_t>(v) >> 2, pos), key);
   return gumbel_from_uniform(uniform_from_word(pick(c, v & 3)));
 }
 
@@ -193,8 +193,7 @@ __global__ void __launch_bounds__(kThreads)
           s[j] = -INFINITY;
       }
       if (!any) continue;
-      const PhiloxCounter c =
-          philox4x32_10(sampling_counter(static_cast<uint32_t>(g), pos), key);
+      const PhiloxCounter c = philox4x32_10(sampling_counter(static_cast<uint32_t>(g), pos), key);
       for (int j = 0; j < 4; ++j) {
         if (s[j] == -INFINITY) continue;
         const double gamma = gumbel_from_uniform(uniform_from_word(pick(c, j)));

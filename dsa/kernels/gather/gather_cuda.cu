@@ -211,6 +211,23 @@ StatusOr<unsigned> grid_size(int32_t capacity, int rows_per_step) {
   return unsigned(needed < 1 ? 1 : (needed < full ? needed : full));
 }
 
+// What both gathers launch with: the error word (passed unchecked too: the capacity check always
+// reports), a grid for the capacity, the request source and the mode.
+struct Launch {
+  cuda::DeviceErrorWord* error;
+  unsigned grid;
+  Source src;
+  bool checked;
+};
+
+template <typename Params>
+StatusOr<Launch> prepare(const Params& p, int rows_per_step) {
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * error, cuda::device_error_word());
+  DSA_ASSIGN_OR_RETURN(const unsigned grid, grid_size(p.capacity, rows_per_step));
+  const Source src{p.req_slot, p.cu_kv, p.page_table, p.pool.num_pages, p.batch_pad, p.capacity};
+  return Launch{error, grid, src, checked_mode()};
+}
+
 }  // namespace
 
 Status indexer_gather_cuda(const IndexerGatherParams& p) {
@@ -218,17 +235,16 @@ Status indexer_gather_cuda(const IndexerGatherParams& p) {
   if (p.batch_pad == 0) return ok_status();
   DSA_RETURN_IF_ERROR(
       cuda::require_aligned("indexer_gather_cuda", "pool.data and k8", {p.pool.data, p.k8}, 16));
-  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * error, cuda::device_error_word());
-  DSA_ASSIGN_OR_RETURN(unsigned grid, grid_size(p.capacity, kIndexerRowsPerStep));
-  const Source src{p.req_slot, p.cu_kv, p.page_table, p.pool.num_pages, p.batch_pad, p.capacity};
-  const bool checked = checked_mode();
+  DSA_ASSIGN_OR_RETURN(const Launch l, prepare(p, kIndexerRowsPerStep));
   cudaStream_t stream = cuda::current_stream();
-  if (checked) {
-    indexer_gather_kernel<true><<<grid, kThreads, 0, stream>>>(src, p.pool, p.k8, p.kscale, error);
+  if (l.checked) {
+    indexer_gather_kernel<true>
+        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.k8, p.kscale, l.error);
   } else {
-    indexer_gather_kernel<false><<<grid, kThreads, 0, stream>>>(src, p.pool, p.k8, p.kscale, error);
+    indexer_gather_kernel<false>
+        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.k8, p.kscale, l.error);
   }
-  return cuda::end_launch("indexer_gather_kernel", checked, "indexer_gather_cuda");
+  return cuda::end_launch("indexer_gather_kernel", l.checked, "indexer_gather_cuda");
 }
 
 Status latent_gather_cuda(const LatentGatherParams& p) {
@@ -236,26 +252,23 @@ Status latent_gather_cuda(const LatentGatherParams& p) {
   if (p.batch_pad == 0) return ok_status();
   DSA_RETURN_IF_ERROR(
       cuda::require_aligned("latent_gather_cuda", "pool.data and kv", {p.pool.data, p.kv}, 16));
-  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * error, cuda::device_error_word());
-  DSA_ASSIGN_OR_RETURN(unsigned grid, grid_size(p.capacity, kLatentRowsPerStep));
-  const Source src{p.req_slot, p.cu_kv, p.page_table, p.pool.num_pages, p.batch_pad, p.capacity};
-  const bool checked = checked_mode();
+  DSA_ASSIGN_OR_RETURN(const Launch l, prepare(p, kLatentRowsPerStep));
   cudaStream_t stream = cuda::current_stream();
   const bool bf16_pool = p.pool.format == LatentFormat::kBf16;
-  if (checked && bf16_pool) {
+  if (l.checked && bf16_pool) {
     latent_gather_kernel<LatentFormat::kBf16, true>
-        <<<grid, kThreads, 0, stream>>>(src, p.pool, p.kv, error);
-  } else if (checked) {
+        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.kv, l.error);
+  } else if (l.checked) {
     latent_gather_kernel<LatentFormat::kFp8_656, true>
-        <<<grid, kThreads, 0, stream>>>(src, p.pool, p.kv, error);
+        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.kv, l.error);
   } else if (bf16_pool) {
     latent_gather_kernel<LatentFormat::kBf16, false>
-        <<<grid, kThreads, 0, stream>>>(src, p.pool, p.kv, error);
+        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.kv, l.error);
   } else {
     latent_gather_kernel<LatentFormat::kFp8_656, false>
-        <<<grid, kThreads, 0, stream>>>(src, p.pool, p.kv, error);
+        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.kv, l.error);
   }
-  return cuda::end_launch("latent_gather_kernel", checked, "latent_gather_cuda");
+  return cuda::end_launch("latent_gather_kernel", l.checked, "latent_gather_cuda");
 }
 
 }  // namespace dsa::kernels

@@ -26,7 +26,6 @@ namespace dsa::kernels {
 namespace {
 
 using cuda::DeviceBuffer;
-
 using namespace paged_logits_test;  // NOLINT: the shared fixture (Case) of the CPU tests
 using testing::dev;
 using testing::is_poison;

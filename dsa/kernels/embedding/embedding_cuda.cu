@@ -9,6 +9,8 @@
 #include "dsa/core/dtype.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
+#include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/embedding/embedding.h"
 
@@ -47,18 +49,12 @@ __global__ void embedding_kernel(const int32_t* __restrict__ ids, const bf16* __
 Status embedding_cuda(const EmbeddingParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.num_tokens == 0) return ok_status();
-  cuda::DeviceErrorWord* err = nullptr;
   const bool checked = checked_mode();
-  if (checked) {
-    DSA_ASSIGN_OR_RETURN(err, cuda::device_error_word());
-  }
-  const bool vec = p.dim % 8 == 0 && reinterpret_cast<uintptr_t>(p.table) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
+  const bool vec = p.dim % 8 == 0 && cuda::is_aligned(p.table, 16) && cuda::is_aligned(p.y, 16);
   embedding_kernel<<<p.num_tokens, kThreads, 0, cuda::current_stream()>>>(
       p.ids, p.table, p.y, p.vocab_size, p.dim, vec, err);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("embedding");
-  if (checked) return cuda::take_device_error("embedding: ids[row] outside [0, vocab_size)");
-  return ok_status();
+  return cuda::end_launch("embedding", checked, "embedding: ids[row] outside [0, vocab_size)");
 }
 
 }  // namespace dsa::kernels

@@ -16,26 +16,27 @@
 #include "dsa/kernels/embedding/embedding.h"
 #include "dsa/kernels/embedding/embedding_check.h"
 #include "dsa/testing/device_copy.h"
+#include "dsa/testing/first_difference.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/host_buffers.h"
+#include "dsa/testing/poison.h"
 #include "dsa/testing/random.h"
+#include "dsa/testing/reject_table.h"
 
 namespace dsa::kernels {
 namespace {
 
 using cuda::DeviceBuffer;
-using testing::Rng;
-
 using testing::dev;
 using testing::host;
-using testing::or_die;
+using testing::Rng;
 
 // Runs the GPU op; output poisoned with 0xFF. Returns the rows and the Status.
 std::pair<std::vector<bf16>, Status> run_gpu(const std::vector<int32_t>& ids,
                                              const DeviceBuffer<bf16>& table, int32_t vocab,
                                              int32_t dim) {
   auto dids = dev(ids);
-  auto dy = or_die(DeviceBuffer<bf16>::alloc(ids.size() * size_t(dim)));
-  EXPECT_TRUE(dy.fill_bytes(0xFF).ok());
+  auto dy = testing::poisoned<bf16>(ids.size() * size_t(dim));
   Status s =
       embedding_cuda({dids.data(), table.data(), dy.data(), int32_t(ids.size()), vocab, dim});
   return {host(dy), s};
@@ -53,7 +54,7 @@ TEST(EmbeddingCuda, RandomMatchesReferenceBitExact) {
     // pattern instead (rows repeat every 64, distinct within a row), and read back the used rows.
     const int32_t pattern_rows = std::min(s.vocab, 64);
     auto pattern = rng.bf16_vector(size_t(pattern_rows) * s.dim);
-    auto table = or_die(DeviceBuffer<bf16>::alloc(size_t(s.vocab) * s.dim));
+    auto table = testing::dev_alloc<bf16>(size_t(s.vocab) * s.dim);
     for (int32_t r0 = 0; r0 < s.vocab; r0 += pattern_rows) {
       const int32_t n = std::min(pattern_rows, s.vocab - r0);
       ASSERT_EQ(cudaMemcpy(table.data() + size_t(r0) * s.dim, pattern.data(),
@@ -88,18 +89,11 @@ TEST(EmbeddingCuda, RandomMatchesReferenceBitExact) {
 
 Status embedding_cuda_on_host_buffers(const EmbeddingParams& hp) {
   DSA_RETURN_IF_ERROR(validate(hp));
-  DSA_ASSIGN_OR_RETURN(
-      auto dids, DeviceBuffer<int32_t>::from_host(std::span<const int32_t>(hp.ids, hp.num_tokens)));
-  DSA_ASSIGN_OR_RETURN(auto dt, DeviceBuffer<bf16>::from_host(std::span<const bf16>(
-                                    hp.table, size_t(hp.vocab_size) * hp.dim)));
-  DSA_ASSIGN_OR_RETURN(auto dy, DeviceBuffer<bf16>::from_host(
-                                    std::span<const bf16>(hp.y, size_t(hp.num_tokens) * hp.dim)));
-  EmbeddingParams p = hp;
-  p.ids = dids.data(), p.table = dt.data(), p.y = dy.data();
-  DSA_RETURN_IF_ERROR(embedding_cuda(p));
-  DSA_ASSIGN_OR_RETURN(auto y, dy.download());
-  std::copy(y.begin(), y.end(), hp.y);
-  return ok_status();
+  using P = EmbeddingParams;
+  return testing::run_on_host_buffers(hp, embedding_cuda,
+                                      testing::In<&P::ids>{size_t(hp.num_tokens)},
+                                      testing::In<&P::table>{size_t(hp.vocab_size) * hp.dim},
+                                      testing::InOut<&P::y>{size_t(hp.num_tokens) * hp.dim});
 }
 
 TEST(EmbeddingCuda, MatchesElementwiseLookup) {
@@ -152,15 +146,15 @@ TEST(EmbeddingCuda, Deterministic) {
   auto [a, s1] = run_gpu(ids, table, 512, 7168);
   auto [b, s2] = run_gpu(ids, table, 512, 7168);
   ASSERT_TRUE(s1.ok() && s2.ok());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i].bits, b[i].bits) << i;
+  ASSERT_EQ(testing::first_bit_difference(a, b), "");
 }
 
 TEST(EmbeddingCuda, ZeroTokensAndHostChecks) {
   DSA_SKIP_WITHOUT_GPU();
-  EXPECT_TRUE(embedding_cuda({nullptr, nullptr, nullptr, 0, 10, 4}).ok());
-  Status s = embedding_cuda({nullptr, nullptr, nullptr, 2, 0, 4});
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
-  EXPECT_NE(s.message().find("vocab_size = 0"), std::string::npos) << s.to_string();
+  testing::expect_rejects(EmbeddingParams{nullptr, nullptr, nullptr, 0, 10, 4}, embedding_cuda,
+                          {{"no tokens", [](auto&) {}, StatusCode::kOk},
+                           {"vocab_size", [](auto& p) { p.num_tokens = 2, p.vocab_size = 0; },
+                            StatusCode::kInvalidArgument, "vocab_size = 0"}});
 }
 
 }  // namespace

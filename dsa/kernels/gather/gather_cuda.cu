@@ -13,6 +13,8 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
+#include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/gather/gather.h"
 
@@ -203,67 +205,70 @@ __global__ void __launch_bounds__(kThreads)
 // Enough CTAs to fill the machine (grid-stride beyond), never more than the capacity needs, and
 // at least one so the capacity check runs.
 StatusOr<unsigned> grid_size(int32_t capacity, int rows_per_step) {
-  int device = 0, sms = 0;
-  DSA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  DSA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  DSA_ASSIGN_OR_RETURN(const int sms, cuda::sm_count());
   const int64_t needed = (int64_t{capacity} + rows_per_step - 1) / rows_per_step;
   const int64_t full = int64_t{sms} * kCtasPerSm;
   return unsigned(needed < 1 ? 1 : (needed < full ? needed : full));
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+// What both gathers launch with: the error word (passed unchecked too: the capacity check always
+// reports), a grid for the capacity, the request source and the mode.
+struct Launch {
+  cuda::DeviceErrorWord* error;
+  unsigned grid;
+  Source src;
+  bool checked;
+};
+
+template <typename Params>
+StatusOr<Launch> prepare(const Params& p, int rows_per_step) {
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * error, cuda::device_error_word());
+  DSA_ASSIGN_OR_RETURN(const unsigned grid, grid_size(p.capacity, rows_per_step));
+  const Source src{p.req_slot, p.cu_kv, p.page_table, p.pool.num_pages, p.batch_pad, p.capacity};
+  return Launch{error, grid, src, checked_mode()};
+}
 
 }  // namespace
 
 Status indexer_gather_cuda(const IndexerGatherParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.batch_pad == 0) return ok_status();
-  if (!aligned16(p.pool.data) || !aligned16(p.k8)) {
-    return invalid_argument("indexer_gather_cuda: pool.data and k8 must be 16-byte aligned");
-  }
-  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * error, cuda::device_error_word());
-  DSA_ASSIGN_OR_RETURN(unsigned grid, grid_size(p.capacity, kIndexerRowsPerStep));
-  const Source src{p.req_slot, p.cu_kv, p.page_table, p.pool.num_pages, p.batch_pad, p.capacity};
-  const bool checked = checked_mode();
+  DSA_RETURN_IF_ERROR(
+      cuda::require_aligned("indexer_gather_cuda", "pool.data and k8", {p.pool.data, p.k8}, 16));
+  DSA_ASSIGN_OR_RETURN(const Launch l, prepare(p, kIndexerRowsPerStep));
   cudaStream_t stream = cuda::current_stream();
-  if (checked) {
-    indexer_gather_kernel<true><<<grid, kThreads, 0, stream>>>(src, p.pool, p.k8, p.kscale, error);
+  if (l.checked) {
+    indexer_gather_kernel<true>
+        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.k8, p.kscale, l.error);
   } else {
-    indexer_gather_kernel<false><<<grid, kThreads, 0, stream>>>(src, p.pool, p.k8, p.kscale, error);
+    indexer_gather_kernel<false>
+        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.k8, p.kscale, l.error);
   }
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("indexer_gather_kernel");
-  if (checked) return cuda::take_device_error("indexer_gather_cuda");
-  return ok_status();
+  return cuda::end_launch("indexer_gather_kernel", l.checked, "indexer_gather_cuda");
 }
 
 Status latent_gather_cuda(const LatentGatherParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.batch_pad == 0) return ok_status();
-  if (!aligned16(p.pool.data) || !aligned16(p.kv)) {
-    return invalid_argument("latent_gather_cuda: pool.data and kv must be 16-byte aligned");
-  }
-  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * error, cuda::device_error_word());
-  DSA_ASSIGN_OR_RETURN(unsigned grid, grid_size(p.capacity, kLatentRowsPerStep));
-  const Source src{p.req_slot, p.cu_kv, p.page_table, p.pool.num_pages, p.batch_pad, p.capacity};
-  const bool checked = checked_mode();
+  DSA_RETURN_IF_ERROR(
+      cuda::require_aligned("latent_gather_cuda", "pool.data and kv", {p.pool.data, p.kv}, 16));
+  DSA_ASSIGN_OR_RETURN(const Launch l, prepare(p, kLatentRowsPerStep));
   cudaStream_t stream = cuda::current_stream();
   const bool bf16_pool = p.pool.format == LatentFormat::kBf16;
-  if (checked && bf16_pool) {
+  if (l.checked && bf16_pool) {
     latent_gather_kernel<LatentFormat::kBf16, true>
-        <<<grid, kThreads, 0, stream>>>(src, p.pool, p.kv, error);
-  } else if (checked) {
+        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.kv, l.error);
+  } else if (l.checked) {
     latent_gather_kernel<LatentFormat::kFp8_656, true>
-        <<<grid, kThreads, 0, stream>>>(src, p.pool, p.kv, error);
+        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.kv, l.error);
   } else if (bf16_pool) {
     latent_gather_kernel<LatentFormat::kBf16, false>
-        <<<grid, kThreads, 0, stream>>>(src, p.pool, p.kv, error);
+        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.kv, l.error);
   } else {
     latent_gather_kernel<LatentFormat::kFp8_656, false>
-        <<<grid, kThreads, 0, stream>>>(src, p.pool, p.kv, error);
+        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.kv, l.error);
   }
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("latent_gather_kernel");
-  if (checked) return cuda::take_device_error("latent_gather_cuda");
-  return ok_status();
+  return cuda::end_launch("latent_gather_kernel", l.checked, "latent_gather_cuda");
 }
 
 }  // namespace dsa::kernels

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -14,43 +13,21 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/kernels/gather/gather.h"
 #include "dsa/kernels/gather/gather_check.h"
+#include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/poison.h"
 #include "dsa/testing/pools.h"
+#include "dsa/testing/reject_table.h"
 
 namespace dsa::kernels {
 namespace {
 
 using cuda::DeviceBuffer;
+using testing::dev;
+using testing::host;
+using testing::or_die;
+using testing::random_bytes;
 using testing::Rng;
-
-template <typename T>
-DeviceBuffer<T> to_device(const std::vector<T>& host) {
-  auto buf = host.empty() ? DeviceBuffer<T>::alloc(1)
-                          : DeviceBuffer<T>::from_host(std::span<const T>(host));
-  EXPECT_TRUE(buf.ok()) << buf.status().to_string();
-  return std::move(buf).value();
-}
-
-template <typename T>
-std::vector<T> to_host(const DeviceBuffer<T>& buf) {
-  auto host = buf.download();
-  EXPECT_TRUE(host.ok()) << host.status().to_string();
-  return std::move(host).value();
-}
-
-void fill_random_bytes(Rng& rng, uint8_t* bytes, size_t n) {
-  for (size_t i = 0; i < n; i += 8) {
-    const uint64_t word = rng.engine()();
-    std::memcpy(bytes + i, &word, std::min<size_t>(8, n - i));
-  }
-}
-
-template <typename T>
-std::vector<T> random_bytes(Rng& rng, size_t count) {
-  std::vector<T> v(count);
-  fill_random_bytes(rng, reinterpret_cast<uint8_t*>(v.data()), count * sizeof(T));
-  return v;
-}
 
 template <typename T>
 bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
@@ -89,7 +66,7 @@ void fill_pools(Rng& rng, Scenario& s) {
   s.fp8_pool = fpool.bytes();
   s.bf16_pool.assign(size_t(s.num_pages) * kPageSize * kBf16LatentBytes, 0);
   const size_t page0 = size_t(kPageSize) * kBf16LatentBytes;
-  fill_random_bytes(rng, s.bf16_pool.data() + page0, s.bf16_pool.size() - page0);
+  testing::fill_random_bytes(rng, s.bf16_pool.data() + page0, s.bf16_pool.size() - page0);
 }
 
 // `batch` real requests with lengths from `lens` (0 = a paged-path request: req_slot 0), then
@@ -210,32 +187,32 @@ struct DeviceInputs {
   DeviceBuffer<int32_t> req_slot, cu_kv, table;
   DeviceBuffer<uint8_t> indexer_pool, bf16_pool, fp8_pool;
   explicit DeviceInputs(const Scenario& s)
-      : req_slot(to_device(s.req_slot)),
-        cu_kv(to_device(s.cu_kv)),
-        table(to_device(s.table)),
-        indexer_pool(to_device(s.indexer_pool)),
-        bf16_pool(to_device(s.bf16_pool)),
-        fp8_pool(to_device(s.fp8_pool)) {}
+      : req_slot(dev(s.req_slot, 1)),
+        cu_kv(dev(s.cu_kv, 1)),
+        table(dev(s.table, 1)),
+        indexer_pool(dev(s.indexer_pool, 1)),
+        bf16_pool(dev(s.bf16_pool, 1)),
+        fp8_pool(dev(s.fp8_pool, 1)) {}
   uint8_t* latent_pool(LatentFormat f) const {
     return f == LatentFormat::kBf16 ? bf16_pool.data() : fp8_pool.data();
   }
 };
 
 IndexerOut indexer_gpu(const Scenario& s, const DeviceInputs& d, const Poison& poison) {
-  DeviceBuffer<uint8_t> k8 = to_device(poison.k8);
-  DeviceBuffer<float> kscale = to_device(poison.kscale);
+  DeviceBuffer<uint8_t> k8 = dev(poison.k8, 1);
+  DeviceBuffer<float> kscale = dev(poison.kscale, 1);
   Status st =
       indexer_gather_cuda(indexer_params(s, d.req_slot.data(), d.cu_kv.data(), d.table.data(),
                                          d.indexer_pool.data(), k8.data(), kscale.data()));
-  return {st, to_host(k8), to_host(kscale)};
+  return {st, host(k8), host(kscale)};
 }
 
 LatentOut latent_gpu(const Scenario& s, const DeviceInputs& d, LatentFormat f,
                      const Poison& poison) {
-  DeviceBuffer<bf16> kv = to_device(poison.kv);
+  DeviceBuffer<bf16> kv = dev(poison.kv, 1);
   Status st = latent_gather_cuda(latent_params(s, d.req_slot.data(), d.cu_kv.data(), d.table.data(),
                                                d.latent_pool(f), f, kv.data()));
-  return {st, to_host(kv)};
+  return {st, host(kv)};
 }
 
 constexpr LatentFormat kFormats[] = {LatentFormat::kBf16, LatentFormat::kFp8_656};
@@ -496,32 +473,27 @@ TEST(GatherCuda, HostRejects) {
   Scenario s = base_for_errors(rng);
   const Poison poison = make_poison(rng, s.capacity);
   const DeviceInputs d(s);
-  DeviceBuffer<uint8_t> k8 = to_device(poison.k8);
-  DeviceBuffer<float> kscale = to_device(poison.kscale);
-  DeviceBuffer<bf16> kv = to_device(poison.kv);
+  DeviceBuffer<uint8_t> k8 = dev(poison.k8, 1);
+  DeviceBuffer<float> kscale = dev(poison.kscale, 1);
+  DeviceBuffer<bf16> kv = dev(poison.kv, 1);
   IndexerGatherParams ip = indexer_params(s, d.req_slot.data(), d.cu_kv.data(), d.table.data(),
                                           d.indexer_pool.data(), k8.data(), kscale.data());
-  auto iq = ip;
-  iq.page_table.num_pages = s.num_pages + 1;
-  EXPECT_EQ(indexer_gather_cuda(iq).code(), StatusCode::kInvalidArgument);
-  iq = ip;
-  iq.pool.page_stride_bytes = 8192;
-  EXPECT_EQ(indexer_gather_cuda(iq).code(), StatusCode::kInvalidArgument);
-  iq = ip;
-  iq.k8 = k8.data() + 8;
-  EXPECT_EQ(indexer_gather_cuda(iq).code(), StatusCode::kInvalidArgument);
+  testing::expect_rejects(
+      ip, indexer_gather_cuda,
+      {{"page_table.num_pages", [&](auto& q) { q.page_table.num_pages = s.num_pages + 1; },
+        StatusCode::kInvalidArgument},
+       {"pool.page_stride_bytes", [](auto& q) { q.pool.page_stride_bytes = 8192; },
+        StatusCode::kInvalidArgument},
+       {"k8 alignment", [&](auto& q) { q.k8 = k8.data() + 8; }, StatusCode::kInvalidArgument}});
   EXPECT_TRUE(indexer_gather_cuda(ip).ok());
   LatentGatherParams lp = latent_params(s, d.req_slot.data(), d.cu_kv.data(), d.table.data(),
                                         d.fp8_pool.data(), LatentFormat::kFp8_656, kv.data());
-  auto lq = lp;
-  lq.pool.format = static_cast<LatentFormat>(3);
-  EXPECT_EQ(latent_gather_cuda(lq).code(), StatusCode::kInvalidArgument);
-  lq = lp;
-  lq.page_table.width = 0;
-  EXPECT_EQ(latent_gather_cuda(lq).code(), StatusCode::kInvalidArgument);
-  lq = lp;
-  lq.kv = kv.data() + 1;
-  EXPECT_EQ(latent_gather_cuda(lq).code(), StatusCode::kInvalidArgument);
+  testing::expect_rejects(
+      lp, latent_gather_cuda,
+      {{"pool.format", [](auto& q) { q.pool.format = static_cast<LatentFormat>(3); },
+        StatusCode::kInvalidArgument},
+       {"page_table.width", [](auto& q) { q.page_table.width = 0; }, StatusCode::kInvalidArgument},
+       {"kv alignment", [&](auto& q) { q.kv = kv.data() + 1; }, StatusCode::kInvalidArgument}});
   EXPECT_TRUE(latent_gather_cuda(lp).ok());
 }
 
@@ -531,26 +503,18 @@ struct SourceOnDevice {
   DeviceBuffer<int32_t> req_slot, cu_kv, table;
   SourceOnDevice(const int32_t* req_slot_host, const int32_t* cu_kv_host, const PageTable& t,
                  int32_t batch_pad)
-      : req_slot(to_device(std::vector<int32_t>(req_slot_host, req_slot_host + batch_pad))),
-        cu_kv(to_device(std::vector<int32_t>(cu_kv_host, cu_kv_host + batch_pad + 1))),
-        table(to_device(
-            std::vector<int32_t>(t.data, t.data + size_t(t.num_rows) * size_t(t.width)))) {}
+      : req_slot(or_die(testing::to_device(req_slot_host, size_t(batch_pad), 1))),
+        cu_kv(or_die(testing::to_device(cu_kv_host, size_t(batch_pad) + 1, 1))),
+        table(or_die(testing::to_device(t.data, size_t(t.num_rows) * size_t(t.width), 1))) {}
 };
-
-template <typename T>
-void copy_back(const DeviceBuffer<T>& d, T* host, size_t count) {
-  std::vector<T> out = to_host(d);
-  std::copy(out.begin(), out.begin() + int64_t(count), host);
-}
 
 Status indexer_gpu_on_host_buffers(const IndexerGatherParams& p) {
   SourceOnDevice src(p.req_slot, p.cu_kv, p.page_table, p.batch_pad);
   const size_t pool_bytes = size_t(p.pool.num_pages) * size_t(p.pool.page_stride_bytes);
-  DeviceBuffer<uint8_t> pool =
-      to_device(std::vector<uint8_t>(p.pool.data, p.pool.data + pool_bytes));
+  DSA_ASSIGN_OR_RETURN(auto pool, testing::to_device(p.pool.data, pool_bytes, 1));
   const size_t rows = size_t(p.capacity);
-  DeviceBuffer<uint8_t> k8 = to_device(std::vector<uint8_t>(p.k8, p.k8 + rows * kIndexHeadDim));
-  DeviceBuffer<float> kscale = to_device(std::vector<float>(p.kscale, p.kscale + rows));
+  DSA_ASSIGN_OR_RETURN(auto k8, testing::to_device(p.k8, rows * kIndexHeadDim, 1));
+  DSA_ASSIGN_OR_RETURN(auto kscale, testing::to_device(p.kscale, rows, 1));
   IndexerGatherParams q = p;
   q.req_slot = src.req_slot.data();
   q.cu_kv = src.cu_kv.data();
@@ -559,19 +523,17 @@ Status indexer_gpu_on_host_buffers(const IndexerGatherParams& p) {
   q.k8 = k8.data();
   q.kscale = kscale.data();
   DSA_RETURN_IF_ERROR(indexer_gather_cuda(q));
-  copy_back(k8, p.k8, rows * kIndexHeadDim);
-  copy_back(kscale, p.kscale, rows);
-  return ok_status();
+  DSA_RETURN_IF_ERROR(testing::copy_to_host(k8, p.k8, rows * kIndexHeadDim));
+  return testing::copy_to_host(kscale, p.kscale, rows);
 }
 
 Status latent_gpu_on_host_buffers(const LatentGatherParams& p) {
   SourceOnDevice src(p.req_slot, p.cu_kv, p.page_table, p.batch_pad);
   const size_t pool_bytes =
       size_t(p.pool.num_pages) * kPageSize * size_t(latent_bytes_per_token(p.pool.format));
-  DeviceBuffer<uint8_t> pool =
-      to_device(std::vector<uint8_t>(p.pool.data, p.pool.data + pool_bytes));
+  DSA_ASSIGN_OR_RETURN(auto pool, testing::to_device(p.pool.data, pool_bytes, 1));
   const size_t values = size_t(p.capacity) * kQkDim;
-  DeviceBuffer<bf16> kv = to_device(std::vector<bf16>(p.kv, p.kv + values));
+  DSA_ASSIGN_OR_RETURN(auto kv, testing::to_device(p.kv, values, 1));
   LatentGatherParams q = p;
   q.req_slot = src.req_slot.data();
   q.cu_kv = src.cu_kv.data();
@@ -579,8 +541,7 @@ Status latent_gpu_on_host_buffers(const LatentGatherParams& p) {
   q.pool.data = pool.data();
   q.kv = kv.data();
   DSA_RETURN_IF_ERROR(latent_gather_cuda(q));
-  copy_back(kv, p.kv, values);
-  return ok_status();
+  return testing::copy_to_host(kv, p.kv, values);
 }
 
 TEST(GatherCuda, CheckEntryPasses) {

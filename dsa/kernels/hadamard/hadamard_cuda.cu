@@ -11,6 +11,8 @@
 
 #include "dsa/core/dtype.h"
 #include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/launch.h"
+#include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/hadamard/hadamard.h"
 
@@ -69,13 +71,11 @@ __global__ void hadamard_kernel(const bf16* x, bf16* y, int64_t rows, bool vec) 
 Status hadamard_cuda(const HadamardParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.num_rows == 0) return ok_status();
-  const bool vec =
-      reinterpret_cast<uintptr_t>(p.x) % 8 == 0 && reinterpret_cast<uintptr_t>(p.y) % 8 == 0;
+  const bool vec = cuda::is_aligned(p.x, 8) && cuda::is_aligned(p.y, 8);
   const int64_t blocks = (int64_t{p.num_rows} + kWarpsPerBlock - 1) / kWarpsPerBlock;
   hadamard_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0,
                     cuda::current_stream()>>>(p.x, p.y, p.num_rows, vec);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("hadamard");
-  return ok_status();
+  return cuda::launch_error("hadamard");
 }
 
 }  // namespace dsa::kernels

@@ -15,18 +15,19 @@
 #include "dsa/kernels/hadamard/hadamard_check.h"
 #include "dsa/kernels/rmsnorm/bf16_round.h"
 #include "dsa/testing/device_copy.h"
+#include "dsa/testing/first_difference.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/host_buffers.h"
+#include "dsa/testing/poison.h"
 #include "dsa/testing/random.h"
+#include "dsa/testing/reject_table.h"
 
 namespace dsa::kernels {
 namespace {
 
-using cuda::DeviceBuffer;
-using testing::Rng;
-
 using testing::dev;
 using testing::host;
-using testing::or_die;
+using testing::Rng;
 
 // Rows with scales spread over 2^-8..2^8.
 std::vector<bf16> random_rows(Rng& rng, int32_t rows) {
@@ -44,8 +45,7 @@ std::vector<bf16> run_gpu(const std::vector<bf16>& x, int32_t rows, size_t offse
   std::vector<bf16> padded(offset, float_to_bf16(0.f));
   padded.insert(padded.end(), x.begin(), x.end());
   auto dx = dev(padded);
-  auto dy = or_die(DeviceBuffer<bf16>::alloc(padded.size()));
-  EXPECT_TRUE(dy.fill_bytes(0xFF).ok());
+  auto dy = testing::poisoned<bf16>(padded.size());
   Status s = hadamard_cuda({dx.data() + offset, dy.data() + offset, rows});
   EXPECT_TRUE(s.ok()) << s.to_string();
   auto y = host(dy);
@@ -82,12 +82,8 @@ TEST(HadamardCuda, RandomRowsMatchReference) {
 Status hadamard_cuda_on_host_buffers(const HadamardParams& hp) {
   DSA_RETURN_IF_ERROR(validate(hp));
   const size_t n = size_t(hp.num_rows) * kHadamardDim;
-  DSA_ASSIGN_OR_RETURN(auto dx, DeviceBuffer<bf16>::from_host(std::span<const bf16>(hp.x, n)));
-  DSA_ASSIGN_OR_RETURN(auto dy, DeviceBuffer<bf16>::from_host(std::span<const bf16>(hp.y, n)));
-  DSA_RETURN_IF_ERROR(hadamard_cuda({dx.data(), dy.data(), hp.num_rows}));
-  DSA_ASSIGN_OR_RETURN(auto y, dy.download());
-  std::copy(y.begin(), y.end(), hp.y);
-  return ok_status();
+  return testing::run_on_host_buffers(hp, hadamard_cuda, testing::In<&HadamardParams::x>{n},
+                                      testing::InOut<&HadamardParams::y>{n});
 }
 
 TEST(HadamardCuda, MatchesExplicitSum) {
@@ -124,18 +120,16 @@ TEST(HadamardCuda, InPlaceAndDeterministic) {
   auto dx = dev(x);
   ASSERT_TRUE(hadamard_cuda({dx.data(), dx.data(), rows}).ok());
   auto inplace = host(dx);
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].bits, b[i].bits) << "nondeterministic at " << i;
-    ASSERT_EQ(a[i].bits, inplace[i].bits) << "in place differs at " << i;
-  }
+  ASSERT_EQ(testing::first_bit_difference(a, b), "") << "nondeterministic";
+  ASSERT_EQ(testing::first_bit_difference(a, inplace), "") << "in place differs";
 }
 
 TEST(HadamardCuda, ZeroRowsAndHostChecks) {
   DSA_SKIP_WITHOUT_GPU();
-  EXPECT_TRUE(hadamard_cuda({}).ok());
-  Status s = hadamard_cuda({nullptr, nullptr, 1});
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
-  EXPECT_NE(s.message().find("x is null"), std::string::npos) << s.to_string();
+  testing::expect_rejects(
+      HadamardParams{}, hadamard_cuda,
+      {{"no rows", [](auto&) {}, StatusCode::kOk},
+       {"x", [](auto& p) { p.num_rows = 1; }, StatusCode::kInvalidArgument, "x is null"}});
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include "dsa/core/fp8_quant.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
+#include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/indexer_write/indexer_write.h"
 
@@ -107,8 +109,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 }  // namespace
 
 Status indexer_write_cuda(const IndexerWriteParams& p) {
@@ -116,9 +116,8 @@ Status indexer_write_cuda(const IndexerWriteParams& p) {
   if (p.num_tokens == 0) return ok_status();
   // 16-byte key loads and 8-byte code stores (the page stride 8448 and the 128-byte token rows
   // keep every store aligned once the pool base is).
-  if (!aligned16(p.k) || !aligned16(p.pool.data)) {
-    return invalid_argument("indexer_write_cuda: k and pool.data must be 16-byte aligned");
-  }
+  DSA_RETURN_IF_ERROR(
+      cuda::require_aligned("indexer_write_cuda", "k and pool.data", {p.k, p.pool.data}, 16));
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * error, cuda::device_error_word());
   const bool checked = checked_mode();
   const int64_t blocks = (int64_t{p.num_tokens} + kTokensPerBlock - 1) / kTokensPerBlock;
@@ -130,9 +129,7 @@ Status indexer_write_cuda(const IndexerWriteParams& p) {
     indexer_write_kernel<false>
         <<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(p.k, p.slot, p.num_tokens, p.pool, error);
   }
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("indexer_write_kernel");
-  if (checked) return cuda::take_device_error("indexer_write_cuda");
-  return ok_status();
+  return cuda::end_launch("indexer_write_kernel", checked, "indexer_write_cuda");
 }
 
 }  // namespace dsa::kernels

@@ -2,10 +2,8 @@
 // byte identical, including the poisoned bytes of slots that must not be written).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -14,22 +12,22 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/kernels/indexer_write/indexer_write.h"
 #include "dsa/kernels/indexer_write/indexer_write_check.h"
+#include "dsa/testing/bf16_values.h"
+#include "dsa/testing/cache_write.h"
+#include "dsa/testing/device_copy.h"
+#include "dsa/testing/first_difference.h"
 #include "dsa/testing/gpu_skip.h"
-#include "dsa/testing/pools.h"
+#include "dsa/testing/poison.h"
+#include "dsa/testing/random.h"
+#include "dsa/testing/reject_table.h"
 
 namespace dsa::kernels {
 namespace {
 
 using cuda::DeviceBuffer;
+using testing::bf16_from_bits;
+using testing::PoolWrite;
 using testing::Rng;
-
-template <typename T>
-DeviceBuffer<T> to_device(const std::vector<T>& host) {
-  auto buf = host.empty() ? DeviceBuffer<T>::alloc(1)
-                          : DeviceBuffer<T>::from_host(std::span<const T>(host));
-  EXPECT_TRUE(buf.ok()) << buf.status().to_string();
-  return std::move(buf).value();
-}
 
 int64_t pool_bytes(int32_t num_pages) {
   return int64_t{num_pages} * indexer_page_bytes(kPageSize, kIndexHeadDim);
@@ -37,14 +35,9 @@ int64_t pool_bytes(int32_t num_pages) {
 
 // A pool image whose pages other than page 0 hold random bytes (unwritten slots are garbage).
 std::vector<uint8_t> poisoned_pool(Rng& rng, int32_t num_pages) {
-  std::vector<uint8_t> bytes(size_t(pool_bytes(num_pages)), 0);
-  for (size_t i = size_t(indexer_page_bytes(kPageSize, kIndexHeadDim)); i < bytes.size(); ++i) {
-    bytes[i] = uint8_t(rng.randint(0, 255));
-  }
-  return bytes;
+  return testing::random_pool_image(rng, size_t(pool_bytes(num_pages)),
+                                    size_t(indexer_page_bytes(kPageSize, kIndexHeadDim)));
 }
-
-bf16 bits_bf16(uint32_t b) { return bf16{uint16_t(b)}; }
 
 // Keys that stress every branch of §2.1: ordinary magnitudes over many binades, random finite bit
 // patterns (subnormals, huge values, signed zeros), all-zero and tiny blocks (the 1e-4 floor),
@@ -53,97 +46,51 @@ std::vector<bf16> stress_keys(Rng& rng, int32_t tokens) {
   std::vector<bf16> k(size_t(tokens) * kIndexHeadDim);
   for (int32_t t = 0; t < tokens; ++t) {
     bf16* row = &k[size_t(t) * kIndexHeadDim];
-    const int kind = int(rng.randint(0, 5));
-    for (int d = 0; d < kIndexHeadDim; ++d) {
-      switch (kind) {
-        case 0:
-          row[d] = float_to_bf16(rng.normal(0.f, std::exp2(rng.uniform(-12.f, 12.f))));
-          break;
-        case 1: {
-          uint32_t b = uint32_t(rng.randint(0, 0xFFFF));
-          if ((b & 0x7F80u) == 0x7F80u) b &= 0xBFFFu;  // keep it finite
-          row[d] = bits_bf16(b);
-          break;
-        }
-        case 2:
-          row[d] = bits_bf16(rng.randint(0, 1) ? 0x8000u : 0u);
-          break;
-        case 3:
-          row[d] = float_to_bf16(rng.normal(0.f, 1e-6f));
-          break;
-        case 4:
-          row[d] = float_to_bf16(rng.uniform(-400.f, 400.f) * std::exp2(float(t % 40 - 20)));
-          break;
-        default:
-          row[d] = d % 2 ? bits_bf16(uint32_t(rng.randint(1, 0x7F)))  // subnormal
-                         : float_to_bf16(rng.normal(0.f, 1e30f));
-          break;
-      }
-    }
+    const int kind = int(rng.randint(0, testing::kStressKinds - 1));
+    testing::fill_stress_block(rng, row, kIndexHeadDim, kind, std::exp2(float(t % 40 - 20)));
     if (kind == 4)
       row[rng.randint(0, kIndexHeadDim - 1)] = float_to_bf16(448.f * std::exp2(float(t % 40 - 20)));
   }
   return k;
 }
 
-struct Outcome {
-  Status status;
-  std::vector<uint8_t> bytes;
-};
-
-Outcome run_ref(const std::vector<bf16>& k, const std::vector<int32_t>& slot, int32_t num_pages,
-                std::vector<uint8_t> bytes) {
+// The pool layout of a write; the harness fills in the keys, slots and pool pointers.
+IndexerWriteParams layout(int32_t num_pages) {
   IndexerWriteParams p;
-  p.k = k.data();
-  p.slot = slot.data();
-  p.num_tokens = int32_t(slot.size());
-  p.pool.data = bytes.data();
   p.pool.num_pages = num_pages;
-  Status st = indexer_write_ref(p);
-  return {st, std::move(bytes)};
+  return p;
 }
 
-Outcome run_gpu(const std::vector<bf16>& k, const std::vector<int32_t>& slot, int32_t num_pages,
-                const std::vector<uint8_t>& bytes) {
-  DeviceBuffer<bf16> dk = to_device(k);
-  DeviceBuffer<int32_t> dslot = to_device(slot);
-  DeviceBuffer<uint8_t> dpool = to_device(bytes);
-  IndexerWriteParams p;
-  p.k = dk.data();
-  p.slot = dslot.data();
-  p.num_tokens = int32_t(slot.size());
-  p.pool.data = dpool.data();
-  p.pool.num_pages = num_pages;
-  Status st = indexer_write_cuda(p);
-  auto out = dpool.download();
-  EXPECT_TRUE(out.ok()) << out.status().to_string();
-  return {st, std::move(out).value()};
+PoolWrite run_ref(const std::vector<bf16>& k, const std::vector<int32_t>& slot, int32_t num_pages,
+                  std::vector<uint8_t> bytes) {
+  return testing::write_on_host<&IndexerWriteParams::k>(indexer_write_ref, layout(num_pages), k,
+                                                        slot, std::move(bytes));
+}
+
+PoolWrite run_gpu(const std::vector<bf16>& k, const std::vector<int32_t>& slot, int32_t num_pages,
+                  const std::vector<uint8_t>& bytes) {
+  return testing::write_on_device<&IndexerWriteParams::k>(indexer_write_cuda, layout(num_pages), k,
+                                                          slot, bytes);
 }
 
 // First differing byte, with its page / token / role, or "" when identical.
 std::string first_diff(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
-  if (got.size() != want.size()) return "sizes differ";
   const int64_t page = indexer_page_bytes(kPageSize, kIndexHeadDim);
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i] != want[i]) {
-      const int64_t in_page = int64_t(i) % page;
-      const bool scale = in_page >= kPageSize * kIndexHeadDim;
-      const int64_t o = scale ? (in_page - kPageSize * kIndexHeadDim) / 4 : in_page / kIndexHeadDim;
-      return "byte " + std::to_string(i) + " (page " + std::to_string(int64_t(i) / page) +
-             ", token " + std::to_string(o) + (scale ? ", scale" : ", value") + "): got " +
-             std::to_string(got[i]) + " want " + std::to_string(want[i]);
-    }
-  }
-  return "";
+  return testing::first_difference(got, want, [&](size_t i) {
+    const int64_t in_page = int64_t(i) % page;
+    const bool scale = in_page >= kPageSize * kIndexHeadDim;
+    const int64_t o = scale ? (in_page - kPageSize * kIndexHeadDim) / 4 : in_page / kIndexHeadDim;
+    return "byte " + std::to_string(i) + " (page " + std::to_string(int64_t(i) / page) +
+           ", token " + std::to_string(o) + (scale ? ", scale" : ", value") + "): got " +
+           std::to_string(got[i]) + " want " + std::to_string(want[i]);
+  });
 }
 
 void expect_gpu_matches_ref(const std::vector<bf16>& k, const std::vector<int32_t>& slot,
                             int32_t num_pages, const std::vector<uint8_t>& initial) {
-  Outcome ref = run_ref(k, slot, num_pages, initial);
-  Outcome gpu = run_gpu(k, slot, num_pages, initial);
-  ASSERT_TRUE(ref.status.ok()) << ref.status.to_string();
-  ASSERT_TRUE(gpu.status.ok()) << gpu.status.to_string();
-  EXPECT_EQ(first_diff(gpu.bytes, ref.bytes), "") << "T = " << slot.size();
+  const PoolWrite ref = run_ref(k, slot, num_pages, initial);
+  testing::expect_same_write(run_gpu(k, slot, num_pages, initial), ref, first_diff,
+                             "T = " + std::to_string(slot.size()));
 }
 
 // Random keys to shuffled distinct slots (pages out of order), every 7th token a padded row.
@@ -167,7 +114,7 @@ TEST(IndexerWriteCuda, HandComputedKey) {
   k[0] = float_to_bf16(3.f);
   k[1] = float_to_bf16(-1.5f);
   const int32_t s = 2 * kPageSize + 5;
-  Outcome gpu = run_gpu(k, {s}, 3, std::vector<uint8_t>(size_t(pool_bytes(3)), 0));
+  PoolWrite gpu = run_gpu(k, {s}, 3, std::vector<uint8_t>(size_t(pool_bytes(3)), 0));
   ASSERT_TRUE(gpu.status.ok()) << gpu.status.to_string();
   EXPECT_EQ(gpu.bytes[2 * 8448 + 5 * 128], 0x7C);
   EXPECT_EQ(gpu.bytes[2 * 8448 + 5 * 128 + 1], 0xF4);
@@ -181,8 +128,7 @@ TEST(IndexerWriteCuda, EdgeSlotsBothModes) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(testing::test_seed());
   const int32_t num_pages = 4;
-  std::vector<int32_t> slot = {kPageSize, num_pages * kPageSize - 1};
-  for (int32_t o = 1; o < kPageSize - 1; ++o) slot.push_back(2 * kPageSize + o);
+  std::vector<int32_t> slot = testing::edge_slots(num_pages);
   std::vector<bf16> k = stress_keys(rng, int32_t(slot.size()));
   for (bool checked : {true, false}) {
     ScopedCheckedMode mode(checked);
@@ -202,7 +148,7 @@ TEST(IndexerWriteCuda, AllPaddedRowsWriteNothing) {
   Rng rng(testing::test_seed());
   const int32_t num_pages = 3;
   std::vector<uint8_t> initial = poisoned_pool(rng, num_pages);
-  Outcome gpu = run_gpu(stress_keys(rng, 64), std::vector<int32_t>(64, -1), num_pages, initial);
+  PoolWrite gpu = run_gpu(stress_keys(rng, 64), std::vector<int32_t>(64, -1), num_pages, initial);
   ASSERT_TRUE(gpu.status.ok()) << gpu.status.to_string();
   EXPECT_EQ(first_diff(gpu.bytes, initial), "");
 }
@@ -215,13 +161,12 @@ TEST(IndexerWriteCuda, CheckedModeErrorWord) {
   Rng rng(testing::test_seed());
   const int32_t num_pages = 3, tokens = 40;
   std::vector<bf16> k = stress_keys(rng, tokens);
-  std::vector<int32_t> good(static_cast<size_t>(tokens));
-  for (int32_t t = 0; t < tokens; ++t) good[size_t(t)] = t % 5 == 0 ? -1 : kPageSize + t;
+  std::vector<int32_t> good = testing::padded_consecutive_slots(tokens);
   const std::vector<uint8_t> initial = poisoned_pool(rng, num_pages);
   for (int32_t bad : {0, 5, kPageSize - 1, num_pages * kPageSize, INT32_MAX, -2, INT32_MIN}) {
     std::vector<int32_t> slot = good;
     slot[13] = bad;
-    Outcome gpu = run_gpu(k, slot, num_pages, initial);
+    PoolWrite gpu = run_gpu(k, slot, num_pages, initial);
     EXPECT_EQ(gpu.status.code(), StatusCode::kOutOfRange) << bad << ": " << gpu.status.to_string();
     EXPECT_NE(gpu.status.message().find("indexer_write"), std::string::npos)
         << gpu.status.to_string();
@@ -231,8 +176,8 @@ TEST(IndexerWriteCuda, CheckedModeErrorWord) {
   }
   for (uint32_t bits : {0x7F80u, 0xFF80u, 0x7FC0u, 0xFFC1u}) {
     std::vector<bf16> bad_k = k;
-    bad_k[size_t(21) * kIndexHeadDim + 77] = bits_bf16(bits);
-    Outcome gpu = run_gpu(bad_k, good, num_pages, initial);
+    bad_k[size_t(21) * kIndexHeadDim + 77] = bf16_from_bits(bits);
+    PoolWrite gpu = run_gpu(bad_k, good, num_pages, initial);
     EXPECT_EQ(gpu.status.code(), StatusCode::kOutOfRange) << bits << ": " << gpu.status.to_string();
     EXPECT_NE(gpu.status.message().find("index 21"), std::string::npos) << gpu.status.to_string();
     EXPECT_EQ(run_ref(bad_k, good, num_pages, initial).status.code(), StatusCode::kOutOfRange);
@@ -249,13 +194,7 @@ TEST(IndexerWriteCuda, UncheckedSkipsOutOfPoolSlots) {
   const int32_t num_pages = 5, tokens = 200;
   std::vector<bf16> k = stress_keys(rng, tokens);
   std::vector<int32_t> perm = rng.permutation(kPageSize, num_pages * kPageSize);
-  const int32_t bad[] = {
-      0,  7,   kPageSize - 1, num_pages * kPageSize, num_pages * kPageSize + 64, INT32_MAX,
-      -2, -64, INT32_MIN};
-  std::vector<int32_t> slot(static_cast<size_t>(tokens));
-  for (int32_t t = 0; t < tokens; ++t) {
-    slot[size_t(t)] = t % 4 == 1 ? bad[t % 9] : (t % 4 == 2 ? -1 : perm[size_t(t)]);
-  }
+  std::vector<int32_t> slot = testing::slots_with_out_of_pool(perm, tokens, num_pages);
   expect_gpu_matches_ref(k, slot, num_pages, poisoned_pool(rng, num_pages));
   auto word = cuda::take_device_error("test");
   EXPECT_TRUE(word.ok()) << "unchecked mode must not report: " << word.to_string();
@@ -269,8 +208,8 @@ TEST(IndexerWriteCuda, Deterministic) {
   std::vector<int32_t> perm = rng.permutation(kPageSize, num_pages * kPageSize);
   std::vector<int32_t> slot(perm.begin(), perm.begin() + tokens);
   const std::vector<uint8_t> initial = poisoned_pool(rng, num_pages);
-  Outcome a = run_gpu(k, slot, num_pages, initial);
-  Outcome b = run_gpu(k, slot, num_pages, initial);
+  PoolWrite a = run_gpu(k, slot, num_pages, initial);
+  PoolWrite b = run_gpu(k, slot, num_pages, initial);
   ASSERT_TRUE(a.status.ok() && b.status.ok());
   EXPECT_EQ(first_diff(a.bytes, b.bytes), "");
 }
@@ -281,47 +220,35 @@ TEST(IndexerWriteCuda, HostRejects) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(testing::test_seed());
   std::vector<bf16> k = stress_keys(rng, 2);
-  DeviceBuffer<bf16> dk = to_device(k);
-  DeviceBuffer<int32_t> dslot = to_device(std::vector<int32_t>{kPageSize, kPageSize + 1});
-  DeviceBuffer<uint8_t> dpool = to_device(std::vector<uint8_t>(size_t(pool_bytes(2)), 0));
+  DeviceBuffer<bf16> dk = testing::dev(k, 1);
+  DeviceBuffer<int32_t> dslot = testing::dev(std::vector<int32_t>{kPageSize, kPageSize + 1}, 1);
+  DeviceBuffer<uint8_t> dpool = testing::dev(std::vector<uint8_t>(size_t(pool_bytes(2)), 0), 1);
   IndexerWriteParams p;
   p.k = dk.data();
   p.slot = dslot.data();
   p.num_tokens = 2;
   p.pool.data = dpool.data();
   p.pool.num_pages = 2;
-  auto q = p;
-  q.pool.head_dim = 64;
-  EXPECT_EQ(indexer_write_cuda(q).code(), StatusCode::kInvalidArgument);
-  q = p;
-  q.pool.page_stride_bytes = 8192;
-  EXPECT_EQ(indexer_write_cuda(q).code(), StatusCode::kInvalidArgument);
-  q = p;
-  q.num_tokens = -1;
-  EXPECT_EQ(indexer_write_cuda(q).code(), StatusCode::kInvalidArgument);
-  q = p;
-  q.k = reinterpret_cast<const bf16*>(reinterpret_cast<const uint8_t*>(dk.data()) + 2);
-  q.num_tokens = 1;
-  EXPECT_EQ(indexer_write_cuda(q).code(), StatusCode::kInvalidArgument);
+  const auto misaligned_k = [&](IndexerWriteParams& q) {
+    q.k = reinterpret_cast<const bf16*>(reinterpret_cast<const uint8_t*>(dk.data()) + 2);
+    q.num_tokens = 1;
+  };
+  testing::expect_rejects(
+      p, indexer_write_cuda,
+      {{"pool.head_dim", [](auto& q) { q.pool.head_dim = 64; }, StatusCode::kInvalidArgument},
+       {"pool.page_stride_bytes", [](auto& q) { q.pool.page_stride_bytes = 8192; },
+        StatusCode::kInvalidArgument},
+       {"num_tokens", [](auto& q) { q.num_tokens = -1; }, StatusCode::kInvalidArgument},
+       {"k alignment", misaligned_k, StatusCode::kInvalidArgument}});
   EXPECT_TRUE(indexer_write_cuda(p).ok());
 }
 
 // The `dsa check` entry (an independent frexp-based formulation) run on the GPU kernel through an
 // adapter that moves the host buffers to the device and back.
 Status gpu_on_host_buffers(const IndexerWriteParams& p) {
-  const size_t tokens = size_t(std::max(p.num_tokens, 0));
-  DeviceBuffer<bf16> dk = to_device(std::vector<bf16>(p.k, p.k + tokens * kIndexHeadDim));
-  DeviceBuffer<int32_t> dslot = to_device(std::vector<int32_t>(p.slot, p.slot + tokens));
   const size_t bytes = size_t(p.pool.num_pages) * size_t(p.pool.page_stride_bytes);
-  DeviceBuffer<uint8_t> dpool = to_device(std::vector<uint8_t>(p.pool.data, p.pool.data + bytes));
-  IndexerWriteParams q = p;
-  q.k = dk.data();
-  q.slot = dslot.data();
-  q.pool.data = dpool.data();
-  DSA_RETURN_IF_ERROR(indexer_write_cuda(q));
-  DSA_ASSIGN_OR_RETURN(std::vector<uint8_t> out, dpool.download());
-  std::copy(out.begin(), out.begin() + int64_t(bytes), p.pool.data);
-  return ok_status();
+  return testing::write_on_host_buffers<&IndexerWriteParams::k>(p, kIndexHeadDim, bytes,
+                                                                indexer_write_cuda);
 }
 
 TEST(IndexerWriteCuda, CheckEntryPasses) {

@@ -8,6 +8,8 @@
 #include "dsa/core/fp8_quant.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
+#include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/latent_write/latent_write.h"
 
@@ -167,8 +169,6 @@ void launch(const LatentWriteParams& p, bool checked, cuda::DeviceErrorWord* err
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 }  // namespace
 
 Status latent_write_cuda(const LatentWriteParams& p) {
@@ -176,9 +176,8 @@ Status latent_write_cuda(const LatentWriteParams& p) {
   if (p.num_tokens == 0) return ok_status();
   // 16-byte vectors: rows are 1152 B (bf16 source and pool) or 656 B = 41 x 16 (FP8-656), and the
   // FP8 row's scales (+512) and k_pe (+528) are 16-byte aligned too.
-  if (!aligned16(p.kv) || !aligned16(p.pool.data)) {
-    return invalid_argument("latent_write_cuda: kv and pool.data must be 16-byte aligned");
-  }
+  DSA_RETURN_IF_ERROR(
+      cuda::require_aligned("latent_write_cuda", "kv and pool.data", {p.kv, p.pool.data}, 16));
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * error, cuda::device_error_word());
   const bool checked = checked_mode();
   if (p.pool.format == LatentFormat::kBf16) {
@@ -186,9 +185,7 @@ Status latent_write_cuda(const LatentWriteParams& p) {
   } else {
     launch<LatentFormat::kFp8_656>(p, checked, error);
   }
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("latent_write_kernel");
-  if (checked) return cuda::take_device_error("latent_write_cuda");
-  return ok_status();
+  return cuda::end_launch("latent_write_kernel", checked, "latent_write_cuda");
 }
 
 }  // namespace dsa::kernels

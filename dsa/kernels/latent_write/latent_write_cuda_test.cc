@@ -2,10 +2,8 @@
 // every pool byte identical, including the poisoned bytes of slots that must not be written).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -14,37 +12,32 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/kernels/latent_write/latent_write.h"
 #include "dsa/kernels/latent_write/latent_write_check.h"
+#include "dsa/testing/bf16_values.h"
+#include "dsa/testing/cache_write.h"
+#include "dsa/testing/device_copy.h"
+#include "dsa/testing/first_difference.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/poison.h"
 #include "dsa/testing/random.h"
+#include "dsa/testing/reject_table.h"
 
 namespace dsa::kernels {
 namespace {
 
 using cuda::DeviceBuffer;
+using testing::bf16_from_bits;
+using testing::PoolWrite;
 using testing::Rng;
 
 constexpr LatentFormat kFormats[] = {LatentFormat::kFp8_656, LatentFormat::kBf16};
-
-template <typename T>
-DeviceBuffer<T> to_device(const std::vector<T>& host) {
-  auto buf = host.empty() ? DeviceBuffer<T>::alloc(1)
-                          : DeviceBuffer<T>::from_host(std::span<const T>(host));
-  EXPECT_TRUE(buf.ok()) << buf.status().to_string();
-  return std::move(buf).value();
-}
 
 int64_t row_bytes(LatentFormat f) { return latent_bytes_per_token(f); }
 
 // A pool image whose pages other than page 0 hold random bytes.
 std::vector<uint8_t> poisoned_pool(Rng& rng, int32_t num_pages, LatentFormat f) {
-  std::vector<uint8_t> bytes(size_t(num_pages) * kPageSize * size_t(row_bytes(f)), 0);
-  for (size_t i = size_t(kPageSize * row_bytes(f)); i < bytes.size(); ++i) {
-    bytes[i] = uint8_t(rng.randint(0, 255));
-  }
-  return bytes;
+  return testing::random_pool_image(rng, size_t(num_pages) * kPageSize * size_t(row_bytes(f)),
+                                    size_t(kPageSize * row_bytes(f)));
 }
-
-bf16 bits_bf16(uint32_t b) { return bf16{uint16_t(b)}; }
 
 // Rows whose 4 c tiles each take one stressing kind (ordinary magnitudes over many binades,
 // random finite bit patterns, zeros, tiny blocks under the 1e-4 floor, amax exactly 448 2^k,
@@ -55,49 +48,15 @@ std::vector<bf16> stress_rows(Rng& rng, int32_t tokens) {
     bf16* row = &kv[size_t(t) * kQkDim];
     for (int tile = 0; tile < kLatentDim / kLatentTile; ++tile) {
       bf16* x = row + tile * kLatentTile;
-      const int kind = int(rng.randint(0, 5));
+      const int kind = int(rng.randint(0, testing::kStressKinds - 1));
       const float p2 = std::exp2(float(rng.randint(-20, 20)));
-      for (int d = 0; d < kLatentTile; ++d) {
-        switch (kind) {
-          case 0:
-            x[d] = float_to_bf16(rng.normal(0.f, std::exp2(rng.uniform(-12.f, 12.f))));
-            break;
-          case 1: {
-            uint32_t b = uint32_t(rng.randint(0, 0xFFFF));
-            if ((b & 0x7F80u) == 0x7F80u) b &= 0xBFFFu;
-            x[d] = bits_bf16(b);
-            break;
-          }
-          case 2:
-            x[d] = bits_bf16(rng.randint(0, 1) ? 0x8000u : 0u);
-            break;
-          case 3:
-            x[d] = float_to_bf16(rng.normal(0.f, 1e-6f));
-            break;
-          case 4:
-            x[d] = float_to_bf16(rng.uniform(-400.f, 400.f) * p2);
-            break;
-          default:
-            x[d] = d % 2 ? bits_bf16(uint32_t(rng.randint(1, 0x7F)))
-                         : float_to_bf16(rng.normal(0.f, 1e30f));
-            break;
-        }
-      }
+      testing::fill_stress_block(rng, x, kLatentTile, kind, p2);
       if (kind == 4) x[rng.randint(0, kLatentTile - 1)] = float_to_bf16(-448.f * p2);
     }
-    for (int d = kLatentDim; d < kQkDim; ++d) {
-      uint32_t b = uint32_t(rng.randint(0, 0xFFFF));
-      if ((b & 0x7F80u) == 0x7F80u) b &= 0xBFFFu;
-      row[d] = bits_bf16(b);
-    }
+    for (int d = kLatentDim; d < kQkDim; ++d) row[d] = testing::random_finite_bf16(rng);
   }
   return kv;
 }
-
-struct Outcome {
-  Status status;
-  std::vector<uint8_t> bytes;
-};
 
 LatentWriteParams params(const bf16* kv, const int32_t* slot, int32_t tokens, uint8_t* pool,
                          int32_t num_pages, LatentFormat f) {
@@ -111,47 +70,36 @@ LatentWriteParams params(const bf16* kv, const int32_t* slot, int32_t tokens, ui
   return p;
 }
 
-Outcome run_ref(const std::vector<bf16>& kv, const std::vector<int32_t>& slot, int32_t num_pages,
-                LatentFormat f, std::vector<uint8_t> bytes) {
-  Status st = latent_write_ref(
-      params(kv.data(), slot.data(), int32_t(slot.size()), bytes.data(), num_pages, f));
-  return {st, std::move(bytes)};
+PoolWrite run_ref(const std::vector<bf16>& kv, const std::vector<int32_t>& slot, int32_t num_pages,
+                  LatentFormat f, std::vector<uint8_t> bytes) {
+  return testing::write_on_host<&LatentWriteParams::kv>(
+      latent_write_ref, params(nullptr, nullptr, 0, nullptr, num_pages, f), kv, slot,
+      std::move(bytes));
 }
 
-Outcome run_gpu(const std::vector<bf16>& kv, const std::vector<int32_t>& slot, int32_t num_pages,
-                LatentFormat f, const std::vector<uint8_t>& bytes) {
-  DeviceBuffer<bf16> dkv = to_device(kv);
-  DeviceBuffer<int32_t> dslot = to_device(slot);
-  DeviceBuffer<uint8_t> dpool = to_device(bytes);
-  Status st = latent_write_cuda(
-      params(dkv.data(), dslot.data(), int32_t(slot.size()), dpool.data(), num_pages, f));
-  auto out = dpool.download();
-  EXPECT_TRUE(out.ok()) << out.status().to_string();
-  return {st, std::move(out).value()};
+PoolWrite run_gpu(const std::vector<bf16>& kv, const std::vector<int32_t>& slot, int32_t num_pages,
+                  LatentFormat f, const std::vector<uint8_t>& bytes) {
+  return testing::write_on_device<&LatentWriteParams::kv>(
+      latent_write_cuda, params(nullptr, nullptr, 0, nullptr, num_pages, f), kv, slot, bytes);
 }
 
 std::string first_diff(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
                        LatentFormat f) {
-  if (got.size() != want.size()) return "sizes differ";
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i] != want[i]) {
-      return "slot " + std::to_string(int64_t(i) / row_bytes(f)) + " byte " +
-             std::to_string(int64_t(i) % row_bytes(f)) + ": got " + std::to_string(got[i]) +
-             " want " + std::to_string(want[i]);
-    }
-  }
-  return "";
+  return testing::first_difference(got, want, [&](size_t i) {
+    return "slot " + std::to_string(int64_t(i) / row_bytes(f)) + " byte " +
+           std::to_string(int64_t(i) % row_bytes(f)) + ": got " + std::to_string(got[i]) +
+           " want " + std::to_string(want[i]);
+  });
 }
 
 void expect_gpu_matches_ref(const std::vector<bf16>& kv, const std::vector<int32_t>& slot,
                             int32_t num_pages, LatentFormat f,
                             const std::vector<uint8_t>& initial) {
-  Outcome ref = run_ref(kv, slot, num_pages, f, initial);
-  Outcome gpu = run_gpu(kv, slot, num_pages, f, initial);
-  ASSERT_TRUE(ref.status.ok()) << ref.status.to_string();
-  ASSERT_TRUE(gpu.status.ok()) << gpu.status.to_string();
-  EXPECT_EQ(first_diff(gpu.bytes, ref.bytes, f), "")
-      << "T = " << slot.size() << (f == LatentFormat::kBf16 ? " bf16" : " FP8-656");
+  const PoolWrite ref = run_ref(kv, slot, num_pages, f, initial);
+  testing::expect_same_write(
+      run_gpu(kv, slot, num_pages, f, initial), ref,
+      [f](const auto& got, const auto& want) { return first_diff(got, want, f); },
+      "T = " + std::to_string(slot.size()) + (f == LatentFormat::kBf16 ? " bf16" : " FP8-656"));
 }
 
 // Random rows to shuffled distinct slots, every 5th token a padded row, both formats.
@@ -183,8 +131,8 @@ TEST(LatentWriteCuda, HandComputedFp8Row) {
   kv[512] = float_to_bf16(1.25f);
   kv[575] = float_to_bf16(-2.f);
   const int32_t s = 2 * kPageSize + 5;
-  Outcome gpu = run_gpu(kv, {s}, 3, LatentFormat::kFp8_656,
-                        std::vector<uint8_t>(size_t(3 * kPageSize * 656), 0xA5));
+  PoolWrite gpu = run_gpu(kv, {s}, 3, LatentFormat::kFp8_656,
+                          std::vector<uint8_t>(size_t(3 * kPageSize * 656), 0xA5));
   ASSERT_TRUE(gpu.status.ok()) << gpu.status.to_string();
   const uint8_t* row = gpu.bytes.data() + int64_t{s} * 656;
   EXPECT_EQ(row[0], 0x7C);
@@ -211,8 +159,7 @@ TEST(LatentWriteCuda, EdgeSlotsBothModes) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(testing::test_seed());
   const int32_t num_pages = 4;
-  std::vector<int32_t> slot = {kPageSize, num_pages * kPageSize - 1};
-  for (int32_t o = 1; o < kPageSize - 1; ++o) slot.push_back(2 * kPageSize + o);
+  std::vector<int32_t> slot = testing::edge_slots(num_pages);
   std::vector<bf16> kv = stress_rows(rng, int32_t(slot.size()));
   for (LatentFormat f : kFormats) {
     for (bool checked : {true, false}) {
@@ -230,7 +177,7 @@ TEST(LatentWriteCuda, ZeroTokensAndPaddedRowsWriteNothing) {
   EXPECT_TRUE(latent_write_cuda(p).ok());
   for (LatentFormat f : kFormats) {
     const std::vector<uint8_t> initial = poisoned_pool(rng, 3, f);
-    Outcome gpu = run_gpu(stress_rows(rng, 40), std::vector<int32_t>(40, -1), 3, f, initial);
+    PoolWrite gpu = run_gpu(stress_rows(rng, 40), std::vector<int32_t>(40, -1), 3, f, initial);
     ASSERT_TRUE(gpu.status.ok()) << gpu.status.to_string();
     EXPECT_EQ(first_diff(gpu.bytes, initial, f), "");
   }
@@ -244,14 +191,13 @@ TEST(LatentWriteCuda, CheckedModeErrorWord) {
   Rng rng(testing::test_seed());
   const int32_t num_pages = 3, tokens = 40;
   std::vector<bf16> kv = stress_rows(rng, tokens);
-  std::vector<int32_t> good(static_cast<size_t>(tokens));
-  for (int32_t t = 0; t < tokens; ++t) good[size_t(t)] = t % 5 == 0 ? -1 : kPageSize + t;
+  std::vector<int32_t> good = testing::padded_consecutive_slots(tokens);
   for (LatentFormat f : kFormats) {
     const std::vector<uint8_t> initial = poisoned_pool(rng, num_pages, f);
     for (int32_t bad : {0, kPageSize - 1, num_pages * kPageSize, INT32_MAX, -2, INT32_MIN}) {
       std::vector<int32_t> slot = good;
       slot[13] = bad;
-      Outcome gpu = run_gpu(kv, slot, num_pages, f, initial);
+      PoolWrite gpu = run_gpu(kv, slot, num_pages, f, initial);
       EXPECT_EQ(gpu.status.code(), StatusCode::kOutOfRange)
           << bad << ": " << gpu.status.to_string();
       EXPECT_NE(gpu.status.message().find("latent_write"), std::string::npos)
@@ -262,8 +208,8 @@ TEST(LatentWriteCuda, CheckedModeErrorWord) {
     for (int dim : {0, 130, 300, 511, 530, 575}) {
       for (uint32_t bits : {0x7F80u, 0xFFC1u}) {
         std::vector<bf16> bad_kv = kv;
-        bad_kv[size_t(21) * kQkDim + size_t(dim)] = bits_bf16(bits);
-        Outcome gpu = run_gpu(bad_kv, good, num_pages, f, initial);
+        bad_kv[size_t(21) * kQkDim + size_t(dim)] = bf16_from_bits(bits);
+        PoolWrite gpu = run_gpu(bad_kv, good, num_pages, f, initial);
         EXPECT_EQ(gpu.status.code(), StatusCode::kOutOfRange)
             << dim << ": " << gpu.status.to_string();
         EXPECT_NE(gpu.status.message().find("index 21"), std::string::npos)
@@ -284,13 +230,7 @@ TEST(LatentWriteCuda, UncheckedSkipsOutOfPoolSlots) {
   const int32_t num_pages = 5, tokens = 200;
   std::vector<bf16> kv = stress_rows(rng, tokens);
   std::vector<int32_t> perm = rng.permutation(kPageSize, num_pages * kPageSize);
-  const int32_t bad[] = {
-      0,  7,   kPageSize - 1, num_pages * kPageSize, num_pages * kPageSize + 64, INT32_MAX,
-      -2, -64, INT32_MIN};
-  std::vector<int32_t> slot(static_cast<size_t>(tokens));
-  for (int32_t t = 0; t < tokens; ++t) {
-    slot[size_t(t)] = t % 4 == 1 ? bad[t % 9] : (t % 4 == 2 ? -1 : perm[size_t(t)]);
-  }
+  std::vector<int32_t> slot = testing::slots_with_out_of_pool(perm, tokens, num_pages);
   for (LatentFormat f : kFormats) {
     expect_gpu_matches_ref(kv, slot, num_pages, f, poisoned_pool(rng, num_pages, f));
   }
@@ -307,8 +247,8 @@ TEST(LatentWriteCuda, Deterministic) {
   std::vector<int32_t> slot(perm.begin(), perm.begin() + tokens);
   for (LatentFormat f : kFormats) {
     const std::vector<uint8_t> initial = poisoned_pool(rng, num_pages, f);
-    Outcome a = run_gpu(kv, slot, num_pages, f, initial);
-    Outcome b = run_gpu(kv, slot, num_pages, f, initial);
+    PoolWrite a = run_gpu(kv, slot, num_pages, f, initial);
+    PoolWrite b = run_gpu(kv, slot, num_pages, f, initial);
     ASSERT_TRUE(a.status.ok() && b.status.ok());
     EXPECT_EQ(first_diff(a.bytes, b.bytes, f), "");
   }
@@ -317,43 +257,32 @@ TEST(LatentWriteCuda, Deterministic) {
 TEST(LatentWriteCuda, HostRejects) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(testing::test_seed());
-  DeviceBuffer<bf16> dkv = to_device(stress_rows(rng, 2));
-  DeviceBuffer<int32_t> dslot = to_device(std::vector<int32_t>{kPageSize, kPageSize + 1});
-  DeviceBuffer<uint8_t> dpool = to_device(std::vector<uint8_t>(size_t(2 * kPageSize * 1152), 0));
+  DeviceBuffer<bf16> dkv = testing::dev(stress_rows(rng, 2), 1);
+  DeviceBuffer<int32_t> dslot = testing::dev(std::vector<int32_t>{kPageSize, kPageSize + 1}, 1);
+  DeviceBuffer<uint8_t> dpool =
+      testing::dev(std::vector<uint8_t>(size_t(2 * kPageSize * 1152), 0), 1);
   LatentWriteParams p = params(dkv.data(), dslot.data(), 2, dpool.data(), 2, LatentFormat::kBf16);
-  auto q = p;
-  q.pool.format = static_cast<LatentFormat>(7);
-  EXPECT_EQ(latent_write_cuda(q).code(), StatusCode::kInvalidArgument);
-  q = p;
-  q.pool.page_size = 32;
-  EXPECT_EQ(latent_write_cuda(q).code(), StatusCode::kInvalidArgument);
-  q = p;
-  q.slot = nullptr;
-  EXPECT_EQ(latent_write_cuda(q).code(), StatusCode::kInvalidArgument);
-  q = p;
-  q.kv = dkv.data() + 1;  // 2-byte offset
-  q.num_tokens = 1;
-  EXPECT_EQ(latent_write_cuda(q).code(), StatusCode::kInvalidArgument);
+  const auto misaligned_kv = [&](LatentWriteParams& q) {
+    q.kv = dkv.data() + 1;  // 2-byte offset
+    q.num_tokens = 1;
+  };
+  testing::expect_rejects(
+      p, latent_write_cuda,
+      {{"pool.format", [](auto& q) { q.pool.format = static_cast<LatentFormat>(7); },
+        StatusCode::kInvalidArgument},
+       {"pool.page_size", [](auto& q) { q.pool.page_size = 32; }, StatusCode::kInvalidArgument},
+       {"slot", [](auto& q) { q.slot = nullptr; }, StatusCode::kInvalidArgument},
+       {"kv alignment", misaligned_kv, StatusCode::kInvalidArgument}});
   EXPECT_TRUE(latent_write_cuda(p).ok());
 }
 
 // The `dsa check` entry (an independently written expectation) run on the GPU kernel through an
 // adapter that moves the host buffers to the device and back.
 Status gpu_on_host_buffers(const LatentWriteParams& p) {
-  const size_t tokens = size_t(std::max(p.num_tokens, 0));
-  DeviceBuffer<bf16> dkv = to_device(std::vector<bf16>(p.kv, p.kv + tokens * kQkDim));
-  DeviceBuffer<int32_t> dslot = to_device(std::vector<int32_t>(p.slot, p.slot + tokens));
   const size_t bytes =
       size_t(p.pool.num_pages) * kPageSize * size_t(latent_bytes_per_token(p.pool.format));
-  DeviceBuffer<uint8_t> dpool = to_device(std::vector<uint8_t>(p.pool.data, p.pool.data + bytes));
-  LatentWriteParams q = p;
-  q.kv = dkv.data();
-  q.slot = dslot.data();
-  q.pool.data = dpool.data();
-  DSA_RETURN_IF_ERROR(latent_write_cuda(q));
-  DSA_ASSIGN_OR_RETURN(std::vector<uint8_t> out, dpool.download());
-  std::copy(out.begin(), out.begin() + int64_t(bytes), p.pool.data);
-  return ok_status();
+  return testing::write_on_host_buffers<&LatentWriteParams::kv>(p, kQkDim, bytes,
+                                                                latent_write_cuda);
 }
 
 TEST(LatentWriteCuda, CheckEntryPasses) {

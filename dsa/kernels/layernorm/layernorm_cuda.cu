@@ -11,6 +11,7 @@
 
 #include "dsa/core/dtype.h"
 #include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/layernorm/layernorm.h"
 
@@ -81,8 +82,7 @@ Status layernorm_cuda(const LayerNormParams& p) {
   const int threads = p.dim >= 256 ? 256 : ((p.dim + 31) / 32) * 32;
   layernorm_kernel<<<p.num_tokens, threads, 0, cuda::current_stream()>>>(p.x, p.weight, p.bias, p.y,
                                                                          p.dim, xs, ys, p.eps);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("layernorm");
-  return ok_status();
+  return cuda::launch_error("layernorm");
 }
 
 }  // namespace dsa::kernels

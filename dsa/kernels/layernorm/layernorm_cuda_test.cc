@@ -14,19 +14,20 @@
 #include "dsa/kernels/layernorm/layernorm.h"
 #include "dsa/kernels/layernorm/layernorm_check.h"
 #include "dsa/kernels/rmsnorm/bf16_round.h"
+#include "dsa/testing/bf16_values.h"
 #include "dsa/testing/device_copy.h"
+#include "dsa/testing/first_difference.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/host_buffers.h"
+#include "dsa/testing/poison.h"
 #include "dsa/testing/random.h"
 
 namespace dsa::kernels {
 namespace {
 
-using cuda::DeviceBuffer;
-using testing::Rng;
-
 using testing::dev;
 using testing::host;
-using testing::or_die;
+using testing::Rng;
 
 struct Problem {
   int32_t tokens, dim;
@@ -64,15 +65,14 @@ LayerNormParams params(const Problem& pr, const bf16* x, const float* w, const f
 std::vector<bf16> run_gpu(const Problem& pr) {
   auto dx = dev(pr.x);
   auto dw = dev(pr.w), db = dev(pr.b);
-  auto dy = or_die(DeviceBuffer<bf16>::alloc(size_t(pr.tokens) * pr.ys));
-  EXPECT_TRUE(dy.fill_bytes(0xFF).ok());
+  auto dy = testing::poisoned<bf16>(size_t(pr.tokens) * pr.ys);
   Status s = layernorm_cuda(params(pr, dx.data(), dw.data(), db.data(), dy.data()));
   EXPECT_TRUE(s.ok()) << s.to_string();
   return host(dy);
 }
 
 std::vector<bf16> run_ref(const Problem& pr) {
-  std::vector<bf16> y(size_t(pr.tokens) * pr.ys, bf16{0xFFFF});
+  std::vector<bf16> y(size_t(pr.tokens) * pr.ys, testing::poison_value<bf16>());
   Status s = layernorm_ref(params(pr, pr.x.data(), pr.w.data(), pr.b.data(), y.data()));
   EXPECT_TRUE(s.ok()) << s.to_string();
   return y;
@@ -95,7 +95,7 @@ TEST(LayerNormCuda, RandomRowsMatchReference) {
       for (int64_t j = 0; j < s.ys; ++j) {
         const size_t k = size_t(t) * s.ys + j;
         const bool gap = j >= s.dim;
-        if (gap ? got[k].bits != 0xFFFF : bf16_ulp_distance(got[k], want[k]) > 1) {
+        if (gap ? !testing::is_poison(got[k]) : bf16_ulp_distance(got[k], want[k]) > 1) {
           if (bad++ < 5)
             ADD_FAILURE() << "T=" << s.tokens << " D=" << s.dim << " y[" << t << "][" << j
                           << "] = " << bf16_to_float(got[k]) << ", reference "
@@ -112,18 +112,10 @@ Status layernorm_cuda_on_host_buffers(const LayerNormParams& hp) {
   const int64_t xs = hp.x_stride ? hp.x_stride : hp.dim, ys = hp.y_stride ? hp.y_stride : hp.dim;
   const size_t xn = size_t(hp.num_tokens - 1) * xs + hp.dim;
   const size_t yn = size_t(hp.num_tokens - 1) * ys + hp.dim;
-  DSA_ASSIGN_OR_RETURN(auto dx, DeviceBuffer<bf16>::from_host(std::span<const bf16>(hp.x, xn)));
-  DSA_ASSIGN_OR_RETURN(auto dw,
-                       DeviceBuffer<float>::from_host(std::span<const float>(hp.weight, hp.dim)));
-  DSA_ASSIGN_OR_RETURN(auto db,
-                       DeviceBuffer<float>::from_host(std::span<const float>(hp.bias, hp.dim)));
-  DSA_ASSIGN_OR_RETURN(auto dy, DeviceBuffer<bf16>::from_host(std::span<const bf16>(hp.y, yn)));
-  LayerNormParams p = hp;
-  p.x = dx.data(), p.weight = dw.data(), p.bias = db.data(), p.y = dy.data();
-  DSA_RETURN_IF_ERROR(layernorm_cuda(p));
-  DSA_ASSIGN_OR_RETURN(auto y, dy.download());
-  std::copy(y.begin(), y.end(), hp.y);
-  return ok_status();
+  using P = LayerNormParams;
+  return testing::run_on_host_buffers(
+      hp, layernorm_cuda, testing::In<&P::x>{xn}, testing::In<&P::weight>{size_t(hp.dim)},
+      testing::In<&P::bias>{size_t(hp.dim)}, testing::InOut<&P::y>{yn});
 }
 
 TEST(LayerNormCuda, MatchesIndependentFormulation) {
@@ -141,7 +133,7 @@ TEST(LayerNormCuda, HandComputed) {
   DSA_SKIP_WITHOUT_GPU();
   auto run = [](std::initializer_list<float> xs, std::vector<float> w, std::vector<float> b) {
     Problem pr;
-    for (float f : xs) pr.x.push_back(float_to_bf16(f));
+    pr.x = testing::bf16s(xs);
     pr.dim = static_cast<int32_t>(w.size());
     pr.tokens = static_cast<int32_t>(pr.x.size() / w.size());
     pr.xs = pr.ys = pr.dim;
@@ -168,10 +160,8 @@ TEST(LayerNormCuda, InPlaceAndDeterministic) {
   auto dw = dev(pr.w), db = dev(pr.b);
   ASSERT_TRUE(layernorm_cuda(params(pr, dx.data(), dw.data(), db.data(), dx.data())).ok());
   auto inplace = host(dx);
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].bits, b[i].bits) << "nondeterministic at " << i;
-    ASSERT_EQ(a[i].bits, inplace[i].bits) << "in place differs at " << i;
-  }
+  ASSERT_EQ(testing::first_bit_difference(a, b), "") << "nondeterministic";
+  ASSERT_EQ(testing::first_bit_difference(a, inplace), "") << "in place differs";
 }
 
 TEST(LayerNormCuda, ZeroTokensAndHostChecks) {

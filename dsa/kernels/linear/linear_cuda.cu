@@ -29,6 +29,7 @@
 #include "dsa/core/fp8_quant.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/linear/linear.h"
 
@@ -142,6 +143,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The fused kernel for FP8 weights (and bf16 weights cuBLASLt has no algorithm for). A non-null
+// `err` means a checked FP8 launch: its device checks are collected before returning.
 Status launch_simple(const LinearParams& p, cuda::DeviceErrorWord* err) {
   const int64_t tok_tiles = (int64_t{p.num_tokens} + kTileTok - 1) / kTileTok;
   const int64_t out_tiles = (int64_t{p.out_features} + kTileOut - 1) / kTileOut;
@@ -152,8 +155,9 @@ Status launch_simple(const LinearParams& p, cuda::DeviceErrorWord* err) {
   } else {
     linear_simple_kernel<false><<<grid, kThreads, 0, cuda::current_stream()>>>(p, err);
   }
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("linear_simple");
-  return ok_status();
+  return cuda::end_launch(
+      "linear_simple", err != nullptr,
+      "linear (fp8): non-finite x[row][value], or weight_scale_inv[row] non-finite");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -317,17 +321,8 @@ Status linear_cuda(const LinearParams& p) {
     if (ran) return ok_status();
     return launch_simple(p, nullptr);
   }
-  cuda::DeviceErrorWord* err = nullptr;
-  const bool checked = checked_mode();
-  if (checked) {
-    DSA_ASSIGN_OR_RETURN(err, cuda::device_error_word());
-  }
-  DSA_RETURN_IF_ERROR(launch_simple(p, err));
-  if (checked) {
-    return cuda::take_device_error(
-        "linear (fp8): non-finite x[row][value], or weight_scale_inv[row] non-finite");
-  }
-  return ok_status();
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked_mode()));
+  return launch_simple(p, err);
 }
 
 }  // namespace dsa::kernels

@@ -15,20 +15,21 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/device_buffer.h"
 #include "dsa/kernels/linear/linear.h"
+#include "dsa/testing/bf16_values.h"
 #include "dsa/testing/compare.h"
 #include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/poison.h"
 #include "dsa/testing/random.h"
 
 namespace dsa::kernels {
 namespace {
 
 using cuda::DeviceBuffer;
-using testing::Rng;
-
+using testing::bf16s;
 using testing::dev;
 using testing::host;
-using testing::or_die;
+using testing::Rng;
 
 struct Problem {
   int32_t tokens, in, out;
@@ -96,14 +97,12 @@ std::vector<float> run_gpu(const Problem& pr, const Device& d, bool f32_out, Sta
   LinearParams p = d.params(pr);
   std::vector<float> out(n);
   if (f32_out) {
-    auto y = or_die(DeviceBuffer<float>::alloc(n));
-    EXPECT_TRUE(y.fill_bytes(0xFF).ok());
+    auto y = testing::poisoned<float>(n);
     p.y_f32 = y.data();
     *s = linear_cuda(p);
     out = host(y);
   } else {
-    auto y = or_die(DeviceBuffer<bf16>::alloc(n));
-    EXPECT_TRUE(y.fill_bytes(0xFF).ok());
+    auto y = testing::poisoned<bf16>(n);
     p.y = y.data();
     *s = linear_cuda(p);
     auto hy = host(y);
@@ -172,27 +171,22 @@ TEST(LinearCuda, Fp8WeightWithinTolerance) {
 // The reference test's hand-computed cases.
 TEST(LinearCuda, HandComputed) {
   DSA_SKIP_WITHOUT_GPU();
-  auto bf = [](std::initializer_list<float> v) {
-    std::vector<bf16> out;
-    for (float f : v) out.push_back(float_to_bf16(f));
-    return out;
-  };
   Status s;
   {  // x = [1, 2], W = [[3, 4], [-1, 0.25]]: y = [11, -0.5]
-    Problem pr{1, 2, 2, false, bf({1.f, 2.f}), bf({3.f, 4.f, -1.f, 0.25f}), {}, {}};
+    Problem pr{1, 2, 2, false, bf16s({1.f, 2.f}), bf16s({3.f, 4.f, -1.f, 0.25f}), {}, {}};
     Device d(pr);
     auto y = run_gpu(pr, d, false, &s);
     ASSERT_TRUE(s.ok()) << s.to_string();
     EXPECT_EQ(y, (std::vector<float>{11.f, -0.5f}));
   }
   {  // 1 + 2^-8: exact in fp32, a bf16 tie that rounds to the even 1.0
-    Problem pr{1, 2, 1, false, bf({1.f, 1.f}), bf({1.f, 0x1p-8f}), {}, {}};
+    Problem pr{1, 2, 1, false, bf16s({1.f, 1.f}), bf16s({1.f, 0x1p-8f}), {}, {}};
     Device d(pr);
     EXPECT_EQ(run_gpu(pr, d, false, &s)[0], 1.f);
     EXPECT_EQ(run_gpu(pr, d, true, &s)[0], 1.f + 0x1p-8f);
   }
   {  // FP8: x = [1, 0.3] quantises to [1, 0.3125]; rows 0 and 128 with scales 1 and 0.5
-    Problem pr{1, 2, 129, true, bf({1.f, 0.3f}), {}, {}, {1.f, 0.5f}};
+    Problem pr{1, 2, 129, true, bf16s({1.f, 0.3f}), {}, {}, {1.f, 0.5f}};
     pr.w8.assign(129 * 2, float_to_e4m3(0.f).bits);
     pr.w8[0] = pr.w8[1] = float_to_e4m3(1.f).bits;
     pr.w8[256] = float_to_e4m3(2.f).bits;
@@ -283,7 +277,7 @@ TEST(LinearCuda, Deterministic) {
 TEST(LinearCuda, ZeroTokensAndHostChecks) {
   DSA_SKIP_WITHOUT_GPU();
   auto w = dev(std::vector<bf16>{float_to_bf16(1.f)});
-  auto y = or_die(DeviceBuffer<float>::alloc(1));
+  auto y = testing::dev_alloc<float>(1);
   LinearParams p;
   p.weight = w.data();
   p.y_f32 = y.data();

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/logits_schedule/logits_schedule.h"
 
@@ -140,8 +141,7 @@ Status build_logits_schedule_cuda(const LogitsScheduleParams& p) {
   logits_schedule_kernel<<<1, kThreads, 0, cuda::current_stream()>>>(
       p.row_len, p.batch_pad, p.rows_per_request, p.num_consumers, p.page_table_width, p.page_size,
       p.schedule);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("logits_schedule_kernel");
-  return ok_status();
+  return cuda::launch_error("logits_schedule_kernel");
 }
 
 }  // namespace dsa::kernels

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -12,32 +11,22 @@
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/logits_schedule/logits_schedule.h"
 #include "dsa/kernels/logits_schedule/logits_schedule_check.h"
+#include "dsa/testing/device_copy.h"
+#include "dsa/testing/first_difference.h"
 #include "dsa/testing/gpu_skip.h"
 #include "dsa/testing/random.h"
+#include "dsa/testing/reject_table.h"
 
 namespace dsa::kernels {
 namespace {
 
 using cuda::DeviceBuffer;
+using testing::dev;
+using testing::host;
 using testing::Rng;
 
 constexpr int32_t kPoison = -5;
 constexpr int32_t kSlack = 7;  // extra words after the schedule that must stay poisoned
-
-template <typename T>
-DeviceBuffer<T> to_device(const std::vector<T>& host) {
-  auto buf = host.empty() ? DeviceBuffer<T>::alloc(1)
-                          : DeviceBuffer<T>::from_host(std::span<const T>(host));
-  EXPECT_TRUE(buf.ok()) << buf.status().to_string();
-  return std::move(buf).value();
-}
-
-template <typename T>
-std::vector<T> to_host(const DeviceBuffer<T>& buf) {
-  auto host = buf.download();
-  EXPECT_TRUE(host.ok()) << host.status().to_string();
-  return std::move(host).value();
-}
 
 struct Shape {
   int32_t batch_pad, n, G, W;
@@ -71,22 +60,18 @@ std::vector<int32_t> build_ref(const Shape& s, const std::vector<int32_t>& row_l
 
 std::vector<int32_t> build_gpu(const Shape& s, const std::vector<int32_t>& row_len) {
   const int32_t capacity = logits_schedule_words(s.G) + kSlack;
-  DeviceBuffer<int32_t> d_len = to_device(row_len);
-  DeviceBuffer<int32_t> d_out = to_device(std::vector<int32_t>(size_t(capacity), kPoison));
+  DeviceBuffer<int32_t> d_len = dev(row_len, 1);
+  DeviceBuffer<int32_t> d_out = dev(std::vector<int32_t>(size_t(capacity), kPoison), 1);
   Status st = build_logits_schedule_cuda(params(s, d_len.data(), d_out.data(), capacity));
   EXPECT_TRUE(st.ok()) << st.to_string();
-  return to_host(d_out);
+  return host(d_out);
 }
 
 std::string first_diff(const std::vector<int32_t>& got, const std::vector<int32_t>& want) {
-  if (got.size() != want.size()) return "sizes differ";
-  for (size_t w = 0; w < got.size(); ++w) {
-    if (got[w] != want[w]) {
-      return "word " + std::to_string(w) + ": got " + std::to_string(got[w]) + ", want " +
-             std::to_string(want[w]);
-    }
-  }
-  return "";
+  return testing::first_difference(got, want, [&](size_t w) {
+    return "word " + std::to_string(w) + ": got " + std::to_string(got[w]) + ", want " +
+           std::to_string(want[w]);
+  });
 }
 
 void expect_matches_ref(const Shape& s, const std::vector<int32_t>& row_len) {
@@ -251,16 +236,14 @@ TEST(LogitsScheduleCuda, LargeBatchesAcrossChunks) {
 Status gpu_builder_on_host_buffers(const LogitsScheduleParams& p) {
   const size_t rows = size_t(p.batch_pad) * size_t(p.rows_per_request);
   std::vector<int32_t> row_len(p.row_len, p.row_len + rows);
-  DeviceBuffer<int32_t> d_len = to_device(row_len);
+  DeviceBuffer<int32_t> d_len = dev(row_len, 1);
   DeviceBuffer<int32_t> d_out =
-      to_device(std::vector<int32_t>(size_t(std::max(p.schedule_capacity, 1)), kPoison));
+      dev(std::vector<int32_t>(size_t(std::max(p.schedule_capacity, 1)), kPoison), 1);
   LogitsScheduleParams q = p;
   q.row_len = d_len.data();
   q.schedule = d_out.data();
   DSA_RETURN_IF_ERROR(build_logits_schedule_cuda(q));
-  std::vector<int32_t> out = to_host(d_out);
-  std::copy(out.begin(), out.begin() + p.schedule_capacity, p.schedule);
-  return ok_status();
+  return testing::copy_to_host(d_out, p.schedule, size_t(p.schedule_capacity));
 }
 
 TEST(LogitsScheduleCuda, CheckEntryPasses) {
@@ -282,8 +265,8 @@ TEST(LogitsScheduleCuda, GraphReplayWithNewLengths) {
   Rng rng(testing::test_seed());
   const Shape s{128, 4, 132, 2561};
   const int32_t capacity = logits_schedule_words(s.G);
-  DeviceBuffer<int32_t> d_len = to_device(std::vector<int32_t>(size_t(s.batch_pad) * s.n, 0));
-  DeviceBuffer<int32_t> d_out = to_device(std::vector<int32_t>(size_t(capacity), kPoison));
+  DeviceBuffer<int32_t> d_len = dev(std::vector<int32_t>(size_t(s.batch_pad) * s.n, 0), 1);
+  DeviceBuffer<int32_t> d_out = dev(std::vector<int32_t>(size_t(capacity), kPoison), 1);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   cudaStream_t previous = cuda::current_stream();
@@ -303,7 +286,7 @@ TEST(LogitsScheduleCuda, GraphReplayWithNewLengths) {
               cudaSuccess);
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    std::vector<int32_t> got = to_host(d_out);
+    std::vector<int32_t> got = host(d_out);
     std::vector<int32_t> want = build_ref(s, row_len);
     want.resize(size_t(capacity));  // drop the slack words of the reference buffer
     ASSERT_EQ(first_diff(got, want), "") << "replay " << iter;
@@ -326,27 +309,27 @@ TEST(LogitsScheduleCuda, Deterministic) {
 TEST(LogitsScheduleCuda, HostRejects) {
   DSA_SKIP_WITHOUT_GPU();
   const Shape ok{2, 4, 4, 4};
-  DeviceBuffer<int32_t> d_len = to_device(std::vector<int32_t>(8, 3));
-  DeviceBuffer<int32_t> d_out = to_device(std::vector<int32_t>(64, kPoison));
-  struct Bad {
-    Shape shape;
-    int32_t capacity;
-    StatusCode code;
-  };
-  for (const Bad& bad : {Bad{{2, 0, 4, 4}, 64, StatusCode::kInvalidArgument},
-                         Bad{{2, 9, 4, 4}, 64, StatusCode::kInvalidArgument},
-                         Bad{{2, 4, 0, 4}, 64, StatusCode::kInvalidArgument},
-                         Bad{{2, 4, 4, 0}, 64, StatusCode::kInvalidArgument},
-                         Bad{{-1, 4, 4, 4}, 64, StatusCode::kInvalidArgument},
-                         Bad{{300, 1, 4, INT32_MAX / kPageSize}, 64, StatusCode::kInvalidArgument},
-                         Bad{{2, 4, 40, 4}, 64, StatusCode::kResourceExhausted}}) {
-    Status st =
-        build_logits_schedule_cuda(params(bad.shape, d_len.data(), d_out.data(), bad.capacity));
-    EXPECT_EQ(st.code(), bad.code) << describe(bad.shape) << ": " << st.to_string();
-  }
-  LogitsScheduleParams p = params(ok, nullptr, d_out.data(), 64);
-  EXPECT_EQ(build_logits_schedule_cuda(p).code(), StatusCode::kInvalidArgument);
-  std::vector<int32_t> out = to_host(d_out);
+  DeviceBuffer<int32_t> d_len = dev(std::vector<int32_t>(8, 3), 1);
+  DeviceBuffer<int32_t> d_out = dev(std::vector<int32_t>(64, kPoison), 1);
+  // Each row: the valid shape with one field (two for the overflow) changed; capacity 64.
+  testing::expect_rejects(
+      params(ok, d_len.data(), d_out.data(), 64), build_logits_schedule_cuda,
+      {{"n 0", [](auto& p) { p.rows_per_request = 0; }, StatusCode::kInvalidArgument},
+       {"n 9", [](auto& p) { p.rows_per_request = 9; }, StatusCode::kInvalidArgument},
+       {"G 0", [](auto& p) { p.num_consumers = 0; }, StatusCode::kInvalidArgument},
+       {"W 0", [](auto& p) { p.page_table_width = 0; }, StatusCode::kInvalidArgument},
+       {"B_pad -1", [](auto& p) { p.batch_pad = -1; }, StatusCode::kInvalidArgument},
+       {"B_pad 300, n 1, W P past INT32_MAX",
+        [](auto& p) {
+          p.batch_pad = 300;
+          p.rows_per_request = 1;
+          p.page_table_width = INT32_MAX / kPageSize;
+        },
+        StatusCode::kInvalidArgument},
+       {"G 40 past the capacity", [](auto& p) { p.num_consumers = 40; },
+        StatusCode::kResourceExhausted},
+       {"row_len null", [](auto& p) { p.row_len = nullptr; }, StatusCode::kInvalidArgument}});
+  std::vector<int32_t> out = host(d_out);
   EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](int32_t v) { return v == kPoison; }))
       << "a rejected build must not write";
   EXPECT_TRUE(build_logits_schedule_cuda(params(ok, d_len.data(), d_out.data(), 64)).ok());

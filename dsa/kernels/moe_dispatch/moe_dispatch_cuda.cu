@@ -17,6 +17,7 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/moe_dispatch/grouped_linear_kernel.cuh"
@@ -184,8 +185,7 @@ __global__ void __launch_bounds__(kCheckThreads)
 Status run_check(const GroupedLinearParams& p, GlCheck check, cuda::DeviceErrorWord* err,
                  const char* context) {
   grouped_linear_check_kernel<<<1, kCheckThreads, 0, cuda::current_stream()>>>(p, check, err);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("grouped_linear_check");
-  return cuda::take_device_error(context);
+  return cuda::end_launch("grouped_linear_check", /*checked=*/true, context);
 }
 
 // Checked mode: offsets first (they bound the pair checks), then x_row, y_row and the weights.
@@ -211,19 +211,12 @@ Status moe_group_cuda(const MoeGroupParams& p) {
     return unimplemented("moe_group_cuda: num_experts = " + std::to_string(p.num_experts) +
                          ": at most " + std::to_string(kMaxExperts) + " (shared-memory counters)");
   }
-  cuda::DeviceErrorWord* err = nullptr;
   const bool checked = checked_mode();
-  if (checked) {
-    DSA_ASSIGN_OR_RETURN(err, cuda::device_error_word());
-  }
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
   moe_group_kernel<<<1, kGroupThreads, group_smem_bytes(p.num_experts), cuda::current_stream()>>>(
       p, err);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("moe_group");
-  if (checked) {
-    return cuda::take_device_error(
-        "moe_group: expert_ids[index] = value: must be in [-1, num_experts)");
-  }
-  return ok_status();
+  return cuda::end_launch("moe_group", checked,
+                          "moe_group: expert_ids[index] = value: must be in [-1, num_experts)");
 }
 
 Status grouped_linear_cuda(const GroupedLinearParams& p) {
@@ -238,11 +231,10 @@ Status grouped_linear_cuda(const GroupedLinearParams& p) {
                             std::to_string(p.out_features) + ": the grid exceeds the CUDA limits");
   }
   if (checked_mode()) DSA_RETURN_IF_ERROR(check_device_data(p));
-  const bool vec_out = p.out_features % gl::kVec == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
+  const bool vec_out = p.out_features % gl::kVec == 0 && cuda::is_aligned(p.y, 16);
   const dim3 grid(static_cast<unsigned>(m_slots), static_cast<unsigned>(n_tiles));
   gl::grouped_linear_kernel<<<grid, gl::kThreads, 0, cuda::current_stream()>>>(p, vec_out);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("grouped_linear");
-  return ok_status();
+  return cuda::launch_error("grouped_linear");
 }
 
 }  // namespace dsa::kernels

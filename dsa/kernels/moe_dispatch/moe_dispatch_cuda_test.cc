@@ -18,8 +18,11 @@
 #include "dsa/kernels/moe_dispatch/moe_dispatch.h"
 #include "dsa/kernels/moe_dispatch/moe_dispatch_check.h"
 #include "dsa/testing/device_copy.h"
+#include "dsa/testing/first_difference.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/poison.h"
 #include "dsa/testing/random.h"
+#include "dsa/testing/reject_table.h"
 
 namespace dsa::kernels {
 namespace {
@@ -27,10 +30,8 @@ namespace {
 using cuda::DeviceBuffer;
 using testing::dev;
 using testing::host;
-using testing::or_die;
+using testing::is_poison;
 using testing::Rng;
-
-constexpr uint16_t kPoisonBf16 = 0xFFFF;  // what fill_bytes(0xFF) leaves: a NaN
 
 // ---------------------------------------------------------------------------------------------
 // moe_group
@@ -44,10 +45,9 @@ struct GroupOut {
 GroupOut group_gpu(const std::vector<int32_t>& ids, int32_t experts, int32_t k) {
   const size_t S = ids.size();
   auto d_ids = dev(ids.empty() ? std::vector<int32_t>{0} : ids);
-  auto d_off = or_die(DeviceBuffer<int32_t>::alloc(size_t(experts) + 1));
-  auto d_row = or_die(DeviceBuffer<int32_t>::alloc(std::max<size_t>(S, 1)));
-  auto d_slot = or_die(DeviceBuffer<int32_t>::alloc(std::max<size_t>(S, 1)));
-  for (auto* b : {&d_off, &d_row, &d_slot}) EXPECT_TRUE(b->fill_bytes(0x80).ok());
+  auto d_off = testing::poisoned<int32_t>(size_t(experts) + 1, 0x80);
+  auto d_row = testing::poisoned<int32_t>(std::max<size_t>(S, 1), 0x80);
+  auto d_slot = testing::poisoned<int32_t>(std::max<size_t>(S, 1), 0x80);
   MoeGroupParams p;
   p.expert_ids = d_ids.data();
   p.num_slots = static_cast<int32_t>(S);
@@ -207,7 +207,7 @@ GlOut gl_cpu(const GlCase& c) {
   std::vector<const bf16*> weights(static_cast<size_t>(c.experts));
   for (int32_t g = 0; g < c.experts; ++g) weights[g] = c.w[g % c.w.size()].data();
   GlOut r;
-  r.y.assign(size_t(c.slots()) * c.out, bf16{kPoisonBf16});
+  r.y.assign(size_t(c.slots()) * c.out, testing::poison_value<bf16>());
   r.status = grouped_linear_ref(gl_params(c, c.x.data(), weights.data(), c.grouping.offsets.data(),
                                           c.grouping.pair_row.data(), c.grouping.pair_slot.data(),
                                           r.y.data()));
@@ -236,8 +236,7 @@ GlDevice upload(const GlCase& c) {
   d.offsets = dev(c.grouping.offsets);
   d.pair_row = dev(c.grouping.pair_row);
   d.pair_slot = dev(c.grouping.pair_slot);
-  d.y = or_die(DeviceBuffer<bf16>::alloc(size_t(c.slots()) * c.out));
-  EXPECT_TRUE(d.y.fill_bytes(0xFF).ok());
+  d.y = testing::poisoned<bf16>(size_t(c.slots()) * c.out);
   return d;
 }
 
@@ -259,7 +258,7 @@ void expect_close(const GlOut& got, const GlOut& want, const GlCase& c, const st
       const size_t i = size_t(s) * c.out + o;
       bool ok;
       if (c.ids[s] < 0) {
-        ok = got.y[i].bits == kPoisonBf16;
+        ok = is_poison(got.y[i]);
       } else {
         const double g = bf16_to_float(got.y[i]), r = bf16_to_float(want.y[i]);
         ok = std::fabs(g - r) <= 0x1p-7 * std::fabs(r) + 1e-3;
@@ -307,7 +306,7 @@ TEST(GroupedLinearCuda, Deterministic) {
   const GlCase c = make_case(rng, 300, 16, 4, 512, 192, 4);
   const GlOut a = gl_gpu(c), b = gl_gpu(c);
   ASSERT_TRUE(a.status.ok() && b.status.ok());
-  for (size_t i = 0; i < a.y.size(); ++i) ASSERT_EQ(a.y[i].bits, b.y[i].bits) << i;
+  ASSERT_EQ(testing::first_bit_difference(a.y, b.y), "");
 }
 
 // Checked mode: bad offsets, x_row, y_row or weights are OutOfRange through the error word, with
@@ -393,7 +392,7 @@ TEST(GroupedLinearCuda, UncheckedNeutralises) {
   ASSERT_TRUE(got.status.ok() && want.status.ok());
   int mismatched_poison = 0;
   for (size_t i = 0; i < got.y.size(); ++i)
-    mismatched_poison += (got.y[i].bits == kPoisonBf16) != (want.y[i].bits == kPoisonBf16);
+    mismatched_poison += is_poison(got.y[i]) != is_poison(want.y[i]);
   EXPECT_EQ(mismatched_poison, 0);
   expect_close(got, want, c, "unchecked");
 }
@@ -403,16 +402,12 @@ TEST(GroupedLinearCuda, HostChecks) {
   Rng rng(testing::test_seed());
   GlCase c = make_case(rng, 4, 4, 2, 64, 32, 1);
   GlDevice d = upload(c);
-  GroupedLinearParams p = d.params(c);
-  p.in_features = 60;
-  Status s = grouped_linear_cuda(p);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
-  EXPECT_NE(s.message().find("in_features = 60"), std::string::npos) << s.to_string();
-  p = d.params(c);
-  p.x = d.x.data() + 1;  // 2-byte aligned
-  s = grouped_linear_cuda(p);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
-  EXPECT_NE(s.message().find("x must be 16-byte aligned"), std::string::npos) << s.to_string();
+  testing::expect_rejects(
+      d.params(c), grouped_linear_cuda,
+      {{"in_features", [](auto& p) { p.in_features = 60; }, StatusCode::kInvalidArgument,
+        "in_features = 60"},
+       {"x alignment", [&](auto& p) { p.x = d.x.data() + 1; },  // 2-byte aligned
+        StatusCode::kInvalidArgument, "x must be 16-byte aligned"}});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -471,13 +466,13 @@ Chain make_chain(Rng& rng, int32_t rows, int32_t experts, int32_t k, int32_t in,
                  int32_t out) {
   Chain c{rows, experts, k, in, mid, out};
   const size_t S = size_t(rows) * k;
-  c.ids = or_die(DeviceBuffer<int32_t>::alloc(S));
-  c.offsets = or_die(DeviceBuffer<int32_t>::alloc(size_t(experts) + 1));
-  c.pair_row = or_die(DeviceBuffer<int32_t>::alloc(S));
-  c.pair_slot = or_die(DeviceBuffer<int32_t>::alloc(S));
-  c.x = or_die(DeviceBuffer<bf16>::alloc(size_t(rows) * in));
-  c.h = or_die(DeviceBuffer<bf16>::alloc(S * mid));
-  c.y = or_die(DeviceBuffer<bf16>::alloc(S * out));
+  c.ids = testing::dev_alloc<int32_t>(S);
+  c.offsets = testing::dev_alloc<int32_t>(size_t(experts) + 1);
+  c.pair_row = testing::dev_alloc<int32_t>(S);
+  c.pair_slot = testing::dev_alloc<int32_t>(S);
+  c.x = testing::dev_alloc<bf16>(size_t(rows) * in);
+  c.h = testing::dev_alloc<bf16>(S * mid);
+  c.y = testing::dev_alloc<bf16>(S * out);
   std::vector<const bf16*> p1, p2;
   for (int32_t g = 0; g < experts; ++g) {
     c.w1.push_back(dev(rng.bf16_vector(size_t(mid) * in, 1.f / std::sqrt(float(in)))));
@@ -535,11 +530,11 @@ TEST(MoeDispatchCuda, GraphReplayMatchesEager) {
     EXPECT_EQ(g_row, host(c.pair_row)) << "replay " << replay;
     EXPECT_EQ(g_slot, host(c.pair_slot)) << "replay " << replay;
     const auto e_h = host(c.h), e_y = host(c.y);
-    for (size_t i = 0; i < e_h.size(); ++i) ASSERT_EQ(g_h[i].bits, e_h[i].bits) << "h " << i;
-    for (size_t i = 0; i < e_y.size(); ++i) ASSERT_EQ(g_y[i].bits, e_y[i].bits) << "y " << i;
+    ASSERT_EQ(testing::first_bit_difference(g_h, e_h), "") << "h";
+    ASSERT_EQ(testing::first_bit_difference(g_y, e_y), "") << "y";
     // The replay computed the new routing: a dispatched slot is written, a padded one is not.
     for (size_t s = 0; s < ids.size(); ++s)
-      EXPECT_EQ(g_y[s * c.out].bits == kPoisonBf16, ids[s] < 0) << "slot " << s;
+      EXPECT_EQ(is_poison(g_y[s * c.out]), ids[s] < 0) << "slot " << s;
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

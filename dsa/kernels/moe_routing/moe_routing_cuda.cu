@@ -14,6 +14,7 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/moe_routing/moe_routing.h"
 
@@ -165,20 +166,14 @@ Status moe_routing_cuda(const MoeRoutingParams& p) {
                          ": the per-row scratch exceeds 48 KiB of shared memory");
   }
   const int warps = per_warp * 4 <= kMaxSmemBytes ? 4 : 1;
-  cuda::DeviceErrorWord* err = nullptr;
   const bool checked = checked_mode();
-  if (checked) {
-    DSA_ASSIGN_OR_RETURN(err, cuda::device_error_word());
-  }
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
   const int64_t blocks = (int64_t{p.num_tokens} + warps - 1) / warps;
   moe_routing_kernel<<<static_cast<unsigned>(blocks), warps * 32,
                        static_cast<size_t>(per_warp * warps), cuda::current_stream()>>>(p, err);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("moe_routing");
-  if (checked) {
-    return cuda::take_device_error(
-        "moe_routing: row_len[row] < 0, or a non-finite logit / bias at expert (value)");
-  }
-  return ok_status();
+  return cuda::end_launch(
+      "moe_routing", checked,
+      "moe_routing: row_len[row] < 0, or a non-finite logit / bias at expert (value)");
 }
 
 }  // namespace dsa::kernels

@@ -18,17 +18,18 @@
 #include "dsa/kernels/moe_routing/moe_routing_check.h"
 #include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/host_buffers.h"
+#include "dsa/testing/poison.h"
 #include "dsa/testing/random.h"
+#include "dsa/testing/reject_table.h"
 
 namespace dsa::kernels {
 namespace {
 
 using cuda::DeviceBuffer;
-using testing::Rng;
-
 using testing::dev;
 using testing::host;
-using testing::or_die;
+using testing::Rng;
 
 struct Case {
   std::vector<float> logits, bias;
@@ -66,10 +67,8 @@ Result run_gpu(const Case& c) {
   auto dl = dev(c.logits), db = dev(c.bias);
   auto dlen = dev(c.row_len.empty() ? std::vector<int32_t>{0} : c.row_len);
   const size_t n = size_t(c.tokens()) * c.k;
-  auto dids = or_die(DeviceBuffer<int32_t>::alloc(std::max<size_t>(n, 1)));
-  auto dw = or_die(DeviceBuffer<float>::alloc(std::max<size_t>(n, 1)));
-  EXPECT_TRUE(dids.fill_bytes(0x80).ok());  // 0x80808080: a negative id nobody writes
-  EXPECT_TRUE(dw.fill_bytes(0xFF).ok());    // NaN
+  auto dids = testing::poisoned<int32_t>(std::max<size_t>(n, 1), 0x80);  // an id nobody writes
+  auto dw = testing::poisoned<float>(std::max<size_t>(n, 1));            // NaN
   Result r;
   r.status = moe_routing_cuda(c.params(dl.data(), db.data(), dlen.data(), dids.data(), dw.data()));
   r.ids = host(dids);
@@ -153,24 +152,13 @@ TEST(MoeRoutingCuda, RandomMatchesReference) {
 Status moe_routing_cuda_on_host_buffers(const MoeRoutingParams& hp) {
   DSA_RETURN_IF_ERROR(validate(hp));
   const size_t n = size_t(hp.num_tokens) * hp.top_k;
-  DSA_ASSIGN_OR_RETURN(auto dl, DeviceBuffer<float>::from_host(std::span<const float>(
-                                    hp.logits, size_t(hp.num_tokens) * hp.num_experts)));
-  DSA_ASSIGN_OR_RETURN(auto db, DeviceBuffer<float>::from_host(
-                                    std::span<const float>(hp.bias, size_t(hp.num_experts))));
-  DSA_ASSIGN_OR_RETURN(auto dlen, DeviceBuffer<int32_t>::alloc(size_t(hp.num_tokens)));
-  if (hp.row_len != nullptr)
-    DSA_RETURN_IF_ERROR(dlen.upload(std::span<const int32_t>(hp.row_len, hp.num_tokens)));
-  DSA_ASSIGN_OR_RETURN(auto dids, DeviceBuffer<int32_t>::alloc(n));
-  DSA_ASSIGN_OR_RETURN(auto dw, DeviceBuffer<float>::alloc(n));
-  MoeRoutingParams p = hp;
-  p.logits = dl.data(), p.bias = db.data(), p.expert_ids = dids.data(), p.weights = dw.data();
-  p.row_len = hp.row_len != nullptr ? dlen.data() : nullptr;
-  DSA_RETURN_IF_ERROR(moe_routing_cuda(p));
-  DSA_ASSIGN_OR_RETURN(auto ids, dids.download());
-  DSA_ASSIGN_OR_RETURN(auto w, dw.download());
-  std::copy(ids.begin(), ids.end(), hp.expert_ids);
-  std::copy(w.begin(), w.end(), hp.weights);
-  return ok_status();
+  using P = MoeRoutingParams;
+  return testing::run_on_host_buffers(
+      hp, moe_routing_cuda, testing::In<&P::logits>{size_t(hp.num_tokens) * hp.num_experts},
+      testing::In<&P::bias>{size_t(hp.num_experts)},
+      // A null row_len stays null (every row real).
+      testing::In<&P::row_len>{hp.row_len != nullptr ? size_t(hp.num_tokens) : 0},
+      testing::Out<&P::expert_ids>{n}, testing::Out<&P::weights>{n});
 }
 
 TEST(MoeRoutingCuda, MatchesIndependentFormulation) {
@@ -299,12 +287,10 @@ TEST(MoeRoutingCuda, ZeroTokensAndHostChecks) {
   DSA_SKIP_WITHOUT_GPU();
   MoeRoutingParams p;
   p.num_experts = 8, p.num_groups = 2, p.top_k = 2;
-  EXPECT_TRUE(moe_routing_cuda(p).ok());
-  p.num_tokens = 1;
-  p.num_groups = 3;
-  Status s = moe_routing_cuda(p);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
-  EXPECT_NE(s.message().find("num_groups = 3"), std::string::npos) << s.to_string();
+  testing::expect_rejects(p, moe_routing_cuda,
+                          {{"no tokens", [](auto&) {}, StatusCode::kOk},
+                           {"num_groups", [](auto& q) { q.num_tokens = 1, q.num_groups = 3; },
+                            StatusCode::kInvalidArgument, "num_groups = 3"}});
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"
@@ -17,13 +18,6 @@ namespace dsa::kernels {
 
 namespace {
 namespace detail = paged_logits_detail;
-
-Status set_smem_limit_once() {
-  static const cudaError_t err = cudaFuncSetAttribute(
-      detail::paged_logits_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, detail::kSmemBytes);
-  DSA_CUDA_RETURN_IF_ERROR(err);
-  return ok_status();
-}
 }  // namespace
 
 Status paged_logits_cuda(const PagedLogitsParams& p) {
@@ -35,7 +29,8 @@ Status paged_logits_cuda(const PagedLogitsParams& p) {
     DSA_RETURN_IF_ERROR(cuda::require_aligned("paged_logits_cuda", "w", p.w, 16));
     DSA_RETURN_IF_ERROR(cuda::require_aligned("paged_logits_cuda", "logits", p.logits, 8));
   }
-  DSA_RETURN_IF_ERROR(set_smem_limit_once());
+  DSA_RETURN_IF_ERROR(
+      cuda::allow_dynamic_smem_once<detail::paged_logits_kernel>(detail::kSmemBytes));
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::device_error_word());
 
   const bool checked = checked_mode();
@@ -62,9 +57,7 @@ Status paged_logits_cuda(const PagedLogitsParams& p) {
   // One block per consumer, even at B_pad = 0: the header check is always on (§3b).
   detail::paged_logits_kernel<<<p.num_consumers, mqa_mma::kThreads, detail::kSmemBytes,
                                 cuda::current_stream()>>>(a);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("paged_logits_kernel");
-  if (checked) return cuda::take_device_error("paged_logits_cuda");
-  return ok_status();
+  return cuda::end_launch("paged_logits_kernel", checked, "paged_logits_cuda");
 }
 
 }  // namespace dsa::kernels

@@ -5,24 +5,21 @@
 // watchdog proving that mismatched schedules terminate.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <chrono>
+#include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <span>
-#include <thread>
 #include <vector>
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/device_buffer.h"
 #include "dsa/cuda/error_word.h"
-#include "dsa/cuda/stream.h"
 #include "dsa/kernels/logits_schedule/logits_schedule.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"
 #include "dsa/kernels/paged_logits/paged_logits_test_case.h"
+#include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/poison.h"
+#include "dsa/testing/reject_table.h"
 #include "dsa/testing/watchdog.h"
 
 namespace dsa::kernels {
@@ -30,16 +27,8 @@ namespace {
 
 using cuda::DeviceBuffer;
 using namespace paged_logits_test;  // NOLINT: the shared fixture (Case) of the CPU tests
-
-constexpr uint32_t kPoisonBits = 0xFFFFFFFFu;  // a NaN: fill_bytes(0xFF)
-
-template <class T>
-DeviceBuffer<T> to_device(const std::vector<T>& host, size_t min_count = 1) {
-  auto buf = DeviceBuffer<T>::alloc(std::max(host.size(), min_count));
-  EXPECT_TRUE(buf.ok()) << buf.status().to_string();
-  if (!host.empty()) EXPECT_TRUE(buf->upload(std::span<const T>(host)).ok());
-  return std::move(*buf);
-}
+using testing::dev;
+using testing::is_poison;
 
 // The device copy of a Case. run() poisons the logits, launches, synchronises and downloads.
 struct DeviceCase {
@@ -51,14 +40,14 @@ struct DeviceCase {
   explicit DeviceCase(Case& c) {
     p = c.params();  // builds the schedule from row_len unless the test set one
     const PageTable t = c.table.table();
-    q = to_device(c.q);
-    pool = to_device(c.pool.bytes());
-    w = to_device(c.w);
-    logits = to_device(std::vector<float>(c.logits.size()));
-    row_len = to_device(c.row_len);
-    req_slot = to_device(c.req_slot);
-    table = to_device(std::vector<int32_t>(t.data, t.data + int64_t{t.num_rows} * t.width));
-    schedule = to_device(c.schedule);
+    q = dev(c.q, 1);
+    pool = dev(c.pool.bytes(), 1);
+    w = dev(c.w, 1);
+    logits = dev(std::vector<float>(c.logits.size()), 1);
+    row_len = dev(c.row_len, 1);
+    req_slot = dev(c.req_slot, 1);
+    table = dev(std::vector<int32_t>(t.data, t.data + int64_t{t.num_rows} * t.width), 1);
+    schedule = dev(c.schedule, 1);
     p.q = q.data(), p.w = w.data(), p.row_len = row_len.data(), p.req_slot = req_slot.data();
     p.page_table.data = table.data();
     p.pool.data = pool.data();
@@ -66,19 +55,10 @@ struct DeviceCase {
     p.logits = logits.data();
   }
   Status run(std::vector<float>* out) {
-    DSA_RETURN_IF_ERROR(logits.fill_bytes(0xFF));
-    Status st = paged_logits_cuda(p);
-    DSA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cuda::current_stream()));
-    DSA_ASSIGN_OR_RETURN(*out, logits.download());
-    return st;
+    return testing::run_poisoned(
+        logits, [&] { return paged_logits_cuda(p); }, out);
   }
 };
-
-uint32_t bits(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  return u;
-}
 
 int32_t effective_len(const Case& c, int64_t r) {
   return std::clamp(c.row_len[size_t(r)], 0, c.W * kPageSize);
@@ -90,24 +70,12 @@ void expect_matches_reference(Case& c, const std::vector<float>& got) {
   ASSERT_TRUE(paged_logits_ref(c.params()).ok());
   std::vector<float> bound(c.logits.size());
   ASSERT_TRUE(paged_logits_bounds(c.params(), bound.data()).ok());
-  int64_t bad = 0;
-  for (int64_t r = 0; r < int64_t{c.batch_pad} * c.n; ++r) {
-    const int32_t len = effective_len(c, r);
-    for (int64_t s = 0; s < c.ld; ++s) {
-      const size_t i = size_t(r * c.ld + s);
-      const bool ok =
-          s < len ? std::fabs(got[i] - c.logits[i]) <= bound[i] : bits(got[i]) == kPoisonBits;
-      if (!ok && ++bad <= 8) {
-        ADD_FAILURE() << "row " << r << " col " << s << " (row_len " << len << "): got " << got[i]
-                      << " ref " << c.logits[i] << " bound " << bound[i];
-      }
-    }
-  }
-  EXPECT_EQ(bad, 0) << "mismatching columns (seed " << testing::test_seed() << ")";
+  testing::expect_rows_within_bound(got, c.logits, bound, int64_t{c.batch_pad} * c.n, c.ld,
+                                    [&](int64_t r) { return effective_len(c, r); });
 }
 
 void expect_untouched(const std::vector<float>& got) {
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(bits(got[i]), kPoisonBits) << i;
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(is_poison(got[i])) << i << ": " << got[i];
 }
 
 // Verify-like problem: request b has rows C_b + j + 1 (j < n), scattered out-of-order pages,
@@ -157,7 +125,7 @@ TEST(PagedLogitsCuda, HandComputedTinyCase) {
   // Every partial sum is exact in fp32 here.
   EXPECT_EQ(got[0], 1.5625f);
   EXPECT_EQ(got[1], -0.5f);
-  EXPECT_EQ(bits(got[2]), kPoisonBits);
+  EXPECT_TRUE(is_poison(got[2]));
   EXPECT_EQ(got[size_t(c.ld) + 0], 0.875f);
   EXPECT_EQ(got[size_t(c.ld) + 1], 0.f);
   EXPECT_EQ(got[size_t(c.ld) + 2], 2.f);
@@ -401,15 +369,11 @@ TEST(PagedLogitsCuda, HostChecksRejectBeforeLaunch) {
   Rng rng(testing::test_seed() + 8);
   Case c = make_case(rng, 2, 1, 16, 2, 4);
   DeviceCase d(c);
-  PagedLogitsParams p = d.p;
-  p.num_heads = 8;
-  EXPECT_EQ(paged_logits_cuda(p).code(), StatusCode::kInvalidArgument);
-  p = d.p;
-  p.schedule_words += 2;
-  EXPECT_EQ(paged_logits_cuda(p).code(), StatusCode::kInvalidArgument);
-  p = d.p;
-  p.q += 1;
-  EXPECT_EQ(paged_logits_cuda(p).code(), StatusCode::kInvalidArgument);
+  testing::expect_rejects(
+      d.p, paged_logits_cuda,
+      {{"num_heads", [](auto& p) { p.num_heads = 8; }, StatusCode::kInvalidArgument},
+       {"schedule_words", [](auto& p) { p.schedule_words += 2; }, StatusCode::kInvalidArgument},
+       {"q alignment", [](auto& p) { p.q += 1; }, StatusCode::kInvalidArgument}});
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/ragged_logits/ragged_logits.h"
@@ -16,14 +17,6 @@ namespace dsa::kernels {
 
 namespace {
 namespace detail = ragged_logits_detail;
-
-Status set_smem_limit_once() {
-  static const cudaError_t err =
-      cudaFuncSetAttribute(detail::ragged_logits_kernel,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, detail::kSmemBytes);
-  DSA_CUDA_RETURN_IF_ERROR(err);
-  return ok_status();
-}
 }  // namespace
 
 Status ragged_logits_cuda(const RaggedLogitsParams& p) {
@@ -34,7 +27,8 @@ Status ragged_logits_cuda(const RaggedLogitsParams& p) {
   DSA_RETURN_IF_ERROR(cuda::require_aligned("ragged_logits_cuda", "w", p.w, 16));
   DSA_RETURN_IF_ERROR(cuda::require_aligned("ragged_logits_cuda", "k8", p.k8, 16));
   DSA_RETURN_IF_ERROR(cuda::require_aligned("ragged_logits_cuda", "kscale", p.kscale, 4));
-  DSA_RETURN_IF_ERROR(set_smem_limit_once());
+  DSA_RETURN_IF_ERROR(
+      cuda::allow_dynamic_smem_once<detail::ragged_logits_kernel>(detail::kSmemBytes));
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::device_error_word());
 
   const bool checked = checked_mode();
@@ -57,9 +51,7 @@ Status ragged_logits_cuda(const RaggedLogitsParams& p) {
   const int64_t blocks = (int64_t{p.num_tokens} + a.rows_per_block - 1) / a.rows_per_block;
   detail::ragged_logits_kernel<<<static_cast<unsigned>(blocks), mqa_mma::kThreads,
                                  detail::kSmemBytes, cuda::current_stream()>>>(a);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("ragged_logits_kernel");
-  if (checked) return cuda::take_device_error("ragged_logits_cuda");
-  return ok_status();
+  return cuda::end_launch("ragged_logits_kernel", checked, "ragged_logits_cuda");
 }
 
 }  // namespace dsa::kernels

@@ -8,24 +8,24 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <span>
 #include <vector>
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/device_buffer.h"
 #include "dsa/cuda/error_word.h"
-#include "dsa/cuda/stream.h"
 #include "dsa/kernels/ragged_logits/ragged_logits.h"
+#include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/poison.h"
 #include "dsa/testing/random.h"
 
 namespace dsa::kernels {
 namespace {
 
 using cuda::DeviceBuffer;
+using testing::dev;
+using testing::is_poison;
 using testing::Rng;
-
-constexpr uint32_t kPoisonBits = 0xFFFFFFFFu;  // a NaN: fill_bytes(0xFF)
 
 struct Case {
   int32_t T, S, heads;
@@ -67,45 +67,28 @@ struct Case {
   }
 };
 
-template <class T>
-DeviceBuffer<T> to_device(const std::vector<T>& host) {
-  auto buf = DeviceBuffer<T>::alloc(std::max<size_t>(host.size(), 1));
-  EXPECT_TRUE(buf.ok()) << buf.status().to_string();
-  if (!host.empty()) EXPECT_TRUE(buf->upload(std::span<const T>(host)).ok());
-  return std::move(*buf);
-}
-
 struct DeviceCase {
   DeviceBuffer<uint8_t> q, k8;
   DeviceBuffer<float> w, kscale, logits;
   DeviceBuffer<int32_t> ks, ke;
   RaggedLogitsParams p;
   explicit DeviceCase(Case& c)
-      : q(to_device(c.q)),
-        k8(to_device(c.k8)),
-        w(to_device(c.w)),
-        kscale(to_device(c.kscale)),
-        logits(to_device(c.logits)),
-        ks(to_device(c.ks)),
-        ke(to_device(c.ke)),
+      : q(dev(c.q, 1)),
+        k8(dev(c.k8, 1)),
+        w(dev(c.w, 1)),
+        kscale(dev(c.kscale, 1)),
+        logits(dev(c.logits, 1)),
+        ks(dev(c.ks, 1)),
+        ke(dev(c.ke, 1)),
         p(c.params()) {
     p.q = q.data(), p.w = w.data(), p.k8 = k8.data(), p.kscale = kscale.data();
     p.ks = ks.data(), p.ke = ke.data(), p.logits = logits.data();
   }
   Status run(std::vector<float>* out) {
-    DSA_RETURN_IF_ERROR(logits.fill_bytes(0xFF));
-    Status st = ragged_logits_cuda(p);
-    DSA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cuda::current_stream()));
-    DSA_ASSIGN_OR_RETURN(*out, logits.download());
-    return st;
+    return testing::run_poisoned(
+        logits, [&] { return ragged_logits_cuda(p); }, out);
   }
 };
-
-uint32_t bits(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  return u;
-}
 
 // Row t's defined columns after the unchecked clamp (the identity on in-contract rows).
 int64_t row_length(const Case& c, int32_t t) {
@@ -118,20 +101,8 @@ void expect_matches_reference(Case& c, const std::vector<float>& got) {
   ASSERT_TRUE(ragged_logits_ref(c.params()).ok());
   std::vector<float> bound(c.logits.size());
   ASSERT_TRUE(ragged_logits_bounds(c.params(), bound.data()).ok());
-  int64_t bad = 0;
-  for (int32_t t = 0; t < c.T; ++t) {
-    const int64_t len = row_length(c, t);
-    for (int64_t j = 0; j < c.ld; ++j) {
-      const size_t i = size_t(t * c.ld + j);
-      const bool ok =
-          j < len ? std::fabs(got[i] - c.logits[i]) <= bound[i] : bits(got[i]) == kPoisonBits;
-      if (!ok && ++bad <= 8) {
-        ADD_FAILURE() << "row " << t << " col " << j << " (len " << len << "): got " << got[i]
-                      << " ref " << c.logits[i] << " bound " << bound[i];
-      }
-    }
-  }
-  EXPECT_EQ(bad, 0) << "mismatching columns (seed " << testing::test_seed() << ")";
+  testing::expect_rows_within_bound(got, c.logits, bound, c.T, c.ld,
+                                    [&](int64_t t) { return row_length(c, int32_t(t)); });
 }
 
 TEST(RaggedLogitsCuda, HandComputedCompressedColumns) {
@@ -153,8 +124,8 @@ TEST(RaggedLogitsCuda, HandComputedCompressedColumns) {
   ASSERT_TRUE(d.run(&got).ok());
   EXPECT_EQ(got[0], 1.5625f);
   EXPECT_EQ(got[1], -0.5f);
-  EXPECT_EQ(bits(got[2]), kPoisonBits);
-  for (int j = 0; j < 4; ++j) EXPECT_EQ(bits(got[size_t(4 + j)]), kPoisonBits) << "empty row";
+  EXPECT_TRUE(is_poison(got[2]));
+  for (int j = 0; j < 4; ++j) EXPECT_TRUE(is_poison(got[size_t(4 + j)])) << "empty row";
 }
 
 // Every head count (4, 8, 16 rows per block), blocks spanning several requests, empty rows,

@@ -11,6 +11,8 @@
 
 #include "dsa/core/dtype.h"
 #include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/launch.h"
+#include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/rmsnorm/rmsnorm.h"
 
@@ -129,8 +131,6 @@ __global__ void residual_add_kernel(bf16* h, const bf16* __restrict__ x, int64_t
     h[i] = float_to_bf16(__fadd_rn(bf16_to_float(h[i]), bf16_to_float(x[i])));
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <int kVec>
 void launch_vec(const RmsNormParams& p, int threads, int32_t nvec, int64_t xs, int64_t ys) {
   rmsnorm_vec_kernel<kVec><<<p.num_tokens, threads, 0, cuda::current_stream()>>>(
@@ -145,7 +145,8 @@ Status rmsnorm_cuda(const RmsNormParams& p) {
   const int64_t xs = p.x_stride == 0 ? p.dim : p.x_stride;
   const int64_t ys = p.y_stride == 0 ? p.dim : p.y_stride;
   const bool vec_ok = p.dim % kVecElems == 0 && xs % kVecElems == 0 && ys % kVecElems == 0 &&
-                      aligned16(p.x) && aligned16(p.y) && aligned16(p.weight);
+                      cuda::is_aligned(p.x, 16) && cuda::is_aligned(p.y, 16) &&
+                      cuda::is_aligned(p.weight, 16);
   const int32_t nvec = p.dim / kVecElems;
   // Up to 256 threads with at most 4 cached vectors each (D <= 8192, every V3.2 norm), then up to
   // 1024 threads with 8 (D <= 65536); wider rows take the scalar path.
@@ -172,23 +173,21 @@ Status rmsnorm_cuda(const RmsNormParams& p) {
     rmsnorm_scalar_kernel<<<p.num_tokens, threads, 0, cuda::current_stream()>>>(
         p.x, p.weight, p.y, p.dim, xs, ys, p.eps);
   }
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("rmsnorm");
-  return ok_status();
+  return cuda::launch_error("rmsnorm");
 }
 
 Status residual_add_cuda(const ResidualAddParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.num_tokens == 0) return ok_status();
   const int64_t n = int64_t{p.num_tokens} * p.dim;
-  const bool vec = n % kVecElems == 0 && aligned16(p.h) && aligned16(p.x);
+  const bool vec = n % kVecElems == 0 && cuda::is_aligned(p.h, 16) && cuda::is_aligned(p.x, 16);
   const int64_t work = vec ? n / kVecElems : n;
   constexpr int kThreads = 256;
   // Grid-stride loop: at most 132 SMs x 16 blocks of 256 threads in flight.
   const int64_t blocks = std::min<int64_t>((work + kThreads - 1) / kThreads, 132 * 16);
   residual_add_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, cuda::current_stream()>>>(
       p.h, p.x, n, vec);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("residual_add");
-  return ok_status();
+  return cuda::launch_error("residual_add");
 }
 
 }  // namespace dsa::kernels

@@ -14,19 +14,21 @@
 #include "dsa/kernels/rmsnorm/bf16_round.h"
 #include "dsa/kernels/rmsnorm/rmsnorm.h"
 #include "dsa/kernels/rmsnorm/rmsnorm_check.h"
+#include "dsa/testing/bf16_values.h"
 #include "dsa/testing/device_copy.h"
+#include "dsa/testing/first_difference.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/host_buffers.h"
+#include "dsa/testing/poison.h"
 #include "dsa/testing/random.h"
 
 namespace dsa::kernels {
 namespace {
 
-using cuda::DeviceBuffer;
-using testing::Rng;
-
+using testing::bf16s;
 using testing::dev;
 using testing::host;
-using testing::or_die;
+using testing::Rng;
 
 // Rows with scales spread over 2^-6..2^6, [T, stride] with the first D of each row used.
 std::vector<bf16> random_rows(Rng& rng, int32_t tokens, int64_t stride) {
@@ -38,39 +40,34 @@ std::vector<bf16> random_rows(Rng& rng, int32_t tokens, int64_t stride) {
   return x;
 }
 
-// Runs the GPU op on (x, w) with the given strides; output poisoned with 0xFF (bf16 NaN).
-std::vector<bf16> run_gpu(const std::vector<bf16>& x, const std::vector<bf16>& w, int32_t tokens,
-                          int32_t dim, int64_t xs, int64_t ys, float eps = 1e-6f) {
-  auto dx = dev(x), dw = dev(w);
-  auto dy = or_die(DeviceBuffer<bf16>::alloc(size_t(tokens) * ys));
-  EXPECT_TRUE(dy.fill_bytes(0xFF).ok());
+RmsNormParams params(const bf16* x, const bf16* w, bf16* y, int32_t tokens, int32_t dim, int64_t xs,
+                     int64_t ys, float eps) {
   RmsNormParams p;
-  p.x = dx.data();
-  p.weight = dw.data();
-  p.y = dy.data();
+  p.x = x;
+  p.weight = w;
+  p.y = y;
   p.num_tokens = tokens;
   p.dim = dim;
   p.x_stride = xs;
   p.y_stride = ys;
   p.eps = eps;
-  Status s = rmsnorm_cuda(p);
+  return p;
+}
+
+// Runs the GPU op on (x, w) with the given strides; output poisoned with 0xFF (bf16 NaN).
+std::vector<bf16> run_gpu(const std::vector<bf16>& x, const std::vector<bf16>& w, int32_t tokens,
+                          int32_t dim, int64_t xs, int64_t ys, float eps = 1e-6f) {
+  auto dx = dev(x), dw = dev(w);
+  auto dy = testing::poisoned<bf16>(size_t(tokens) * ys);
+  Status s = rmsnorm_cuda(params(dx.data(), dw.data(), dy.data(), tokens, dim, xs, ys, eps));
   EXPECT_TRUE(s.ok()) << s.to_string();
   return host(dy);
 }
 
 std::vector<bf16> run_ref(const std::vector<bf16>& x, const std::vector<bf16>& w, int32_t tokens,
                           int32_t dim, int64_t xs, int64_t ys, float eps = 1e-6f) {
-  std::vector<bf16> y(size_t(tokens) * ys, bf16{0xFFFF});
-  RmsNormParams p;
-  p.x = x.data();
-  p.weight = w.data();
-  p.y = y.data();
-  p.num_tokens = tokens;
-  p.dim = dim;
-  p.x_stride = xs;
-  p.y_stride = ys;
-  p.eps = eps;
-  Status s = rmsnorm_ref(p);
+  std::vector<bf16> y(size_t(tokens) * ys, testing::poison_value<bf16>());
+  Status s = rmsnorm_ref(params(x.data(), w.data(), y.data(), tokens, dim, xs, ys, eps));
   EXPECT_TRUE(s.ok()) << s.to_string();
   return y;
 }
@@ -83,7 +80,9 @@ void expect_close(const std::vector<bf16>& got, const std::vector<bf16>& want, i
     for (int64_t j = 0; j < ys; ++j) {
       const size_t k = size_t(t) * ys + j;
       if (j >= dim) {
-        if (got[k].bits != 0xFFFF && bad++ < 5) ADD_FAILURE() << what << " gap written at " << k;
+        if (!testing::is_poison(got[k]) && bad++ < 5) {
+          ADD_FAILURE() << what << " gap written at " << k;
+        }
         continue;
       }
       if (bf16_ulp_distance(got[k], want[k]) > 1 && bad++ < 5) {
@@ -127,16 +126,10 @@ Status rmsnorm_cuda_on_host_buffers(const RmsNormParams& hp) {
   const int64_t xs = hp.x_stride ? hp.x_stride : hp.dim, ys = hp.y_stride ? hp.y_stride : hp.dim;
   const size_t xn = size_t(hp.num_tokens - 1) * xs + hp.dim;
   const size_t yn = size_t(hp.num_tokens - 1) * ys + hp.dim;
-  DSA_ASSIGN_OR_RETURN(auto dx, DeviceBuffer<bf16>::from_host(std::span<const bf16>(hp.x, xn)));
-  DSA_ASSIGN_OR_RETURN(auto dw,
-                       DeviceBuffer<bf16>::from_host(std::span<const bf16>(hp.weight, hp.dim)));
-  DSA_ASSIGN_OR_RETURN(auto dy, DeviceBuffer<bf16>::from_host(std::span<const bf16>(hp.y, yn)));
-  RmsNormParams p = hp;
-  p.x = dx.data(), p.weight = dw.data(), p.y = dy.data();
-  DSA_RETURN_IF_ERROR(rmsnorm_cuda(p));
-  DSA_ASSIGN_OR_RETURN(auto y, dy.download());
-  std::copy(y.begin(), y.end(), hp.y);
-  return ok_status();
+  using P = RmsNormParams;
+  return testing::run_on_host_buffers(hp, rmsnorm_cuda, testing::In<&P::x>{xn},
+                                      testing::In<&P::weight>{size_t(hp.dim)},
+                                      testing::InOut<&P::y>{yn});
 }
 
 TEST(RmsNormCuda, MatchesIndependentFormulation) {
@@ -152,19 +145,14 @@ TEST(RmsNormCuda, MatchesIndependentFormulation) {
 // root ([1, 1] with eps 0.25 -> 229 * 2^-8); a zero row gives 0, not NaN; NaN stays in its row.
 TEST(RmsNormCuda, HandComputedEdgeCases) {
   DSA_SKIP_WITHOUT_GPU();
-  auto bf = [](std::initializer_list<float> v) {
-    std::vector<bf16> out;
-    for (float f : v) out.push_back(float_to_bf16(f));
-    return out;
-  };
-  auto y = run_gpu(bf({3.f, 4.f}), bf({1.f, 1.f}), 1, 2, 2, 2);
+  auto y = run_gpu(bf16s({3.f, 4.f}), bf16s({1.f, 1.f}), 1, 2, 2, 2);
   EXPECT_EQ(bf16_to_float(y[0]), 0.84765625f);
   EXPECT_EQ(bf16_to_float(y[1]), 1.1328125f);
-  y = run_gpu(bf({1.f, 1.f, 0.f, 0.f}), bf({1.f, 1.f}), 2, 2, 2, 2, 0.25f);
+  y = run_gpu(bf16s({1.f, 1.f, 0.f, 0.f}), bf16s({1.f, 1.f}), 2, 2, 2, 2, 0.25f);
   EXPECT_EQ(bf16_to_float(y[0]), 0.89453125f);
   EXPECT_EQ(bf16_to_float(y[2]), 0.f);
   EXPECT_EQ(bf16_to_float(y[3]), 0.f);
-  y = run_gpu(bf({1.f, NAN, 1.f, 2.f}), bf({1.f, 1.f}), 2, 2, 2, 2);
+  y = run_gpu(bf16s({1.f, NAN, 1.f, 2.f}), bf16s({1.f, 1.f}), 2, 2, 2, 2);
   EXPECT_TRUE(std::isnan(bf16_to_float(y[0])));
   EXPECT_FALSE(std::isnan(bf16_to_float(y[2])));
   // Same on the vector path (D = 8): a zero row and a NaN row next to a normal one.
@@ -198,10 +186,8 @@ TEST(RmsNormCuda, InPlaceAndDeterministic) {
     p.dim = dim;
     ASSERT_TRUE(rmsnorm_cuda(p).ok());
     auto inplace = host(dx);
-    for (size_t i = 0; i < a.size(); ++i) {
-      ASSERT_EQ(a[i].bits, b[i].bits) << "nondeterministic at " << i;
-      ASSERT_EQ(a[i].bits, inplace[i].bits) << "in place differs at " << i;
-    }
+    ASSERT_EQ(testing::first_bit_difference(a, b), "") << "nondeterministic";
+    ASSERT_EQ(testing::first_bit_difference(a, inplace), "") << "in place differs";
   }
 }
 

@@ -12,6 +12,7 @@
 #include "dsa/core/dtype.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/rope/rope.h"
 
@@ -56,20 +57,15 @@ __global__ void rope_kernel(bf16* x, const int32_t* __restrict__ positions,
 Status rope_cuda(const RopeParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.num_tokens == 0) return ok_status();
-  cuda::DeviceErrorWord* err = nullptr;
   const bool checked = checked_mode();
-  if (checked) {
-    DSA_ASSIGN_OR_RETURN(err, cuda::device_error_word());
-  }
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
   const int64_t rows = int64_t{p.num_tokens} * p.num_heads;
   const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (blocks > INT32_MAX) return invalid_argument("rope: num_tokens * num_heads too large");
   rope_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, cuda::current_stream()>>>(
       p.x, p.positions, p.cos, p.sin, rows, p.num_heads, p.token_stride, p.head_stride,
       p.num_positions, p.style == RopeStyle::kInterleaved, err);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("rope");
-  if (checked) return cuda::take_device_error("rope: positions[row] outside [0, num_positions)");
-  return ok_status();
+  return cuda::end_launch("rope", checked, "rope: positions[row] outside [0, num_positions)");
 }
 
 }  // namespace dsa::kernels

@@ -18,18 +18,19 @@
 #include "dsa/kernels/rope/rope.h"
 #include "dsa/kernels/rope/rope_check.h"
 #include "dsa/testing/device_copy.h"
+#include "dsa/testing/first_difference.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/host_buffers.h"
 #include "dsa/testing/random.h"
+#include "dsa/testing/reject_table.h"
 
 namespace dsa::kernels {
 namespace {
 
 using cuda::DeviceBuffer;
-using testing::Rng;
-
 using testing::dev;
 using testing::host;
-using testing::or_die;
+using testing::Rng;
 
 struct Tables {
   int32_t num_positions;
@@ -133,17 +134,10 @@ Status rope_cuda_on_host_buffers(const RopeParams& hp) {
   const size_t xn = size_t(hp.num_tokens - 1) * hp.token_stride +
                     size_t(hp.num_heads - 1) * hp.head_stride + 2 * kRopePairs;
   const size_t tn = size_t(hp.num_positions) * kRopePairs;
-  DSA_ASSIGN_OR_RETURN(auto dx, DeviceBuffer<bf16>::from_host(std::span<const bf16>(hp.x, xn)));
-  DSA_ASSIGN_OR_RETURN(auto dpos, DeviceBuffer<int32_t>::from_host(
-                                      std::span<const int32_t>(hp.positions, hp.num_tokens)));
-  DSA_ASSIGN_OR_RETURN(auto dc, DeviceBuffer<float>::from_host(std::span<const float>(hp.cos, tn)));
-  DSA_ASSIGN_OR_RETURN(auto ds, DeviceBuffer<float>::from_host(std::span<const float>(hp.sin, tn)));
-  RopeParams p = hp;
-  p.x = dx.data(), p.positions = dpos.data(), p.cos = dc.data(), p.sin = ds.data();
-  DSA_RETURN_IF_ERROR(rope_cuda(p));
-  DSA_ASSIGN_OR_RETURN(auto x, dx.download());
-  std::copy(x.begin(), x.end(), hp.x);
-  return ok_status();
+  using P = RopeParams;
+  return testing::run_on_host_buffers(hp, rope_cuda, testing::InOut<&P::x>{xn},
+                                      testing::In<&P::positions>{size_t(hp.num_tokens)},
+                                      testing::In<&P::cos>{tn}, testing::In<&P::sin>{tn});
 }
 
 TEST(RopeCuda, MatchesIndependentFormulation) {
@@ -265,20 +259,17 @@ TEST(RopeCuda, Deterministic) {
                     .ok());
     auto y = host(dx);
     if (run == 0) first = y;
-    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i].bits, first[i].bits) << i;
+    ASSERT_EQ(testing::first_bit_difference(y, first), "");
   }
 }
 
 TEST(RopeCuda, ZeroTokensAndHostChecks) {
   DSA_SKIP_WITHOUT_GPU();
-  RopeParams p;
-  EXPECT_TRUE(rope_cuda(p).ok());
-  p.num_tokens = 2;
-  p.num_heads = 2;
-  p.head_stride = 63;
-  Status s = rope_cuda(p);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
-  EXPECT_NE(s.message().find("head_stride = 63"), std::string::npos) << s.to_string();
+  testing::expect_rejects(
+      RopeParams{}, rope_cuda,
+      {{"no tokens", [](auto&) {}, StatusCode::kOk},
+       {"head_stride", [](auto& p) { p.num_tokens = 2, p.num_heads = 2, p.head_stride = 63; },
+        StatusCode::kInvalidArgument, "head_stride = 63"}});
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/sampling/philox.h"
 #include "dsa/kernels/sampling/sampling.h"
@@ -304,18 +305,12 @@ Status sample_rows_cuda(const SamplingOpParams& p) {
   if (p.rows == 0) return ok_status();
   const int32_t sort_cap = p.vocab <= kSamplingMaxFilteredVocab ? pow2_at_least(p.vocab) : 0;
   const size_t smem = size_t(sort_cap) * (sizeof(uint64_t) + sizeof(int32_t));
-  DSA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-      sampling_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  cuda::DeviceErrorWord* err = nullptr;
+  DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem(sampling_kernel, smem));  // smem varies per call
   const bool checked = checked_mode();
-  if (checked) {
-    DSA_ASSIGN_OR_RETURN(err, cuda::device_error_word());
-  }
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
   sampling_kernel<<<static_cast<unsigned>(p.rows), kThreads, smem, cuda::current_stream()>>>(
       p, sort_cap, err);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("sampling_kernel");
-  if (checked) return cuda::take_device_error("sample_rows_cuda");
-  return ok_status();
+  return cuda::end_launch("sampling_kernel", checked, "sample_rows_cuda");
 }
 
 }  // namespace dsa::kernels

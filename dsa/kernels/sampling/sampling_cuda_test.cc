@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <span>
 #include <string>
@@ -21,31 +20,21 @@
 #include "dsa/cuda/device_buffer.h"
 #include "dsa/kernels/sampling/sampler.h"
 #include "dsa/kernels/sampling/sampling.h"
+#include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/poison.h"
 #include "dsa/testing/random.h"
 
 namespace dsa::kernels {
 namespace {
 
-using cuda::DeviceBuffer;
+using testing::dev;
+using testing::or_die;
 using testing::Rng;
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr double kNearTie = 1e-5;
-
-template <typename T>
-T or_die(StatusOr<T> s) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "fatal: %s\n", s.status().to_string().c_str());
-    std::abort();
-  }
-  return std::move(s).value();
-}
-template <typename T>
-DeviceBuffer<T> dev(const std::vector<T>& h) {
-  return or_die(DeviceBuffer<T>::from_host(std::span<const T>(h)));
-}
 
 struct Batch {
   int32_t vocab = 0;
@@ -103,8 +92,7 @@ std::vector<int32_t> run_cuda(const Batch& b, Status* status = nullptr) {
   auto k = dev(b.top_k);
   auto s = dev(b.seed);
   auto pos = dev(b.position);
-  auto out = or_die(DeviceBuffer<int32_t>::alloc(size_t(b.rows())));
-  EXPECT_TRUE(out.fill_bytes(0x5A).ok());
+  auto out = testing::poisoned<int32_t>(size_t(b.rows()), 0x5A);
   const Status st = sample_rows_cuda(
       b.params(l.data(), t.data(), p.data(), k.data(), s.data(), pos.data(), out.data()));
   if (status) {
@@ -114,6 +102,20 @@ std::vector<int32_t> run_cuda(const Batch& b, Status* status = nullptr) {
   }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   return or_die(out.download());
+}
+
+// A batch with rows the op must refuse: checked mode returns InvalidArgument, unchecked mode OK
+// (those rows come back -1). Returns the tokens.
+std::vector<int32_t> run_rejected_rows(const Batch& b, bool checked) {
+  ScopedCheckedMode mode(checked);
+  Status st;
+  std::vector<int32_t> gpu = run_cuda(b, &st);
+  if (checked) {
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  } else {
+    EXPECT_TRUE(st.ok()) << st.to_string();
+  }
+  return gpu;
 }
 
 // The host's two best perturbed scores over the kept tokens of row r: {best, runner-up} ids.
@@ -295,14 +297,7 @@ TEST(SamplingCuda, FilteredOverVocabLimit) {
   ok_rows.top_k[1] = 0;
   const auto ref = run_ref(ok_rows);
   for (bool checked : {true, false}) {
-    ScopedCheckedMode mode(checked);
-    Status st;
-    const auto gpu = run_cuda(b, &st);
-    if (checked) {
-      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
-    } else {
-      EXPECT_TRUE(st.ok()) << st.to_string();
-    }
+    const auto gpu = run_rejected_rows(b, checked);
     EXPECT_EQ(gpu[1], -1);
     for (int r : {0, 2, 3}) EXPECT_EQ(gpu[size_t(r)], ref[size_t(r)]) << "row " << r;
   }
@@ -322,14 +317,7 @@ TEST(SamplingCuda, BadRowParams) {
   b.position[5] = -1;
   const auto ref = run_ref(good);
   for (bool checked : {true, false}) {
-    ScopedCheckedMode mode(checked);
-    Status st;
-    const auto gpu = run_cuda(b, &st);
-    if (checked) {
-      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
-    } else {
-      EXPECT_TRUE(st.ok()) << st.to_string();
-    }
+    const auto gpu = run_rejected_rows(b, checked);
     EXPECT_EQ(gpu[0], ref[0]);
     for (int r = 1; r < 6; ++r) EXPECT_EQ(gpu[size_t(r)], -1) << "row " << r;
   }

@@ -9,6 +9,7 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/sparse_mla/sparse_mla.h"
@@ -19,20 +20,12 @@ namespace dsa::kernels {
 namespace {
 using sparse_mla_cuda::MlaKernelArgs;
 
-// cp.async moves 16-byte chunks: every base pointer must be 16-byte aligned.
-StatusOr<int> sm_count() {
-  int device = 0, sms = 0;
-  DSA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  DSA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
-}
-
 // Splits for decode: as many as fill one wave of CTAs (one CTA per SM: the kernel takes 226 KB of
 // shared memory), at most one per 64-key tile, and no more than the workspace holds.
 StatusOr<int32_t> choose_splits(const SparseMlaDecodeParams& p) {
   if (p.num_splits != 0) return p.num_splits;
   if (p.split_workspace == nullptr) return 1;
-  DSA_ASSIGN_OR_RETURN(int sms, sm_count());
+  DSA_ASSIGN_OR_RETURN(int sms, cuda::sm_count());
   const int64_t ctas = int64_t{p.rows} * ((p.num_heads + 63) / 64);
   if (ctas >= sms) return 1;
   int64_t splits = std::min<int64_t>(sms / ctas, p.topk / sparse_mla_cuda::kTileKeys);
@@ -41,32 +34,26 @@ StatusOr<int32_t> choose_splits(const SparseMlaDecodeParams& p) {
   return static_cast<int32_t>(std::clamp<int64_t>(splits, 1, kMaxSparseMlaSplits));
 }
 
+// The attention kernel, then (split) the combine; in checked mode (the kernels were given the error
+// word) the word is collected, synchronously, after the last launch.
 template <LatentFormat kFormat>
-Status launch(const MlaKernelArgs& args) {
-  auto* kernel = sparse_mla_cuda::sparse_mla_kernel<kFormat>;
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sparse_mla_cuda::kSmemBytes);
-  DSA_CUDA_RETURN_IF_ERROR(attr);
+Status launch(const MlaKernelArgs& args, std::string_view op) {
+  constexpr auto kernel = sparse_mla_cuda::sparse_mla_kernel<kFormat>;
+  DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<kernel>(sparse_mla_cuda::kSmemBytes));
+  const bool checked = args.err != nullptr;
   const dim3 grid(static_cast<uint32_t>(args.rows),
                   static_cast<uint32_t>((args.heads + sparse_mla_cuda::kHeadsPerCta - 1) /
                                         sparse_mla_cuda::kHeadsPerCta),
                   static_cast<uint32_t>(args.num_splits));
   kernel<<<grid, sparse_mla_cuda::kThreads, sparse_mla_cuda::kSmemBytes, cuda::current_stream()>>>(
       args);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("sparse_mla_kernel");
-  if (args.num_splits > 1) {
-    const int64_t blocks = int64_t{args.rows} * args.heads;
-    sparse_mla_cuda::sparse_mla_combine_kernel<<<static_cast<uint32_t>(blocks), 128, 0,
-                                                 cuda::current_stream()>>>(args);
-    DSA_CUDA_RETURN_IF_LAUNCH_FAILED("sparse_mla_combine_kernel");
-  }
-  return ok_status();
-}
-
-// Checked mode: kernels report into the error word, which is read (synchronously) after launch.
-StatusOr<cuda::DeviceErrorWord*> error_word_if_checked() {
-  if (!checked_mode()) return static_cast<cuda::DeviceErrorWord*>(nullptr);
-  return cuda::device_error_word();
+  if (args.num_splits <= 1) return cuda::end_launch("sparse_mla_kernel", checked, op);
+  DSA_RETURN_IF_ERROR(cuda::launch_error("sparse_mla_kernel"));
+  const int64_t blocks = int64_t{args.rows} * args.heads;
+  sparse_mla_cuda::
+      sparse_mla_combine_kernel<<<static_cast<uint32_t>(blocks), 128, 0, cuda::current_stream()>>>(
+          args);
+  return cuda::end_launch("sparse_mla_combine_kernel", checked, op);
 }
 }  // namespace
 
@@ -74,11 +61,12 @@ Status sparse_mla_decode_cuda(const SparseMlaDecodeParams& p) {
   constexpr std::string_view kOp = "sparse_mla_decode_cuda";
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.rows == 0) return ok_status();
+  // cp.async moves 16-byte chunks: every base pointer must be 16-byte aligned.
   DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "q", p.q, 16));
   DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "cache.data", p.cache.data, 16));
   DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "split_workspace", p.split_workspace, 16));
   DSA_ASSIGN_OR_RETURN(const int32_t splits, choose_splits(p));
-  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, error_word_if_checked());
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked_mode()));
 
   MlaKernelArgs args{};
   args.q = p.q, args.kv = p.cache.data, args.indices = p.indices, args.topk_len = p.topk_len;
@@ -91,13 +79,8 @@ Status sparse_mla_decode_cuda(const SparseMlaDecodeParams& p) {
     args.part_o = p.split_workspace;
     args.part_ml = p.split_workspace + int64_t{splits} * p.rows * p.num_heads * kVDim;
   }
-  if (p.cache.format == LatentFormat::kBf16) {
-    DSA_RETURN_IF_ERROR(launch<LatentFormat::kBf16>(args));
-  } else {
-    DSA_RETURN_IF_ERROR(launch<LatentFormat::kFp8_656>(args));
-  }
-  if (err != nullptr) return cuda::take_device_error(kOp);
-  return ok_status();
+  if (p.cache.format == LatentFormat::kBf16) return launch<LatentFormat::kBf16>(args, kOp);
+  return launch<LatentFormat::kFp8_656>(args, kOp);
 }
 
 Status sparse_mla_prefill_cuda(const SparseMlaPrefillParams& p) {
@@ -106,7 +89,7 @@ Status sparse_mla_prefill_cuda(const SparseMlaPrefillParams& p) {
   if (p.tokens == 0) return ok_status();
   DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "q", p.q, 16));
   DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "kv", p.kv, 16));
-  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, error_word_if_checked());
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked_mode()));
 
   MlaKernelArgs args{};
   args.q = p.q, args.kv = reinterpret_cast<const uint8_t*>(p.kv);
@@ -117,9 +100,7 @@ Status sparse_mla_prefill_cuda(const SparseMlaPrefillParams& p) {
   args.scale_log2 = static_cast<float>(double{p.sm_scale} * M_LOG2E);
   args.out = p.out, args.lse = p.lse, args.max_logit = p.max_logit;
   args.num_splits = 1, args.err = err;
-  DSA_RETURN_IF_ERROR(launch<LatentFormat::kBf16>(args));
-  if (err != nullptr) return cuda::take_device_error(kOp);
-  return ok_status();
+  return launch<LatentFormat::kBf16>(args, kOp);
 }
 
 }  // namespace dsa::kernels

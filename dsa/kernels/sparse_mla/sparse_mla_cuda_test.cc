@@ -14,35 +14,19 @@
 #include "dsa/cuda/device_buffer.h"
 #include "dsa/kernels/sparse_mla/sparse_mla.h"
 #include "dsa/kernels/sparse_mla/sparse_mla_test_util.h"
+#include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/poison.h"
+#include "dsa/testing/reject_table.h"
 
 namespace dsa::kernels {
 namespace {
 
 using cuda::DeviceBuffer;
 using test::DecodeCase;
+using testing::dev;
+using testing::dev_alloc;
 using testing::Rng;
-
-template <typename T>
-DeviceBuffer<T> upload(const std::vector<T>& host) {
-  auto b = DeviceBuffer<T>::from_host(std::span<const T>(host));
-  DSA_CHECK(b.ok());
-  return std::move(b).value();
-}
-
-template <typename T>
-DeviceBuffer<T> alloc(size_t n) {
-  auto b = DeviceBuffer<T>::alloc(n);
-  DSA_CHECK(b.ok());
-  return std::move(b).value();
-}
-
-template <typename T>
-std::vector<T> download(const DeviceBuffer<T>& b) {
-  auto h = b.download();
-  DSA_CHECK(h.ok());
-  return std::move(h).value();
-}
 
 struct GpuOut {
   std::vector<bf16> out;
@@ -118,12 +102,12 @@ class GpuDecode {
  public:
   explicit GpuDecode(DecodeCase& c)
       : c_(c),
-        pool_(upload(c.pool.bytes())),
-        q_(upload(c.q)),
-        idx_(upload(c.indices)),
-        len_(upload(c.topk_len)),
-        out_(alloc<bf16>(c.out.size())),
-        lse_(alloc<float>(c.lse.size())) {}
+        pool_(dev(c.pool.bytes())),
+        q_(dev(c.q)),
+        idx_(dev(c.indices)),
+        len_(dev(c.topk_len)),
+        out_(dev_alloc<bf16>(c.out.size())),
+        lse_(dev_alloc<float>(c.lse.size())) {}
 
   // Re-uploads the index list and lengths after a test edits them.
   void refresh() {
@@ -132,7 +116,7 @@ class GpuDecode {
   }
 
   SparseMlaDecodeParams params(int32_t num_splits, int64_t workspace_floats) {
-    if (int64_t(ws_.size()) < workspace_floats) ws_ = alloc<float>(size_t(workspace_floats));
+    if (int64_t(ws_.size()) < workspace_floats) ws_ = dev_alloc<float>(size_t(workspace_floats));
     SparseMlaDecodeParams p = c_.params();
     p.q = q_.data(), p.cache.data = pool_.data(), p.indices = idx_.data();
     p.topk_len = c_.pass_topk_len ? len_.data() : nullptr;
@@ -145,13 +129,13 @@ class GpuDecode {
 
   Status run(int32_t num_splits, int64_t workspace_floats, GpuOut* result) {
     SparseMlaDecodeParams p = params(num_splits, workspace_floats);
-    DSA_RETURN_IF_ERROR(out_.fill_bytes(0xFF));  // NaN
-    DSA_RETURN_IF_ERROR(lse_.fill_bytes(0xFF));
-    if (ws_.size()) DSA_RETURN_IF_ERROR(ws_.fill_bytes(0xFF));
+    DSA_RETURN_IF_ERROR(out_.fill_bytes(testing::kPoisonByte));  // NaN
+    DSA_RETURN_IF_ERROR(lse_.fill_bytes(testing::kPoisonByte));
+    if (ws_.size()) DSA_RETURN_IF_ERROR(ws_.fill_bytes(testing::kPoisonByte));
     DSA_RETURN_IF_ERROR(sparse_mla_decode_cuda(p));
     DSA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-    result->out = download(out_);
-    result->lse = download(lse_);
+    result->out = testing::host(out_);
+    result->lse = testing::host(lse_);
     return ok_status();
   }
 
@@ -370,27 +354,28 @@ TEST(SparseMlaDecodeCuda, HostValidation) {
   GpuDecode g(c);
   SparseMlaDecodeParams p = g.params(1, 0);
   EXPECT_TRUE(sparse_mla_decode_cuda(p).ok());
-  auto expect_invalid = [&](SparseMlaDecodeParams bad, const char* what) {
-    EXPECT_EQ(sparse_mla_decode_cuda(bad).code(), StatusCode::kInvalidArgument) << what;
-  };
-  SparseMlaDecodeParams bad = p;
-  bad.num_heads = 48;
-  expect_invalid(bad, "H 48");
-  bad = p, bad.topk = 100;
-  expect_invalid(bad, "K 100");
-  bad = p, bad.sm_scale = 0.f;
-  expect_invalid(bad, "sm_scale 0");
-  bad = p, bad.num_splits = kMaxSparseMlaSplits + 1;
-  expect_invalid(bad, "num_splits 65");
-  bad = p, bad.num_splits = 2;
-  expect_invalid(bad, "splits without workspace");
-  bad = g.params(2, sparse_mla_decode_workspace_floats(2, 16, 2) - 1);
-  expect_invalid(bad, "workspace too small");
-  bad = p, bad.q = reinterpret_cast<const bf16*>(reinterpret_cast<const uint8_t*>(p.q) + 2);
-  expect_invalid(bad, "misaligned q");
-  bad = p, bad.rows = 0, bad.q = nullptr, bad.indices = nullptr, bad.out = nullptr;
-  bad.lse = nullptr;
-  EXPECT_TRUE(sparse_mla_decode_cuda(bad).ok()) << "R = 0 is a no-op";
+  constexpr StatusCode kInvalid = StatusCode::kInvalidArgument;
+  testing::expect_rejects(
+      p, sparse_mla_decode_cuda,
+      {{"H 48", [](auto& q) { q.num_heads = 48; }, kInvalid},
+       {"K 100", [](auto& q) { q.topk = 100; }, kInvalid},
+       {"sm_scale 0", [](auto& q) { q.sm_scale = 0.f; }, kInvalid},
+       {"num_splits 65", [](auto& q) { q.num_splits = kMaxSparseMlaSplits + 1; }, kInvalid},
+       {"splits without workspace", [](auto& q) { q.num_splits = 2; }, kInvalid},
+       {"workspace too small",
+        [&](auto& q) { q = g.params(2, sparse_mla_decode_workspace_floats(2, 16, 2) - 1); },
+        kInvalid},
+       {"misaligned q",
+        [](auto& q) {
+          q.q = reinterpret_cast<const bf16*>(reinterpret_cast<const uint8_t*>(q.q) + 2);
+        },
+        kInvalid},
+       {"R = 0 is a no-op",
+        [](auto& q) {
+          q.rows = 0, q.q = nullptr, q.indices = nullptr, q.out = nullptr;
+          q.lse = nullptr;
+        },
+        StatusCode::kOk}});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -465,26 +450,26 @@ struct GpuPrefill {
   SparseMlaPrefillParams p;
 
   GpuPrefill(const SparseMlaPrefillParams& host, size_t kv_elems)
-      : q(upload(
-            std::vector<bf16>(host.q, host.q + size_t(host.tokens) * host.num_heads * kQkDim))),
-        kv(upload(std::vector<bf16>(host.kv, host.kv + kv_elems))),
-        out(alloc<bf16>(size_t(host.tokens) * host.num_heads * kVDim)),
-        idx(upload(
+      : q(dev(std::vector<bf16>(host.q, host.q + size_t(host.tokens) * host.num_heads * kQkDim))),
+        kv(dev(std::vector<bf16>(host.kv, host.kv + kv_elems))),
+        out(dev_alloc<bf16>(size_t(host.tokens) * host.num_heads * kVDim)),
+        idx(dev(
             std::vector<int32_t>(host.indices, host.indices + size_t(host.tokens) * host.topk))),
-        len(upload(std::vector<int32_t>(host.topk_len, host.topk_len + host.tokens))),
-        lse(alloc<float>(size_t(host.tokens) * host.num_heads)),
-        max_logit(alloc<float>(size_t(host.tokens) * host.num_heads)) {
+        len(dev(std::vector<int32_t>(host.topk_len, host.topk_len + host.tokens))),
+        lse(dev_alloc<float>(size_t(host.tokens) * host.num_heads)),
+        max_logit(dev_alloc<float>(size_t(host.tokens) * host.num_heads)) {
     p = host;
     p.q = q.data(), p.kv = kv.data(), p.indices = idx.data(), p.topk_len = len.data();
     p.out = out.data(), p.lse = lse.data(), p.max_logit = max_logit.data();
   }
   Status run(GpuOut* r) {
-    DSA_RETURN_IF_ERROR(out.fill_bytes(0xFF));
-    DSA_RETURN_IF_ERROR(lse.fill_bytes(0xFF));
-    DSA_RETURN_IF_ERROR(max_logit.fill_bytes(0xFF));
+    DSA_RETURN_IF_ERROR(out.fill_bytes(testing::kPoisonByte));
+    DSA_RETURN_IF_ERROR(lse.fill_bytes(testing::kPoisonByte));
+    DSA_RETURN_IF_ERROR(max_logit.fill_bytes(testing::kPoisonByte));
     DSA_RETURN_IF_ERROR(sparse_mla_prefill_cuda(p));
     DSA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-    r->out = download(out), r->lse = download(lse), r->max_logit = download(max_logit);
+    r->out = testing::host(out), r->lse = testing::host(lse),
+    r->max_logit = testing::host(max_logit);
     return ok_status();
   }
 };

@@ -4,6 +4,7 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/topk/topk.h"
 #include "dsa/kernels/topk/topk_kernel.cuh"
@@ -18,30 +19,23 @@ using topk_detail::Smem;
 using topk_detail::topk_kernel;
 
 constexpr size_t kSmemBytes = sizeof(Smem);
-
-// The dynamic shared-memory opt-in (above 48 KB), once per process. Not a stream operation, so
-// it is harmless inside a graph capture.
-Status raise_smem_limit() {
-  static const cudaError_t err = cudaFuncSetAttribute(
-      topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
-  DSA_CUDA_RETURN_IF_ERROR(err);
-  return ok_status();
-}
 }  // namespace
 
 Status topk_cuda(const TopkParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.rows == 0 && p.plan == nullptr) return ok_status();
-  DSA_RETURN_IF_ERROR(raise_smem_limit());
+  DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<topk_kernel>(kSmemBytes));
+  // The plan header is checked on the device in unchecked mode too: the word is always passed.
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::device_error_word());
+  const bool checked = checked_mode();
 
   // A cluster per row only when some row could be long: lengths are clamped to ld - col_base, so
   // ld < long_row_min_len rules it out. A function of capacities only (graph-safe, §5).
   const int32_t cluster = p.logits_ld >= p.long_row_min_len ? kClusterSize : 1;
-  const KernelArgs args{p.logits,  p.logits_ld,    p.rows,       p.len,      p.col_base,
-                        p.k,       p.variant,      p.page_table, p.row_page, p.offset,
-                        p.out_row, p.out_rows,     p.idx,        p.plan,     p.long_row_min_len,
-                        cluster,   checked_mode(), err};
+  const KernelArgs args{p.logits,  p.logits_ld, p.rows,       p.len,      p.col_base,
+                        p.k,       p.variant,   p.page_table, p.row_page, p.offset,
+                        p.out_row, p.out_rows,  p.idx,        p.plan,     p.long_row_min_len,
+                        cluster,   checked,     err};
 
   // rows == 0 with a plan: one cluster checks the header and leaves.
   const int64_t blocks = int64_t{p.rows > 0 ? p.rows : 1} * cluster;
@@ -61,9 +55,7 @@ Status topk_cuda(const TopkParams& p) {
   config.attrs = attr;
   config.numAttrs = cluster > 1 ? 1 : 0;
   DSA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, topk_kernel, args));
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("topk_kernel");
-  if (checked_mode()) return cuda::take_device_error("topk_cuda");
-  return ok_status();
+  return cuda::end_launch("topk_kernel", checked, "topk_cuda");
 }
 
 }  // namespace dsa::kernels

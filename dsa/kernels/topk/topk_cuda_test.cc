@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
-#include <span>
 #include <vector>
 
 #include "dsa/core/checked_mode.h"
@@ -18,6 +17,7 @@
 #include "dsa/kernels/topk/topk.h"
 #include "dsa/kernels/topk/topk_check.h"
 #include "dsa/kernels/topk/topk_test_case.h"
+#include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
 #include "dsa/testing/pools.h"
 
@@ -25,8 +25,8 @@ namespace dsa::kernels {
 namespace {
 
 using cuda::DeviceBuffer;
-using testing::Rng;
 using namespace topk_test;
+using testing::Rng;
 
 constexpr int32_t kNever = INT32_MAX;  // long_row_min_len that keeps every row on one CTA
 
@@ -41,10 +41,8 @@ struct GpuRun {
   std::vector<int32_t> idx;  // idx after the call (uploaded from the case's poisoned idx)
 };
 
-template <typename T>
-StatusOr<DeviceBuffer<T>> to_device(const std::vector<T>& v) {
-  return DeviceBuffer<T>::from_host(std::span<const T>(v.data(), v.size()));
-}
+using testing::to_device;
+
 template <typename T>
 T* or_null(const DeviceBuffer<T>& b) {
   return b.size() > 0 ? b.data() : nullptr;

@@ -97,7 +97,7 @@ inline constexpr uint64_t kSeeds[] = {0x0123456789ABCDEFull, 42, 0xFFFFFFFFFFFFF
 inline constexpr int64_t kDrawsPerSeed = 50000;
 
 // 16 synthetic logits with a spread of probabilities (largest ~0.3, smallest ~0.003 at T = 1).
-std::vector<float> synthetic_logits(uint64_t salt) {
+inline std::vector<float> synthetic_logits(uint64_t salt) {
   std::vector<float> l(16);
   for (size_t v = 0; v < l.size(); ++v) l[v] = 2.f * hash_unit(salt * 131 + v);
   return l;

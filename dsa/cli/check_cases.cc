@@ -1,5 +1,6 @@
 #include "dsa/cli/check_cases.h"
 
+#include "dsa/kernels/activation/activation_check.h"
 #include "dsa/kernels/embedding/embedding_check.h"
 #include "dsa/kernels/gather/gather_check.h"
 #include "dsa/kernels/hadamard/hadamard_check.h"
@@ -104,6 +105,9 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
       [o](uint64_t s) { return check_linear(o->linear, 4, 256, 6144, false, s); });
   add("linear", kV, "T=2 7168->1536 fp8 (block 128)",
       [o](uint64_t s) { return check_linear(o->linear, 2, 7168, 1536, true, s); });
+  add("swiglu", kS, "T=37 I=768", [o](uint64_t s) { return check_swiglu(o->swiglu, 37, 768, s); });
+  add("swiglu", kV, "T=37 I=18432",
+      [o](uint64_t s) { return check_swiglu(o->swiglu, 37, 18432, s); });
   add("moe_routing", kS, "T=40 E=4 groups=2/1 top=2",
       [o](uint64_t s) { return check_moe_routing(o->moe_routing, 40, 4, 2, 1, 2, s); });
   add("moe_routing", kV, "T=40 E=256 groups=8/4 top=8",

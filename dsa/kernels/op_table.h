@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "dsa/core/status.h"
+#include "dsa/kernels/activation/activation.h"
 #include "dsa/kernels/embedding/embedding.h"
 #include "dsa/kernels/gather/gather.h"
 #include "dsa/kernels/hadamard/hadamard.h"

@@ -1,6 +1,5 @@
 // Elementwise and row-movement glue between the model's GEMMs (SPEC.md §8.4–§8.6), so that every
 // activation stays in the backend's memory:
-//   swiglu:            act = bf16(silu(g) * u), silu(g) = g / (1 + exp(-g)), fp32 math.
 //   moe_combine:       y = bf16(sum_j g_j * routed_j + shared), fp32 in selection order, then the
 //                      shared expert, one rounding (§8.6).
 //   indexer_q_quant:   per (token, head) block of 128: e4m3 codes with the §2.1 power-of-two scale,
@@ -15,19 +14,6 @@
 #include "dsa/core/status.h"
 
 namespace dsa::kernels {
-
-struct SwigluParams {
-  const bf16* gate = nullptr;  // [n] bf16 gate projection
-  const bf16* up = nullptr;    // [n] bf16 up projection
-  bf16* out = nullptr;         // [n] bf16 activation; may equal gate or up
-  int64_t n = 0;
-};
-Status validate(const SwigluParams& p);
-// CPU reference: float_to_bf16(g / (1 + std::exp(-g)) * u) with the fp32 std::exp.
-Status swiglu_ref(const SwigluParams& p);
-// CUDA backend (device pointers): exp through fp64 rounded to fp32, IEEE fp32 divide and
-// multiply; equal to the reference wherever std::exp(float) is correctly rounded.
-Status swiglu_cuda(const SwigluParams& p);
 
 struct MoeCombineParams {
   const bf16* routed = nullptr;  // [T * k, D] bf16: row r * k + j = row r's j-th expert output

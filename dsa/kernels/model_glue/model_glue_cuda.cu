@@ -24,18 +24,6 @@ unsigned grid_for(int64_t work) {
   return static_cast<unsigned>(std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, 132 * 16));
 }
 
-// Each thread handles elements i, i + stride, ...: act = bf16(g / (1 + exp(-g)) * u). exp is taken
-// in fp64 and rounded once to fp32, which is what a correctly rounded expf returns.
-__global__ void swiglu_kernel(const bf16* gate, const bf16* up, bf16* out, int64_t n) {
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float g = bf16_to_float(gate[i]);
-    const float e = static_cast<float>(exp(-static_cast<double>(g)));
-    const float s = __fdiv_rn(g, __fadd_rn(1.0f, e));
-    out[i] = float_to_bf16(__fmul_rn(s, bf16_to_float(up[i])));
-  }
-}
-
 // One thread per output element (r, t): the fp32 sum over the row's selected experts in order,
 // then the shared expert, rounded once.
 __global__ void moe_combine_kernel(MoeCombineParams p) {
@@ -107,14 +95,6 @@ __global__ void row_copy_kernel(RowCopyParams p, bool vec) {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
-
-Status swiglu_cuda(const SwigluParams& p) {
-  DSA_RETURN_IF_ERROR(validate(p));
-  if (p.n == 0) return ok_status();
-  swiglu_kernel<<<grid_for(p.n), kThreads, 0, cuda::current_stream()>>>(p.gate, p.up, p.out, p.n);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("swiglu");
-  return ok_status();
-}
 
 Status moe_combine_cuda(const MoeCombineParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));

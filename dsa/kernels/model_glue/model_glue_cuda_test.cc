@@ -1,6 +1,5 @@
 // GPU tests of the glue ops against the CPU references on fresh random inputs: moe_combine,
-// indexer_q_quant and row_copy bit-identical; swiglu bit-identical wherever the host's expf is
-// correctly rounded (the count of differing elements is printed; each differs by <= 1 bf16 ulp).
+// indexer_q_quant and row_copy bit-identical.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,37 +30,6 @@ std::vector<T> host(const DeviceBuffer<T>& d) {
   auto h = d.download();
   if (!h.ok()) std::abort();
   return std::move(*h);
-}
-
-int ulp_distance(bf16 a, bf16 b) {
-  auto key = [](bf16 x) { return (x.bits & 0x8000) ? -int(x.bits & 0x7FFF) : int(x.bits); };
-  return std::abs(key(a) - key(b));
-}
-
-TEST(ModelGlueCuda, SwigluMatchesReference) {
-  DSA_SKIP_WITHOUT_GPU();
-  Rng rng(testing::test_seed());
-  const int64_t n = 1 << 20;
-  std::vector<bf16> g(n), u(n);
-  for (int64_t i = 0; i < n; ++i) {
-    g[i] = float_to_bf16(rng.normal() * std::ldexp(1.f, int(rng.randint(-4, 4))));
-    u[i] = float_to_bf16(rng.normal());
-  }
-  std::vector<bf16> want(n);
-  ASSERT_TRUE(swiglu_ref({g.data(), u.data(), want.data(), n}).ok());
-  auto dg = dev(g), du = dev(u);
-  auto dout = dev(std::vector<bf16>(n, bf16{0xFFFF}));
-  ASSERT_TRUE(swiglu_cuda({dg.data(), du.data(), dout.data(), n}).ok());
-  auto got = host(dout);
-  int64_t differ = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const int d = ulp_distance(got[i], want[i]);
-    ASSERT_LE(d, 1) << "i=" << i << " g=" << bf16_to_float(g[i]);
-    differ += d != 0;
-  }
-  std::printf("swiglu: %lld of %lld elements differ from the reference (by 1 bf16 ulp)\n",
-              (long long)differ, (long long)n);
-  EXPECT_LE(differ, n / 10000);
 }
 
 TEST(ModelGlueCuda, MoeCombineBitIdentical) {

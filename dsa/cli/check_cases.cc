@@ -9,6 +9,7 @@
 #include "dsa/kernels/layernorm/layernorm_check.h"
 #include "dsa/kernels/linear/linear_check.h"
 #include "dsa/kernels/logits_schedule/logits_schedule_check.h"
+#include "dsa/kernels/moe_dispatch/moe_combine_check.h"
 #include "dsa/kernels/moe_dispatch/moe_dispatch_check.h"
 #include "dsa/kernels/moe_routing/moe_routing_check.h"
 #include "dsa/kernels/paged_logits/paged_logits_check.h"
@@ -121,6 +122,10 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
   add("grouped_linear", kV, "R=2 E=256 k=8 7168->2048", [o](uint64_t s) {
     return check_grouped_linear(o->grouped_linear, 2, 256, 8, 7168, 2048, s);
   });
+  add("moe_combine", kS, "T=40 k=2 D=256",
+      [o](uint64_t s) { return check_moe_combine(o->moe_combine, 40, 2, 256, s); });
+  add("moe_combine", kV, "T=37 k=8 D=7168",
+      [o](uint64_t s) { return check_moe_combine(o->moe_combine, 37, 8, 7168, s); });
 
   // One attention step of every forward mode (metadata builder + validator + the ops above).
   for (runtime::ForwardMode mode : runtime::kAllForwardModes) {

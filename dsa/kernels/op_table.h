@@ -15,6 +15,7 @@
 #include "dsa/kernels/linear/linear.h"
 #include "dsa/kernels/logits_schedule/logits_schedule.h"
 #include "dsa/kernels/model_glue/model_glue.h"
+#include "dsa/kernels/moe_dispatch/moe_combine.h"
 #include "dsa/kernels/moe_dispatch/moe_dispatch.h"
 #include "dsa/kernels/moe_routing/moe_routing.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"

@@ -19,30 +19,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kIndexDim = 128;
 
-unsigned grid_for(int64_t work) {
-  // Grid-stride loops: at most 132 SMs x 16 blocks of 256 threads in flight.
-  return static_cast<unsigned>(std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, 132 * 16));
-}
-
-// One thread per output element (r, t): the fp32 sum over the row's selected experts in order,
-// then the shared expert, rounded once.
-__global__ void moe_combine_kernel(MoeCombineParams p) {
-  const int64_t total = int64_t{p.num_tokens} * p.dim;
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  const int64_t D = p.dim, k = p.top_k;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total; i += stride) {
-    const int64_t r = i / D, t = i % D;
-    float acc = 0.f;
-    for (int64_t j = 0; j < k; ++j) {
-      if (p.expert_ids[r * k + j] < 0) continue;
-      const float y = bf16_to_float(p.routed[(r * k + j) * D + t]);
-      acc = __fadd_rn(acc, __fmul_rn(p.weights[r * k + j], y));
-    }
-    if (p.shared) acc = __fadd_rn(acc, bf16_to_float(p.shared[i]));
-    p.y[i] = float_to_bf16(acc);
-  }
-}
-
 // One warp per block of 128 values (lane l owns values 4l..4l+3): amax by xor-shuffles (max is
 // exact in any order), then the §2.1 scale and e4m3 codes exactly as quantize_block_pow2.
 __global__ void indexer_q_quant_kernel(IndexerQuantParams p) {
@@ -95,15 +71,6 @@ __global__ void row_copy_kernel(RowCopyParams p, bool vec) {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
-
-Status moe_combine_cuda(const MoeCombineParams& p) {
-  DSA_RETURN_IF_ERROR(validate(p));
-  if (p.num_tokens == 0) return ok_status();
-  const int64_t total = int64_t{p.num_tokens} * p.dim;
-  moe_combine_kernel<<<grid_for(total), kThreads, 0, cuda::current_stream()>>>(p);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("moe_combine");
-  return ok_status();
-}
 
 Status indexer_q_quant_cuda(const IndexerQuantParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));

@@ -12,27 +12,6 @@
 namespace dsa::kernels {
 namespace {
 
-std::vector<bf16> bf(std::initializer_list<float> v) {
-  std::vector<bf16> out;
-  for (float f : v) out.push_back(float_to_bf16(f));
-  return out;
-}
-
-TEST(ModelGlue, MoeCombineSkipsPaddedSlotsAndAddsShared) {
-  // Two rows, k = 2, D = 2. Row 1 is padded (ids -1): only the shared expert remains.
-  auto routed = bf({1.f, 2.f, 10.f, 20.f, 100.f, 100.f, 100.f, 100.f});
-  std::vector<int32_t> ids = {3, 0, -1, -1};
-  std::vector<float> w = {0.5f, 0.25f, 9.f, 9.f};
-  auto shared = bf({1.f, 1.f, 7.f, 8.f});
-  std::vector<bf16> y(4);
-  MoeCombineParams p{routed.data(), ids.data(), w.data(), shared.data(), y.data(), 2, 2, 2};
-  ASSERT_TRUE(moe_combine_ref(p).ok());
-  EXPECT_EQ(bf16_to_float(y[0]), 0.5f * 1 + 0.25f * 10 + 1);
-  EXPECT_EQ(bf16_to_float(y[1]), 0.5f * 2 + 0.25f * 20 + 1);
-  EXPECT_EQ(bf16_to_float(y[2]), 7.f);
-  EXPECT_EQ(bf16_to_float(y[3]), 8.f);
-}
-
 TEST(ModelGlue, IndexerQuantFoldsTheScale) {
   std::vector<bf16> q(2 * 128);
   for (int i = 0; i < 256; ++i) q[i] = float_to_bf16(float((i % 17) - 8) * (i < 128 ? 1.f : 64.f));

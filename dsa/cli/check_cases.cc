@@ -4,6 +4,7 @@
 #include "dsa/kernels/embedding/embedding_check.h"
 #include "dsa/kernels/gather/gather_check.h"
 #include "dsa/kernels/hadamard/hadamard_check.h"
+#include "dsa/kernels/indexer_write/indexer_q_quant_check.h"
 #include "dsa/kernels/indexer_write/indexer_write_check.h"
 #include "dsa/kernels/latent_write/latent_write_check.h"
 #include "dsa/kernels/layernorm/layernorm_check.h"
@@ -126,6 +127,10 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
       [o](uint64_t s) { return check_moe_combine(o->moe_combine, 40, 2, 256, s); });
   add("moe_combine", kV, "T=37 k=8 D=7168",
       [o](uint64_t s) { return check_moe_combine(o->moe_combine, 37, 8, 7168, s); });
+  add("indexer_q_quant", kS, "T=37 H_i=16 D_i=128",
+      [o](uint64_t s) { return check_indexer_q_quant(o->indexer_q_quant, 37, 16, s); });
+  add("indexer_q_quant", kV, "T=256 H_i=64 D_i=128",
+      [o](uint64_t s) { return check_indexer_q_quant(o->indexer_q_quant, 256, 64, s); });
 
   // One attention step of every forward mode (metadata builder + validator + the ops above).
   for (runtime::ForwardMode mode : runtime::kAllForwardModes) {

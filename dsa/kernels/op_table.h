@@ -9,6 +9,7 @@
 #include "dsa/kernels/embedding/embedding.h"
 #include "dsa/kernels/gather/gather.h"
 #include "dsa/kernels/hadamard/hadamard.h"
+#include "dsa/kernels/indexer_write/indexer_q_quant.h"
 #include "dsa/kernels/indexer_write/indexer_write.h"
 #include "dsa/kernels/latent_write/latent_write.h"
 #include "dsa/kernels/layernorm/layernorm.h"

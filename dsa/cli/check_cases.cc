@@ -3,6 +3,7 @@
 #include "dsa/kernels/activation/activation_check.h"
 #include "dsa/kernels/embedding/embedding_check.h"
 #include "dsa/kernels/gather/gather_check.h"
+#include "dsa/kernels/gather/row_copy_check.h"
 #include "dsa/kernels/hadamard/hadamard_check.h"
 #include "dsa/kernels/indexer_write/indexer_q_quant_check.h"
 #include "dsa/kernels/indexer_write/indexer_write_check.h"
@@ -131,6 +132,10 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
       [o](uint64_t s) { return check_indexer_q_quant(o->indexer_q_quant, 37, 16, s); });
   add("indexer_q_quant", kV, "T=256 H_i=64 D_i=128",
       [o](uint64_t s) { return check_indexer_q_quant(o->indexer_q_quant, 256, 64, s); });
+  add("row_copy", kS, "rows=20 of 50, 6 B",
+      [o](uint64_t s) { return check_row_copy(o->row_copy, 20, 50, 6, s); });
+  add("row_copy", kV, "rows=256 of 1024, D=7168 bf16",
+      [o](uint64_t s) { return check_row_copy(o->row_copy, 256, 1024, 7168 * 2, s); });
 
   // One attention step of every forward mode (metadata builder + validator + the ops above).
   for (runtime::ForwardMode mode : runtime::kAllForwardModes) {

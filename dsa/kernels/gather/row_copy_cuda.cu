@@ -1,15 +1,12 @@
-// The model's glue ops on the GPU (SPEC.md §8.4–§8.6). Every kernel is elementwise or a row copy;
-// fp32 arithmetic uses the _rn intrinsics so nvcc cannot contract a multiply and an add into an
-// FMA the CPU reference (built without contraction) does not perform.
+// Row copy on the GPU (SPEC.md §8.6): one block per listed row, a plain byte copy.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
-#include "dsa/core/dtype.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/stream.h"
-#include "dsa/kernels/model_glue/model_glue.h"
+#include "dsa/kernels/gather/row_copy.h"
 
 namespace dsa::kernels {
 

@@ -2,11 +2,9 @@
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/kernels/common/validate.h"
-#include "dsa/kernels/model_glue/model_glue.h"
+#include "dsa/kernels/gather/row_copy.h"
 
 namespace dsa::kernels {
-
-// ---- validation ----
 
 Status validate(const RowCopyParams& p) {
   constexpr std::string_view op = "row_copy";
@@ -20,8 +18,6 @@ Status validate(const RowCopyParams& p) {
   DSA_RETURN_IF_ERROR(require_pointer(op, "dst", p.dst));
   return require_pointer(op, "index", p.index);
 }
-
-// ---- references ----
 
 Status row_copy_ref(const RowCopyParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));

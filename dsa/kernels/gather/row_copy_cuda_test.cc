@@ -1,38 +1,23 @@
-// GPU tests of the glue ops against the CPU references on fresh random inputs: row_copy
-// bit-identical.
+// GPU test of row_copy_cuda against the CPU reference on fresh random rows: bit-identical for the
+// 16-byte path and the byte path, as gather and as scatter, untouched bytes included.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <span>
+#include <cstdint>
 #include <vector>
 
-#include "dsa/cuda/device_buffer.h"
-#include "dsa/kernels/model_glue/model_glue.h"
+#include "dsa/kernels/gather/row_copy.h"
+#include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
 #include "dsa/testing/random.h"
 
 namespace dsa::kernels {
 namespace {
 
-using cuda::DeviceBuffer;
+using testing::dev;
+using testing::host;
 using testing::Rng;
 
-template <typename T>
-DeviceBuffer<T> dev(const std::vector<T>& h) {
-  auto b = DeviceBuffer<T>::from_host(std::span<const T>(h));
-  if (!b.ok()) std::abort();
-  return std::move(*b);
-}
-template <typename T>
-std::vector<T> host(const DeviceBuffer<T>& d) {
-  auto h = d.download();
-  if (!h.ok()) std::abort();
-  return std::move(*h);
-}
-
-TEST(ModelGlueCuda, RowCopyBitIdentical) {
+TEST(RowCopyCuda, BitIdentical) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(testing::test_seed() + 3);
   for (int64_t row_bytes : {int64_t{2048}, int64_t{64}, int64_t{6}}) {

@@ -1,12 +1,12 @@
-// Elementwise and row-movement glue between the model's GEMMs (SPEC.md §8.4–§8.6), so that every
-// activation stays in the backend's memory:
-//   row_copy:          rows selected by an index list (gather: dst[i] = src[index[i]]; scatter:
-//                      dst[index[i]] = src[i]); index -1 skips the row.
+// Row copy (SPEC.md §8.6, §6.1): whole rows moved by an index list, beside the gathers of the
+// paged caches, so the model's row selections stay in the backend's memory: the sampled rows'
+// hidden states before the LM head, and the host-grouped FP8 experts' input gather and output
+// scatter.
+//   gather:  dst[i] = src[index[i]];   scatter: dst[index[i]] = src[i];   index -1 skips the row.
 #pragma once
 
 #include <cstdint>
 
-#include "dsa/core/dtype.h"
 #include "dsa/core/status.h"
 
 namespace dsa::kernels {

@@ -1,11 +1,21 @@
-# dsa_add_op(name SOURCES a.cc ... [CUDA_SOURCES a.cu ...] [LIBS ...]): one static library per op
-# (dsa_op_<name>), so an op's tests link only what they test; with nvcc, its CUDA kernels go into
-# dsa_op_<name>_cuda. dsa_kernels (the op table) links them all.
+# dsa_add_op(name SOURCES a.cc ... [LIBS ...] [CHECK_SOURCES a_check.cc ...]
+#            [CUDA_SOURCES a.cu ...]): one static library per op (dsa_op_<name>), so an op's tests
+# link only what they test; with nvcc, its CUDA kernels go into dsa_op_<name>_cuda. dsa_kernels
+# (the op table) links them all.
+# CHECK_SOURCES (the op's `dsa check` entries and the independent formulations they compare with)
+# go into dsa_op_<name>_check, the one op library that links dsa_testing; dsa_kernels_check
+# gathers them for the CLI and the tests, so production code never carries test code.
 function(dsa_add_op name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;CUDA_SOURCES" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;CHECK_SOURCES;CUDA_SOURCES" ${ARGN})
   add_library(dsa_op_${name} STATIC ${ARG_SOURCES})
   target_link_libraries(dsa_op_${name} PUBLIC dsa_core ${ARG_LIBS} PRIVATE dsa_warnings)
   set_property(GLOBAL APPEND PROPERTY DSA_OP_LIBRARIES dsa_op_${name})
+  if(ARG_CHECK_SOURCES)
+    add_library(dsa_op_${name}_check STATIC ${ARG_CHECK_SOURCES})
+    target_link_libraries(dsa_op_${name}_check PUBLIC dsa_op_${name} dsa_testing
+                          PRIVATE dsa_warnings)
+    set_property(GLOBAL APPEND PROPERTY DSA_OP_CHECK_LIBRARIES dsa_op_${name}_check)
+  endif()
   if(DSA_HAVE_CUDA AND ARG_CUDA_SOURCES)
     add_library(dsa_op_${name}_cuda STATIC ${ARG_CUDA_SOURCES})
     target_link_libraries(dsa_op_${name}_cuda PUBLIC dsa_op_${name} dsa_cuda)

@@ -1,13 +1,17 @@
 #include "dsa/cli/check_cases.h"
 
+#include "dsa/kernels/activation/activation_check.h"
 #include "dsa/kernels/embedding/embedding_check.h"
 #include "dsa/kernels/gather/gather_check.h"
+#include "dsa/kernels/gather/row_copy_check.h"
 #include "dsa/kernels/hadamard/hadamard_check.h"
+#include "dsa/kernels/indexer_write/indexer_q_quant_check.h"
 #include "dsa/kernels/indexer_write/indexer_write_check.h"
 #include "dsa/kernels/latent_write/latent_write_check.h"
 #include "dsa/kernels/layernorm/layernorm_check.h"
 #include "dsa/kernels/linear/linear_check.h"
 #include "dsa/kernels/logits_schedule/logits_schedule_check.h"
+#include "dsa/kernels/moe_dispatch/moe_combine_check.h"
 #include "dsa/kernels/moe_dispatch/moe_dispatch_check.h"
 #include "dsa/kernels/moe_routing/moe_routing_check.h"
 #include "dsa/kernels/paged_logits/paged_logits_check.h"
@@ -104,6 +108,9 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
       [o](uint64_t s) { return check_linear(o->linear, 4, 256, 6144, false, s); });
   add("linear", kV, "T=2 7168->1536 fp8 (block 128)",
       [o](uint64_t s) { return check_linear(o->linear, 2, 7168, 1536, true, s); });
+  add("swiglu", kS, "T=37 I=768", [o](uint64_t s) { return check_swiglu(o->swiglu, 37, 768, s); });
+  add("swiglu", kV, "T=37 I=18432",
+      [o](uint64_t s) { return check_swiglu(o->swiglu, 37, 18432, s); });
   add("moe_routing", kS, "T=40 E=4 groups=2/1 top=2",
       [o](uint64_t s) { return check_moe_routing(o->moe_routing, 40, 4, 2, 1, 2, s); });
   add("moe_routing", kV, "T=40 E=256 groups=8/4 top=8",
@@ -117,6 +124,18 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
   add("grouped_linear", kV, "R=2 E=256 k=8 7168->2048", [o](uint64_t s) {
     return check_grouped_linear(o->grouped_linear, 2, 256, 8, 7168, 2048, s);
   });
+  add("moe_combine", kS, "T=40 k=2 D=256",
+      [o](uint64_t s) { return check_moe_combine(o->moe_combine, 40, 2, 256, s); });
+  add("moe_combine", kV, "T=37 k=8 D=7168",
+      [o](uint64_t s) { return check_moe_combine(o->moe_combine, 37, 8, 7168, s); });
+  add("indexer_q_quant", kS, "T=37 H_i=16 D_i=128",
+      [o](uint64_t s) { return check_indexer_q_quant(o->indexer_q_quant, 37, 16, s); });
+  add("indexer_q_quant", kV, "T=256 H_i=64 D_i=128",
+      [o](uint64_t s) { return check_indexer_q_quant(o->indexer_q_quant, 256, 64, s); });
+  add("row_copy", kS, "rows=20 of 50, 6 B",
+      [o](uint64_t s) { return check_row_copy(o->row_copy, 20, 50, 6, s); });
+  add("row_copy", kV, "rows=256 of 1024, D=7168 bf16",
+      [o](uint64_t s) { return check_row_copy(o->row_copy, 256, 1024, 7168 * 2, s); });
 
   // One attention step of every forward mode (metadata builder + validator + the ops above).
   for (runtime::ForwardMode mode : runtime::kAllForwardModes) {

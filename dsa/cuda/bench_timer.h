@@ -5,7 +5,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
+#include <initializer_list>
 #include <vector>
 
 #include "dsa/cuda/cuda_check.h"
@@ -40,6 +42,28 @@ inline StatusOr<double> median_us(const std::function<Status()>& launch, cudaStr
   cudaEventDestroy(b);
   std::nth_element(ms.begin(), ms.begin() + long(ms.size() / 2), ms.end());
   return double(ms[ms.size() / 2]) * 1000.0;
+}
+
+// One line of a memory-bound benchmark: what ran (op and shape), the median time, the bytes
+// moved, and the achieved bandwidth as TB/s and as a fraction of the measured H200 ceiling.
+inline void print_bandwidth(const char* what, double us, double bytes) {
+  const double bytes_per_s = bytes / (us * 1e-6);
+  std::printf("%-40s %9.2f us %12.0f B %7.3f TB/s %5.1f%% of %.2f TB/s\n", what, us, bytes,
+              bytes_per_s / 1e12, 100.0 * bytes_per_s / kH200Bandwidth, kH200Bandwidth / 1e12);
+}
+
+// A benchmark binary's main loop: bench(shape) for every shape, stopping at the first failure,
+// printed as "<name>: <status>". Returns the process's exit code.
+template <class Shape, class Bench>
+int run_shapes(const char* name, std::initializer_list<Shape> shapes, Bench bench) {
+  for (const Shape& shape : shapes) {
+    const Status st = bench(shape);
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name, st.to_string().c_str());
+      return 1;
+    }
+  }
+  return 0;
 }
 
 }  // namespace dsa::cuda

@@ -5,15 +5,18 @@
 #include <string_view>
 
 #include "dsa/core/status.h"
+#include "dsa/kernels/activation/activation.h"
 #include "dsa/kernels/embedding/embedding.h"
 #include "dsa/kernels/gather/gather.h"
+#include "dsa/kernels/gather/row_copy.h"
 #include "dsa/kernels/hadamard/hadamard.h"
+#include "dsa/kernels/indexer_write/indexer_q_quant.h"
 #include "dsa/kernels/indexer_write/indexer_write.h"
 #include "dsa/kernels/latent_write/latent_write.h"
 #include "dsa/kernels/layernorm/layernorm.h"
 #include "dsa/kernels/linear/linear.h"
 #include "dsa/kernels/logits_schedule/logits_schedule.h"
-#include "dsa/kernels/model_glue/model_glue.h"
+#include "dsa/kernels/moe_dispatch/moe_combine.h"
 #include "dsa/kernels/moe_dispatch/moe_dispatch.h"
 #include "dsa/kernels/moe_routing/moe_routing.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"
@@ -52,7 +55,7 @@ struct OpTable {
   // MoE dispatch on the backend (§8.6), no host synchronisation: graph-capturable.
   Status (*moe_group)(const MoeGroupParams&);
   Status (*grouped_linear)(const GroupedLinearParams&);
-  // Model glue (so activations never leave the backend memory).
+  // Between the model's GEMMs, so activations never leave the backend memory (§8.5, §8.6).
   Status (*swiglu)(const SwigluParams&);
   Status (*moe_combine)(const MoeCombineParams&);
   Status (*indexer_q_quant)(const IndexerQuantParams&);

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "dsa/kernels/rmsnorm/bf16_round.h"
+#include "dsa/kernels/common/bf16_round.h"
 #include "dsa/testing/random.h"
 
 namespace dsa::kernels {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "dsa/cuda/device_buffer.h"
+#include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/hadamard/hadamard.h"
 #include "dsa/kernels/hadamard/hadamard_check.h"
-#include "dsa/kernels/rmsnorm/bf16_round.h"
 #include "dsa/testing/device_copy.h"
 #include "dsa/testing/first_difference.h"
 #include "dsa/testing/gpu_skip.h"

@@ -1,9 +1,9 @@
 #include <cmath>
 
 #include "dsa/core/thread_pool.h"
+#include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/common/validate.h"
 #include "dsa/kernels/hadamard/hadamard.h"
-#include "dsa/kernels/rmsnorm/bf16_round.h"
 
 namespace dsa::kernels {
 

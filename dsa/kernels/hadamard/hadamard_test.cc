@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/hadamard/hadamard_check.h"
-#include "dsa/kernels/rmsnorm/bf16_round.h"
 #include "dsa/testing/random.h"
 
 namespace dsa::kernels {

@@ -10,9 +10,8 @@
 
 namespace dsa::kernels {
 
-namespace {
 // Independent formulation: scale from frexp of amax/448, codes by dividing by the scale.
-void expected_row(const bf16* k, uint8_t* values, float* scale) {
+void expected_pow2_row(const bf16* k, uint8_t* values, float* scale) {
   float amax = 1e-4f;
   for (int d = 0; d < kIndexHeadDim; ++d) amax = std::max(amax, std::fabs(bf16_to_float(k[d])));
   int exp2;
@@ -21,7 +20,6 @@ void expected_row(const bf16* k, uint8_t* values, float* scale) {
   for (int d = 0; d < kIndexHeadDim; ++d)
     values[d] = float_to_e4m3(bf16_to_float(k[d]) / *scale).bits;
 }
-}  // namespace
 
 Status check_indexer_write(IndexerWriteFn op, int32_t tokens, uint64_t seed) {
   std::mt19937_64 gen(seed);
@@ -53,8 +51,8 @@ Status check_indexer_write(IndexerWriteFn op, int32_t tokens, uint64_t seed) {
   for (int32_t t = 0; t < tokens; ++t) {
     if (slot[t] < 0) continue;
     float scale;
-    expected_row(&k[size_t(t) * kIndexHeadDim],
-                 expected.data() + indexer_value_offset(view, slot[t]), &scale);
+    expected_pow2_row(&k[size_t(t) * kIndexHeadDim],
+                      expected.data() + indexer_value_offset(view, slot[t]), &scale);
     std::memcpy(expected.data() + indexer_scale_offset(view, slot[t]), &scale, 4);
   }
   for (size_t i = 0; i < expected.size(); ++i) {

@@ -2,9 +2,9 @@
 #include <vector>
 
 #include "dsa/core/thread_pool.h"
+#include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/common/validate.h"
 #include "dsa/kernels/layernorm/layernorm.h"
-#include "dsa/kernels/rmsnorm/bf16_round.h"
 
 namespace dsa::kernels {
 

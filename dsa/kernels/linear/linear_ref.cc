@@ -4,9 +4,9 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/core/fp8_quant.h"
 #include "dsa/core/thread_pool.h"
+#include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/common/validate.h"
 #include "dsa/kernels/linear/linear.h"
-#include "dsa/kernels/rmsnorm/bf16_round.h"
 
 namespace dsa::kernels {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "dsa/kernels/rmsnorm/bf16_round.h"
+#include "dsa/kernels/common/bf16_round.h"
 
 namespace dsa::kernels {
 

@@ -21,8 +21,8 @@
 
 #include "dsa/core/status.h"
 #include "dsa/cuda/error_word.h"
-#include "dsa/kernels/logits_schedule/logits_schedule_math.h"
-#include "dsa/kernels/paged_logits/mqa_logits_mma.cuh"
+#include "dsa/kernels/common/mqa_logits_mma.cuh"
+#include "dsa/kernels/logits_schedule/logits_schedule.h"  // the §3c formulas (DSA_HD)
 
 namespace dsa::kernels::paged_logits_detail {
 

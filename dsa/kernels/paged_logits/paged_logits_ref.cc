@@ -7,9 +7,9 @@
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/core/thread_pool.h"
+#include "dsa/kernels/common/mqa_logit.h"
 #include "dsa/kernels/common/validate.h"
 #include "dsa/kernels/logits_schedule/logits_schedule.h"
-#include "dsa/kernels/paged_logits/mqa_logit.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"
 
 namespace dsa::kernels {

@@ -15,7 +15,7 @@
 
 #include "dsa/core/status.h"
 #include "dsa/cuda/error_word.h"
-#include "dsa/kernels/paged_logits/mqa_logits_mma.cuh"
+#include "dsa/kernels/common/mqa_logits_mma.cuh"
 
 namespace dsa::kernels::ragged_logits_detail {
 

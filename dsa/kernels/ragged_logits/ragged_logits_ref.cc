@@ -6,8 +6,8 @@
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/core/thread_pool.h"
+#include "dsa/kernels/common/mqa_logit.h"
 #include "dsa/kernels/common/validate.h"
-#include "dsa/kernels/paged_logits/mqa_logit.h"
 #include "dsa/kernels/ragged_logits/ragged_logits.h"
 
 namespace dsa::kernels {

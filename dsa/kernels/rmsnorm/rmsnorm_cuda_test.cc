@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "dsa/cuda/device_buffer.h"
-#include "dsa/kernels/rmsnorm/bf16_round.h"
+#include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/rmsnorm/rmsnorm.h"
 #include "dsa/kernels/rmsnorm/rmsnorm_check.h"
 #include "dsa/testing/bf16_values.h"

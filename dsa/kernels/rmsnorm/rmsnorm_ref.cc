@@ -2,8 +2,8 @@
 #include <vector>
 
 #include "dsa/core/thread_pool.h"
+#include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/common/validate.h"
-#include "dsa/kernels/rmsnorm/bf16_round.h"
 #include "dsa/kernels/rmsnorm/rmsnorm.h"
 
 namespace dsa::kernels {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "dsa/kernels/rmsnorm/bf16_round.h"
+#include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/rmsnorm/rmsnorm_check.h"
 #include "dsa/testing/random.h"
 

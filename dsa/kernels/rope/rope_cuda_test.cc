@@ -14,7 +14,7 @@
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/device_buffer.h"
-#include "dsa/kernels/rmsnorm/bf16_round.h"
+#include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/rope/rope.h"
 #include "dsa/kernels/rope/rope_check.h"
 #include "dsa/testing/device_copy.h"

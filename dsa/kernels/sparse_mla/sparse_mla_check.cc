@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "dsa/kernels/sparse_mla/sparse_mla.h"
-#include "dsa/kernels/sparse_mla/sparse_mla_dense.h"
+#include "dsa/kernels/sparse_mla/sparse_mla_dense_check.h"
 #include "dsa/testing/pools.h"
 #include "dsa/testing/random.h"
 

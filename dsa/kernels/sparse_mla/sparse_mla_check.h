@@ -1,5 +1,6 @@
 // `dsa check sparse_mla_decode|sparse_mla_prefill`: runs the reference at a shape on random
-// inputs and compares it with dense softmax attention over the same tokens (sparse_mla_dense.h).
+// inputs and compares it with dense softmax attention over the same tokens
+// (sparse_mla_dense_check.h).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // Rounding helpers shared by the model-op references (norms, linear, Hadamard, RoPE) and their
-// checks. They live here, header-only, until core/dtype.h grows a double -> bf16 conversion.
+// checks. Only ops use them, so they live in kernels/common/, header-only, until core/dtype.h
+// grows a double -> bf16 conversion.
 //  - double_to_bf16: the correctly rounded (RNE) bf16 of a double. Going through float first can
 //    round twice (the float may land exactly on a bf16 tie); this breaks such ties from the double.
 //  - bf16_ulp_distance: how many bf16 steps separate two bf16 values (class T bounds of §8.3/§8.5

@@ -1,4 +1,4 @@
-#include "dsa/kernels/sparse_mla/sparse_mla_dense.h"
+#include "dsa/kernels/sparse_mla/sparse_mla_dense_check.h"
 
 #include <fmt/format.h>
 

@@ -19,12 +19,3 @@ Status cuda_status(cudaError_t err, const char* call, const char* file, int line
       return ::dsa::cuda::cuda_status(dsa_cuda_err_, #call, __FILE__, __LINE__); \
     }                                                                            \
   } while (0)
-
-// After a <<<...>>> launch: configuration errors surface at once through cudaGetLastError.
-#define DSA_CUDA_RETURN_IF_LAUNCH_FAILED(kernel_name)                                            \
-  do {                                                                                           \
-    cudaError_t dsa_cuda_err_ = cudaGetLastError();                                              \
-    if (dsa_cuda_err_ != cudaSuccess) {                                                          \
-      return ::dsa::cuda::cuda_status(dsa_cuda_err_, "launch " kernel_name, __FILE__, __LINE__); \
-    }                                                                                            \
-  } while (0)

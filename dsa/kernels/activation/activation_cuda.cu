@@ -7,6 +7,7 @@
 
 #include "dsa/core/dtype.h"
 #include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/activation/activation.h"
 #include "dsa/kernels/common/grid_stride.h"
@@ -36,8 +37,7 @@ Status swiglu_cuda(const SwigluParams& p) {
   if (p.n == 0) return ok_status();
   swiglu_kernel<<<grid_stride_blocks(p.n, kThreads), kThreads, 0, cuda::current_stream()>>>(
       p.gate, p.up, p.out, p.n);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("swiglu");
-  return ok_status();
+  return cuda::launch_error("swiglu");
 }
 
 }  // namespace dsa::kernels

@@ -13,7 +13,7 @@
 namespace dsa::kernels {
 namespace {
 
-using testing::bf16_values;
+using testing::bf16s;
 
 TEST(Activation, SwigluHandComputed) {
   // silu(0) = 0; silu(2) * 3 = 2 / (1 + e^-2) * 3 = 5.2836 -> bf16 5.28125; silu(-1) * 1 =

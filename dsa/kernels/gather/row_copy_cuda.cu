@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/gather/row_copy.h"
 
@@ -45,8 +46,7 @@ Status row_copy_cuda(const RowCopyParams& p) {
       std::clamp<int64_t>(((vec ? p.row_bytes / 16 : p.row_bytes) + 31) / 32 * 32, 32, kThreads));
   row_copy_kernel<<<static_cast<unsigned>(p.num_rows), threads, 0, cuda::current_stream()>>>(p,
                                                                                              vec);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("row_copy");
-  return ok_status();
+  return cuda::launch_error("row_copy");
 }
 
 }  // namespace dsa::kernels

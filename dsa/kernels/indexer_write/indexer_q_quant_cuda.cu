@@ -8,6 +8,7 @@
 #include "dsa/core/dtype.h"
 #include "dsa/core/fp8_quant.h"
 #include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/common/grid_stride.h"
 #include "dsa/kernels/indexer_write/indexer_q_quant.h"
@@ -57,8 +58,7 @@ Status indexer_q_quant_cuda(const IndexerQuantParams& p) {
   if (p.num_blocks == 0) return ok_status();
   const unsigned grid = grid_stride_blocks(p.num_blocks, kThreads / 32);  // a warp per block
   indexer_q_quant_kernel<<<grid, kThreads, 0, cuda::current_stream()>>>(p);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("indexer_q_quant");
-  return ok_status();
+  return cuda::launch_error("indexer_q_quant");
 }
 
 }  // namespace dsa::kernels

@@ -7,6 +7,7 @@
 
 #include "dsa/core/dtype.h"
 #include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/common/grid_stride.h"
 #include "dsa/kernels/moe_dispatch/moe_combine.h"
@@ -44,8 +45,7 @@ Status moe_combine_cuda(const MoeCombineParams& p) {
   const int64_t total = int64_t{p.num_tokens} * p.dim;
   moe_combine_kernel<<<grid_stride_blocks(total, kThreads), kThreads, 0, cuda::current_stream()>>>(
       p);
-  DSA_CUDA_RETURN_IF_LAUNCH_FAILED("moe_combine");
-  return ok_status();
+  return cuda::launch_error("moe_combine");
 }
 
 }  // namespace dsa::kernels

@@ -13,7 +13,7 @@
 namespace dsa::kernels {
 namespace {
 
-using testing::bf16_values;
+using testing::bf16s;
 
 TEST(MoeCombine, SkipsPaddedSlotsAndAddsShared) {
   // Two rows, k = 2, D = 2. Row 1 is padded (ids -1): only the shared expert remains.

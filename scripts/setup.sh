@@ -3,7 +3,8 @@
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-          libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev clang-format libpcre2-dev)
+          libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev clang-format libpcre2-dev
+          jq)  # jq: tests/cli/perplexity_json_test.sh checks `dsa perplexity --json` with it
 
 missing=()
 for p in "${packages[@]}"; do

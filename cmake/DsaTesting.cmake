@@ -20,9 +20,20 @@ function(dsa_add_test name)
     set(labels ${ARG_LABELS})
   endif()
   # A GPU test that skips itself (no device) is reported by ctest as skipped, not as passed.
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
-                       PROPERTIES LABELS "${labels}" SKIP_REGULAR_EXPRESSION "SKIPPED: no CUDA device"
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST TEST_LIST ${name}_TESTS
+                       PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED: no CUDA device"
                        DISCOVERY_TIMEOUT 60)
+  # Labels are not passed through gtest_discover_tests: it writes PROPERTIES out unquoted, so a
+  # second label ("cpu;slow") was read as a property name and lost. Instead ctest runs this file
+  # after the discovery include (TEST_INCLUDE_FILES keeps the order) and sets the whole list on
+  # the discovered tests. tests/labels checks that `ctest -L` keeps working.
+  file(CONFIGURE OUTPUT "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake" CONTENT
+       "if(NOT \"\${${name}_TESTS}\" STREQUAL \"\")
+  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${labels}\")
+endif()
+" @ONLY)
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES
+                                         "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake")
 endfunction()
 
 # dsa_add_bench(name SOURCES a.cc [LIBS extra]): a Google Benchmark binary, never a test.

@@ -4,7 +4,7 @@ set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev
           libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev clang-format libpcre2-dev
-          python3)
+          python3 jq)  # tests/cli: python3 checks generate --json, jq perplexity --json
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,7 +1,8 @@
 // SPEC.md §6.6's acceptance distribution test, deterministic (fixed Philox seeds): for a one-hot
 // draft g, accept_drafts (d = 1) accepts with frequency pi(g), and after a rejection emits tokens
 // distributed as pi restricted to v != g. Pearson chi-square at alpha = 1e-6 (critical values by
-// Wilson–Hilferty, printed), with the sampler tests' helpers.
+// Wilson–Hilferty, printed), with the sampler tests' helpers. pi comes from the sampler tests'
+// independent oracle (sampler_oracle.h), not from the sampler's own sampling_distribution().
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,14 +11,15 @@
 
 #include "dsa/engine/acceptance.h"
 #include "dsa/kernels/sampling/sampler.h"
+#include "dsa/kernels/sampling/sampler_oracle.h"
 #include "dsa/kernels/sampling/sampler_test_util.h"
 
 namespace dsa::engine {
 namespace {
 
 using namespace kernels::sampler_test;
-using kernels::sampling_distribution;
 using kernels::SamplingParams;
+namespace oracle = kernels::sampler_oracle;
 
 // Runs accept_drafts with drafts {g} on rows [row0, row1] at first positions 2i (disjoint noise per
 // trial) over the fixed seeds, and checks: P(accept) = pi0(g); after a rejection the correction is
@@ -28,8 +30,8 @@ void expect_acceptance_matches(const std::vector<float>& row0, const std::vector
   const auto vocab = static_cast<int32_t>(row0.size());
   std::vector<float> verify(row0);
   verify.insert(verify.end(), row1.begin(), row1.end());
-  const std::vector<double> pi0 = sampling_distribution(row0, p);
-  const std::vector<double> pi1 = sampling_distribution(row1, p);
+  const std::vector<double> pi0 = oracle::distribution(row0, p);
+  const std::vector<double> pi1 = oracle::distribution(row1, p);
   std::vector<double> residual(pi0);
   residual[size_t(g)] = 0;
   for (double& x : residual) x /= 1 - pi0[size_t(g)];
@@ -74,7 +76,7 @@ void expect_acceptance_matches(const std::vector<float>& row0, const std::vector
 TEST(AcceptanceDistribution, OfALikelyDraft) {
   const std::vector<float> row0 = synthetic_logits(7), row1 = synthetic_logits(8);
   const SamplingParams p{.temperature = 1.f};
-  const std::vector<double> pi0 = sampling_distribution(row0, p);
+  const std::vector<double> pi0 = oracle::distribution(row0, p);
   int32_t g = 0;  // the most likely token
   for (int32_t v = 1; v < 16; ++v) g = pi0[size_t(v)] > pi0[size_t(g)] ? v : g;
   expect_acceptance_matches(row0, row1, g, p);
@@ -83,7 +85,7 @@ TEST(AcceptanceDistribution, OfALikelyDraft) {
 TEST(AcceptanceDistribution, OfAnUnlikelyDraft) {
   const std::vector<float> row0 = synthetic_logits(9), row1 = synthetic_logits(10);
   const SamplingParams p{.temperature = 1.f};
-  const std::vector<double> pi0 = sampling_distribution(row0, p);
+  const std::vector<double> pi0 = oracle::distribution(row0, p);
   int32_t g = 0;  // the least likely token
   for (int32_t v = 1; v < 16; ++v) g = pi0[size_t(v)] < pi0[size_t(g)] ? v : g;
   expect_acceptance_matches(row0, row1, g, p);
@@ -92,7 +94,7 @@ TEST(AcceptanceDistribution, OfAnUnlikelyDraft) {
 TEST(AcceptanceDistribution, WithTopKAndTopP) {
   const std::vector<float> row0 = synthetic_logits(11), row1 = synthetic_logits(12);
   const SamplingParams p{.temperature = 0.9f, .top_p = 0.85f, .top_k = 6};
-  const std::vector<double> pi0 = sampling_distribution(row0, p);
+  const std::vector<double> pi0 = oracle::distribution(row0, p);
   int32_t g = -1;  // the second most likely kept token
   std::vector<int32_t> order;
   for (int32_t v = 0; v < 16; ++v) order.push_back(v);
@@ -107,7 +109,7 @@ TEST(AcceptanceDistribution, WithTopKAndTopP) {
 TEST(AcceptanceDistribution, OfAFilteredDraft) {
   const std::vector<float> row0 = synthetic_logits(13), row1 = synthetic_logits(14);
   const SamplingParams p{.temperature = 1.f, .top_k = 4};
-  const std::vector<double> pi0 = sampling_distribution(row0, p);
+  const std::vector<double> pi0 = oracle::distribution(row0, p);
   int32_t g = 0;
   while (pi0[size_t(g)] > 0) ++g;
   expect_acceptance_matches(row0, row1, g, p);

@@ -176,8 +176,22 @@ TEST(TinyModel, HeldOutPerplexityMatchesReference) {
   std::ifstream f(source_dir() + "/testdata/heldout.txt", std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
-  auto r = model::evaluate_perplexity(*m, *tok, ss.str(), model::PerplexityOptions{});
+  // The per-window report over the whole text, its short last window included, adds up too.
+  model::PerplexityOptions o;
+  double window_nll = 0;
+  int64_t window_scored = 0, window_hits = 0, short_windows = 0;
+  o.on_window = [&](const model::PerplexityWindow& w) {
+    window_nll += w.nll;
+    window_scored += w.scored;
+    window_hits += w.top1_hits;
+    short_windows += w.scored < o.window;
+  };
+  auto r = model::evaluate_perplexity(*m, *tok, ss.str(), o);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_NEAR(r->nll, window_nll, 1e-12 * window_nll);
+  EXPECT_EQ(r->predicted, window_scored);
+  EXPECT_EQ(r->top1_hits, window_hits);
+  EXPECT_EQ(short_windows, 1) << "the held-out text does not fill its last window";
   std::printf("held-out: %lld tokens, ppl %.4f (reference %.4f), mtp top-1 %.4f (reference %.4f)\n",
               (long long)r->stream_tokens, r->perplexity, golden().ppl_sparse, r->mtp_top1,
               golden().mtp_top1);

@@ -1,14 +1,18 @@
 // SPEC.md §6.6's distribution test, deterministic (fixed Philox seeds): the sampler's tokens for a
-// synthetic pi match pi, also under top-k and top-p. Pearson chi-square at alpha = 1e-6, critical
+// synthetic row match pi, also under top-k and top-p. pi comes from the test-only oracle
+// (sampler_oracle.h), not from sampling_distribution(), so a wrong filter rule in the sampler
+// cannot hide behind the same rule in the expectation. Pearson chi-square at alpha = 1e-6, critical
 // values by Wilson–Hilferty (printed). Acceptance: dsa/engine/acceptance_distribution_test.cc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <vector>
 
 #include "dsa/kernels/sampling/sampler.h"
+#include "dsa/kernels/sampling/sampler_oracle.h"
 #include "dsa/kernels/sampling/sampler_test_util.h"
 
 namespace dsa::kernels {
@@ -17,7 +21,7 @@ namespace {
 using namespace sampler_test;
 
 void expect_samples_match(const std::vector<float>& logits, SamplingParams p) {
-  const std::vector<double> pi = sampling_distribution(logits, p);
+  const std::vector<double> pi = sampler_oracle::distribution(logits, p);
   std::vector<int64_t> counts(logits.size(), 0);
   for (uint64_t seed : kSeeds) {
     p.seed = seed;
@@ -45,7 +49,7 @@ TEST(SamplerDistribution, CriticalValues) {
 TEST(SamplerDistribution, DetectsAWrongDistribution) {
   const std::vector<float> logits = synthetic_logits(1);
   SamplingParams p{.temperature = 1.f};
-  std::vector<double> pi = sampling_distribution(logits, p);
+  std::vector<double> pi = sampler_oracle::distribution(logits, p);
   std::vector<int64_t> counts(logits.size(), 0);
   for (uint64_t seed : kSeeds) {
     p.seed = seed;
@@ -54,7 +58,7 @@ TEST(SamplerDistribution, DetectsAWrongDistribution) {
   }
   // Temperature 1.1 instead of 1: a mild error the test must see.
   const std::vector<double> wrong =
-      sampling_distribution(logits, SamplingParams{.temperature = 1.1f});
+      sampler_oracle::distribution(logits, SamplingParams{.temperature = 1.1f});
   EXPECT_FALSE(chi_square(counts, wrong).pass()) << chi_square(counts, wrong).report;
   EXPECT_TRUE(chi_square(counts, pi).pass()) << chi_square(counts, pi).report;
 }
@@ -78,6 +82,12 @@ TEST(SamplerDistribution, TopKAndTopP) {
 // Ties in the logits: pi splits evenly, and Gumbel-max must too.
 TEST(SamplerDistribution, TiedLogits) {
   expect_samples_match({1, 1, 1, 0, 0, 2, 2, -1}, {.temperature = 1.f});
+}
+// top-k cutting through a tie keeps the lower ids; NaN and -inf are never drawn.
+TEST(SamplerDistribution, TopKThroughATieWithNanAndMinusInf) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  expect_samples_match({1, nan, 1, 1, minus_inf, 2, 0.5f, 2}, {.temperature = 1.f, .top_k = 4});
 }
 
 }  // namespace

@@ -30,8 +30,10 @@ Status Scheduler::admit() {
   const int32_t n = limits_.rows_per_request;
   while (!waiting_.empty() && int32_t(running_.size()) < limits_.max_running) {
     RequestState& r = *waiting_.front();
-    const int32_t total =
-        std::min(r.prompt_len() + r.req.max_new_tokens, limits_.max_context) + 2 * n;
+    // In 64 bits: prompt + max_new_tokens may exceed int32 (the context caps it below).
+    const int32_t total = int32_t(std::min<int64_t>(int64_t(r.prompt_len()) + r.req.max_new_tokens,
+                                                    limits_.max_context)) +
+                          2 * n;
     const int32_t pages = (total + kernels::kPageSize - 1) / kernels::kPageSize;
     if (pages > pages_.num_pages() - 1) {  // it fails alone; the queue moves on
       r.finish = FinishReason::kError;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
+
 namespace dsa::engine {
 namespace {
 
@@ -83,6 +85,12 @@ TEST(Scheduler, ReservationIsCappedByTheContext) {
   RequestState& r = s.add(request_of(50, 1000));
   ASSERT_TRUE(s.admit().ok());
   EXPECT_EQ(pages.pages_held(r.req_slot), 3);  // min(1050, 128) + 2 = 130 positions
+  r.finish = FinishReason::kEos;
+  ASSERT_TRUE(s.retire_finished().ok());
+  RequestState& huge = s.add(request_of(50, INT32_MAX));  // the sum overflows int32
+  ASSERT_TRUE(s.admit().ok());
+  EXPECT_EQ(huge.phase, RequestPhase::kPrefill);
+  EXPECT_EQ(pages.pages_held(huge.req_slot), 3);
 }
 
 }  // namespace

@@ -14,7 +14,6 @@
 #include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/layernorm/layernorm.h"
 #include "dsa/kernels/layernorm/layernorm_check.h"
-#include "dsa/kernels/common/bf16_round.h"
 #include "dsa/testing/bf16_values.h"
 #include "dsa/testing/device_copy.h"
 #include "dsa/testing/first_difference.h"

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -87,6 +88,9 @@ class Progress {
 
 Status run(const PerplexityArgs& a) {
   DSA_RETURN_IF_ERROR(check_args(a));
+  if (std::filesystem::is_directory(a.file)) {
+    return invalid_argument(fmt::format("--file {}: is a directory", a.file));
+  }
   std::ifstream f(a.file, std::ios::binary);
   if (!f) return not_found(fmt::format("--file {}: cannot open", a.file));
   std::stringstream ss;

@@ -39,6 +39,7 @@ expect_error "temperature = -1" generate --model "$model" --prompt "Hi" --temper
 expect_error "cannot open" generate --model "$model" --prompts-file "$root/does-not-exist.txt"
 expect_error "does not exist" perplexity --model "$root/does-not-exist" --file "$root/testdata/heldout.txt"
 expect_error "cannot open" perplexity --model "$model" --file "$root/does-not-exist.txt"
+expect_error "is a directory" perplexity --model "$model" --file "$root/testdata"
 expect_error "window = 1: must be in \[2, 2048\]" perplexity --model "$model" --file "$root/testdata/heldout.txt" --window 1
 expect_error "window = 4096: must be in \[2, 2048\]" perplexity --model "$model" --file "$root/testdata/heldout.txt" --window 4096
 expect_error "max-windows = -1: must be >= 0" perplexity --model "$model" --file "$root/testdata/heldout.txt" --max-windows -1

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dsa/model/json_reader.h"
+#include "dsa/model/model_limits.h"
 #include "dsa/model/tokenizer.h"
 
 namespace dsa::model {
@@ -246,7 +247,7 @@ StatusOr<Tokenizer> Tokenizer::parse(std::string_view json_text, const std::stri
 }
 
 StatusOr<Tokenizer> Tokenizer::load(const std::filesystem::path& path) {
-  DSA_ASSIGN_OR_RETURN(std::string text, read_text_file(path.string()));
+  DSA_ASSIGN_OR_RETURN(std::string text, read_text_file(path.string(), kMaxTokenizerFileBytes));
   return parse(text, path.string());
 }
 

@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "dsa/model/json_reader.h"
+
 namespace dsa::model {
 
 namespace {
@@ -165,7 +167,7 @@ Status check_model_tensors(const SafetensorsFile& f, const ModelConfig& c) {
   // expert, a scale on a bf16 config), which shapes alone would not reveal.
   for (const std::string& name : f.names()) {
     if (used.count(name) == 0) {
-      return invalid_argument(f.path().string() + ": " + name +
+      return invalid_argument(f.path().string() + ": " + clip_for_message(name) +
                               ": unexpected tensor (not in SPEC §8.2 for this config.json)");
     }
   }

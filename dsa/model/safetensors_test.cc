@@ -1,10 +1,12 @@
 #include "dsa/model/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstring>
 
 #include "dsa/model/model_test_util.h"
+#include "dsa/testing/watchdog.h"
 
 namespace dsa::model {
 namespace {
@@ -180,7 +182,7 @@ TEST(Safetensors, RejectsHeaderThatIsNotJson) {
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
   const std::string& m = f.status().message();
-  EXPECT_EQ(m.rfind(path.string() + ": header is not valid JSON: ", 0), 0u) << m;
+  EXPECT_EQ(m.rfind(path.string() + ": header: not valid JSON: ", 0), 0u) << m;
   EXPECT_NE(m.find("line 1, column 12"), std::string::npos) << m;
 }
 
@@ -191,7 +193,7 @@ TEST(Safetensors, RejectsHeaderThatIsNotAnObject) {
 TEST(Safetensors, RejectsDuplicateTensorName) {
   std::string header = R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
                        R"("a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})";
-  expect_rejected(safetensors_raw(header, "xy"), "header names a twice");
+  expect_rejected(safetensors_raw(header, "xy"), "header: key \"a\" appears twice in one object");
 }
 
 TEST(Safetensors, RejectsNegativeShape) {
@@ -203,6 +205,56 @@ TEST(Safetensors, RejectsShapeOverflow) {
   std::string header =
       R"({"a":{"dtype":"U8","shape":[4611686018427387904,8],"data_offsets":[0,2]}})";
   expect_rejected(safetensors_raw(header, "xy"), "a: shape [4611686018427387904,8] overflows");
+}
+
+// An empty tensor needs no bytes, but its other dims are still multiplied by whoever reads them.
+TEST(Safetensors, RejectsOverflowingShapeOfAnEmptyTensor) {
+  std::string header =
+      R"({"a":{"dtype":"U8","shape":[0,4611686018427387904,8],"data_offsets":[0,0]}})";
+  expect_rejected(safetensors_raw(header, ""), "a: shape [0,4611686018427387904,8] overflows");
+}
+
+TEST(Safetensors, RejectsRankAboveEight) {
+  std::string header = R"({"a":{"dtype":"U8","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,1]}})";
+  expect_rejected(safetensors_raw(header, "x"),
+                  "a: shape [1,1,1,1,1,1,1,1,1] has 9 dimensions, more than 8");
+}
+
+TEST(Safetensors, RejectsNumberOverflowInHeader) {
+  TempDir dir;
+  std::string header = R"({"a":{"dtype":"U8","shape":[1e400],"data_offsets":[0,1]}})";
+  auto path = write_file(dir / "m.safetensors", safetensors_raw(header, "x"));
+  StatusOr<SafetensorsFile> f = SafetensorsFile::open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("number overflow parsing '1e400'"), std::string::npos)
+      << f.status().message();
+}
+
+// Names come from the file: a megabyte name is clipped in messages, not copied whole.
+TEST(Safetensors, LongNamesAreClippedInMessages) {
+  const std::string name(1 << 20, 'n');
+  std::string header = "{\"" + name + R"(":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}})";
+  TempDir dir;
+  auto path = write_file(dir / "m.safetensors", safetensors_raw(header, "xy"));
+  StatusOr<SafetensorsFile> f = SafetensorsFile::open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_LT(f.status().message().size(), 400u);
+  EXPECT_NE(f.status().message().find("(1048576 bytes): dtype F16 is not supported"),
+            std::string::npos);
+}
+
+TEST(Safetensors, RejectsDirectoryAndFifo) {
+  TempDir dir;
+  StatusOr<SafetensorsFile> d = SafetensorsFile::open(dir / "");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+  const std::string fifo = (dir / "model.safetensors").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  dsa::testing::within_seconds(5, [&] {
+    StatusOr<SafetensorsFile> f = SafetensorsFile::open(fifo);
+    ASSERT_FALSE(f.ok());
+    EXPECT_EQ(f.status().message(), fifo + ": not a regular file (a directory, FIFO or device)");
+  });
 }
 
 TEST(Safetensors, RejectsEntryWithoutOffsets) {

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -21,26 +20,9 @@ using nlohmann::json;
 
 namespace {
 
-// The last `"key":` before byte `pos` of `text`, or "" when none is close: where a parse error
-// sits in a hand-edited file is easier to find by key than by column.
-std::string key_before(std::string_view text, size_t pos) {
-  pos = std::min(pos, text.size());
-  const size_t floor = pos > 4096 ? pos - 4096 : 0;
-  for (size_t colon = pos; colon-- > floor;) {
-    if (text[colon] != ':') continue;
-    size_t end = colon;
-    while (end > floor && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
-    if (end == floor || text[end - 1] != '"') continue;
-    const size_t close = end - 1;
-    size_t open = close;
-    while (open > floor && !(text[open - 1] == '"' && (open < 2 || text[open - 2] != '\\'))) --open;
-    if (open == floor) return "";
-    return std::string(text.substr(open, close - open));
-  }
-  return "";
-}
-
-// State of one parse: nesting depth and the keys seen in each open object.
+// State of one parse: nesting depth, the keys seen in each open object, and the last key read,
+// which locates an error by key (a hand-edited file is searched by key more easily than by
+// column; nlohmann's number-overflow error carries no position at all).
 class ParseGuard {
  public:
   bool on_event(int depth, json::parse_event_t event, const json& parsed) {
@@ -57,6 +39,7 @@ class ParseGuard {
     } else if (event == json::parse_event_t::key) {
       // A key's depth counts its own object, whose keys live at depth - 1.
       const std::string& key = parsed.get_ref<const std::string&>();
+      last_key_ = key;
       if (!keys_[depth - 1].insert(key).second) {
         error_ = "key \"" + clip_for_message(key) + "\" appears twice in one object";
         return false;
@@ -65,8 +48,13 @@ class ParseGuard {
     return true;
   }
   const std::string& error() const { return error_; }
+  // " (near key \"k\")" after the last key read, or "" before any.
+  std::string near_key() const {
+    return last_key_.empty() ? "" : " (near key \"" + clip_for_message(last_key_) + "\")";
+  }
 
  private:
+  std::string last_key_;
   std::vector<std::unordered_set<std::string>> keys_;  // by object depth
   std::string error_;
 };
@@ -100,13 +88,13 @@ StatusOr<json> parse_json(std::string_view text, const std::string& file) {
   } catch (const json::parse_error& e) {
     // A nesting or duplicate-key error found first is the one to report.
     if (!guard.error().empty()) return invalid_argument(file + ": " + guard.error());
-    const std::string key = key_before(text, e.byte > 0 ? e.byte - 1 : 0);
     // The parser quotes the token it stopped in, which may be a whole unterminated string.
     return invalid_argument(file + ": not valid JSON: " + clip_for_message(e.what(), 400) +
-                            (key.empty() ? "" : " (near key \"" + clip_for_message(key) + "\")"));
+                            guard.near_key());
   } catch (const json::exception& e) {
     if (!guard.error().empty()) return invalid_argument(file + ": " + guard.error());
-    return invalid_argument(file + ": not valid JSON: " + clip_for_message(e.what(), 400));
+    return invalid_argument(file + ": not valid JSON: " + clip_for_message(e.what(), 400) +
+                            guard.near_key());
   }
   if (!guard.error().empty()) return invalid_argument(file + ": " + guard.error());
   return root;
@@ -192,9 +180,16 @@ Status JsonReader::get(std::string_view key, std::string* out) const {
 }
 
 Status JsonReader::get_in_range(std::string_view key, int64_t lo, int64_t hi, int64_t* out) const {
-  DSA_RETURN_IF_ERROR(get(key, out));
-  return require(*out >= lo && *out <= hi, key, *out,
-                 "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  DSA_ASSIGN_OR_RETURN(const json* v, find(key));
+  if (!v->is_number_integer()) return bad(key, *v, "must be an integer");
+  const std::string range = "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  // Beyond int64 (2^63 and up) is out of any range; say which one rather than "int64".
+  if (v->is_number_unsigned() &&
+      v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return bad(key, *v, range);
+  }
+  *out = v->get<int64_t>();
+  return require(*out >= lo && *out <= hi, key, *out, range);
 }
 
 StatusOr<JsonReader> JsonReader::child(std::string_view key) const {

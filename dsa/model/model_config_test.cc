@@ -187,7 +187,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"LayersAsFloat", set("num_hidden_layers", 1e12),
                 "num_hidden_layers = 1000000000000.0: must be an integer"},
         BadCase{"Layers2To63", set("num_hidden_layers", uint64_t{1} << 63),
-                "num_hidden_layers = 9223372036854775808: out of the int64 range"},
+                "num_hidden_layers = 9223372036854775808: must be in [1, 256]"},
         BadCase{"ExpertsHuge", set("n_routed_experts", int64_t{1} << 31),
                 "n_routed_experts = 2147483648: must be in [2, 512]"},
         BadCase{"OneExpert", set("n_routed_experts", 1), "n_routed_experts = 1: must be in [2, 512]"},

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <unordered_set>
 #include <vector>
 
 #include "dsa/model/model_limits.h"
@@ -20,42 +19,84 @@ using nlohmann::json;
 
 namespace {
 
-// State of one parse: nesting depth, the keys seen in each open object, and the last key read,
-// which locates an error by key (a hand-edited file is searched by key more easily than by
-// column; nlohmann's number-overflow error carries no position at all).
-class ParseGuard {
+// Builds the document from nlohmann's SAX events, refusing what the DOM parser would accept
+// silently or expensively: nesting deeper than kMaxJsonDepth and a key given twice in one object
+// (the DOM parser keeps the last). Errors come back as values, never exceptions. Its own builder
+// rather than nlohmann's callback parser, whose end_object scans the whole parent container (an
+// array of 200k objects takes 20 s to parse).
+class DocumentBuilder : public json::json_sax_t {
  public:
-  bool on_event(int depth, json::parse_event_t event, const json& parsed) {
-    if (!error_.empty()) return false;  // discard the rest; the parse fails anyway
-    const bool opens =
-        event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
-    if (opens && depth >= kMaxJsonDepth) {
+  explicit DocumentBuilder(json* root) : root_(root) {}
+
+  bool null() override { return put(nullptr); }
+  bool boolean(bool v) override { return put(v); }
+  bool number_integer(json::number_integer_t v) override { return put(v); }
+  bool number_unsigned(json::number_unsigned_t v) override { return put(v); }
+  bool number_float(json::number_float_t v, const json::string_t&) override { return put(v); }
+  bool string(json::string_t& v) override { return put(std::move(v)); }
+  bool binary(json::binary_t& v) override { return put(json::binary(std::move(v))); }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(json::string_t& k) override {
+    last_key_ = k;
+    if (open_.back()->contains(k)) {
+      error_ = "key \"" + clip_for_message(k) + "\" appears twice in one object";
+      return false;
+    }
+    key_ = std::move(k);
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const json::exception& e) override {
+    // The parser quotes the token it stopped in, which may be a whole unterminated string.
+    error_ = "not valid JSON: " + clip_for_message(e.what(), 400) + near_key();
+    return false;
+  }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  // Where the next value goes: the root, the end of the open array, or the open object at key_.
+  json* slot() {
+    if (open_.empty()) return root_;
+    json& top = *open_.back();
+    if (top.is_array()) {
+      top.push_back(nullptr);
+      return &top.back();
+    }
+    return &top[key_];
+  }
+  template <class V>
+  bool put(V&& v) {
+    *slot() = json(std::forward<V>(v));
+    return true;
+  }
+  bool open(json empty) {
+    if (open_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
       error_ = "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels";
       return false;
     }
-    if (event == json::parse_event_t::object_start) {
-      if (keys_.size() <= static_cast<size_t>(depth)) keys_.resize(depth + 1);
-      keys_[depth].clear();
-    } else if (event == json::parse_event_t::key) {
-      // A key's depth counts its own object, whose keys live at depth - 1.
-      const std::string& key = parsed.get_ref<const std::string&>();
-      last_key_ = key;
-      if (!keys_[depth - 1].insert(key).second) {
-        error_ = "key \"" + clip_for_message(key) + "\" appears twice in one object";
-        return false;
-      }
-    }
+    // Pointers to open containers stay valid: only the innermost one grows.
+    json* container = slot();
+    *container = std::move(empty);
+    open_.push_back(container);
     return true;
   }
-  const std::string& error() const { return error_; }
-  // " (near key \"k\")" after the last key read, or "" before any.
+  bool close() {
+    open_.pop_back();
+    return true;
+  }
+  // Locates an error by key: a hand-edited file is searched by key more easily than by column,
+  // and nlohmann's number-overflow error carries no position at all.
   std::string near_key() const {
     return last_key_.empty() ? "" : " (near key \"" + clip_for_message(last_key_) + "\")";
   }
 
- private:
+  json* root_;
+  std::vector<json*> open_;
+  std::string key_;
   std::string last_key_;
-  std::vector<std::unordered_set<std::string>> keys_;  // by object depth
   std::string error_;
 };
 
@@ -74,29 +115,19 @@ std::string json_for_message(const json& value) {
 }
 
 StatusOr<json> parse_json(std::string_view text, const std::string& file) {
-  ParseGuard guard;
   json root;
-  // nlohmann reports errors only by exception; they are caught here, at the edge of the library.
-  // Every json::exception is caught, not only parse_error: "1e400" throws out_of_range.
+  DocumentBuilder builder(&root);
+  bool parsed = false;
   try {
-    root = json::parse(
-        text.begin(), text.end(),
-        [&](int depth, json::parse_event_t event, json& parsed) {
-          return guard.on_event(depth, event, parsed);
-        },
-        /*allow_exceptions=*/true);
-  } catch (const json::parse_error& e) {
-    // A nesting or duplicate-key error found first is the one to report.
-    if (!guard.error().empty()) return invalid_argument(file + ": " + guard.error());
-    // The parser quotes the token it stopped in, which may be a whole unterminated string.
-    return invalid_argument(file + ": not valid JSON: " + clip_for_message(e.what(), 400) +
-                            guard.near_key());
+    parsed = json::sax_parse(text.begin(), text.end(), &builder);
   } catch (const json::exception& e) {
-    if (!guard.error().empty()) return invalid_argument(file + ": " + guard.error());
-    return invalid_argument(file + ": not valid JSON: " + clip_for_message(e.what(), 400) +
-                            guard.near_key());
+    // sax_parse reports errors to the builder; this is only a guard at the library's edge.
+    return invalid_argument(file + ": not valid JSON: " + clip_for_message(e.what(), 400));
   }
-  if (!guard.error().empty()) return invalid_argument(file + ": " + guard.error());
+  if (!parsed) {
+    const std::string why = builder.error().empty() ? "not valid JSON" : builder.error();
+    return invalid_argument(file + ": " + why);
+  }
   return root;
 }
 
@@ -135,7 +166,12 @@ bool JsonReader::has(std::string_view key) const {
 }
 
 StatusOr<const json*> JsonReader::find(std::string_view key) const {
-  if (!obj_.is_object()) return invalid_argument(file_ + ": " + prefix_ + ": not a JSON object");
+  if (!obj_.is_object()) {
+    if (prefix_.empty()) return invalid_argument(file_ + ": top level must be a JSON object");
+    // prefix_ ends with the '.' that would lead to the key.
+    return invalid_argument(file_ + ": " + clip_for_message(prefix_.substr(0, prefix_.size() - 1)) +
+                            " = " + json_for_message(obj_) + ": must be an object");
+  }
   auto it = obj_.find(std::string(key));
   if (it == obj_.end()) return invalid_argument(file_ + ": " + qualified(key) + ": missing");
   return &*it;

@@ -153,8 +153,10 @@ class TokenizerLoader {
     }
     std::unordered_map<std::string, int32_t> vocab;
     for (const auto& [token, id] : jv->items()) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-        return m.bad("vocab[\"" + token + "\"]", id, "must be an integer id >= 0");
+      // Unsigned values past int64 read as negative here, so they fail the same test.
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxVocabSize) {
+        return m.bad("vocab[\"" + token + "\"]", id,
+                     "must be an integer id in [0, " + std::to_string(kMaxVocabSize - 1) + "]");
       }
       vocab.emplace(token, id.get<int32_t>());
     }

@@ -196,18 +196,38 @@ Status SafetensorsFile::parse_header(std::string_view header, uint64_t data_size
     if (e.end > e.begin) by_begin.emplace_back(e.begin, name);
     tensors_.emplace(name, std::move(e));
   }
+  return check_tiling(by_begin, data_size);
+}
 
-  // Sorted by start, each non-empty tensor must end before the next begins. Gaps are allowed:
-  // the format does not forbid padding, and they cannot cause an out-of-bounds read.
+Status SafetensorsFile::check_tiling(std::vector<std::pair<uint64_t, std::string>>& by_begin,
+                                     uint64_t data_size) const {
+  // The non-empty tensors, sorted by start, must tile the data section exactly, as the
+  // reference implementation requires: an overlap aliases two tensors, and a gap or a tail means
+  // the offsets or the header length are off (a header length one short still parses, thanks to
+  // the space padding, and shifts every tensor by a byte).
   std::sort(by_begin.begin(), by_begin.end());
-  for (size_t i = 1; i < by_begin.size(); ++i) {
-    const Entry& prev = tensors_.find(by_begin[i - 1].second)->second;
-    if (by_begin[i].first < prev.end) {
-      return invalid_argument(clip_for_message(by_begin[i].second) + ": data_offsets [" +
-                              std::to_string(by_begin[i].first) + ", ...] overlap " +
-                              clip_for_message(by_begin[i - 1].second) + " [" +
+  uint64_t cursor = 0;
+  std::string previous;
+  for (const auto& [begin, name] : by_begin) {
+    const Entry& e = tensors_.find(name)->second;
+    if (begin < cursor) {
+      const Entry& prev = tensors_.find(previous)->second;
+      return invalid_argument(clip_for_message(name) + ": data_offsets [" + std::to_string(begin) +
+                              ", ...] overlap " + clip_for_message(previous) + " [" +
                               std::to_string(prev.begin) + ", " + std::to_string(prev.end) + ")");
     }
+    if (begin > cursor) {
+      return invalid_argument("data bytes [" + std::to_string(cursor) + ", " +
+                              std::to_string(begin) + "), before " + clip_for_message(name) +
+                              ", belong to no tensor (one missing from the header?)");
+    }
+    cursor = e.end;
+    previous = name;
+  }
+  if (cursor != data_size) {
+    return invalid_argument("the tensors end at data byte " + std::to_string(cursor) +
+                            ", but the data section has " + std::to_string(data_size) +
+                            " bytes (is the header length right?)");
   }
   return ok_status();
 }

@@ -163,6 +163,36 @@ TEST(Safetensors, RejectsOverlappingOffsets) {
                   "b: data_offsets [4, ...] overlap a [0, 8)");
 }
 
+// The tensors must tile the data exactly (as the reference implementation requires): a gap or
+// a tail means the offsets or the header length are off.
+TEST(Safetensors, RejectsGapBetweenTensors) {
+  std::string header = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},)"
+                       R"("b":{"dtype":"U8","shape":[2],"data_offsets":[4,6]}})";
+  expect_rejected(
+      safetensors_raw(header, std::string(6, '\0')),
+      "data bytes [2, 4), before b, belong to no tensor (one missing from the header?)");
+}
+
+TEST(Safetensors, RejectsDataBeyondTheLastTensor) {
+  std::string bytes = safetensors_bytes(three_tensors());
+  bytes += "zz";
+  expect_rejected(bytes,
+                  "the tensors end at data byte 33, but the data section has 35 bytes (is the "
+                  "header length right?)");
+}
+
+// The writer pads the header with spaces, so a length one short still parses: every tensor
+// would be read a byte early, which only the tiling check catches.
+TEST(Safetensors, RejectsHeaderLengthOneShort) {
+  const std::string header =
+      R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})" + std::string(3, ' ');
+  std::string bytes = safetensors_raw(header, "xy");
+  bytes[0] = static_cast<char>(header.size() - 1);
+  expect_rejected(bytes,
+                  "the tensors end at data byte 2, but the data section has 3 bytes (is the "
+                  "header length right?)");
+}
+
 TEST(Safetensors, RejectsEndBeforeBegin) {
   std::string header = R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[8,4]}})";
   expect_rejected(safetensors_raw(header, std::string(12, '\0')),

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -74,7 +73,7 @@ class DocumentBuilder : public json::json_sax_t {
   }
   bool open(json empty) {
     if (open_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
-      error_ = "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+      error_ = "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels" + near_key();
       return false;
     }
     // Pointers to open containers stay valid: only the innermost one grows.

@@ -65,7 +65,7 @@ TEST(ParseJson, DeepNestingIsRejectedWithoutRecursion) {
     EXPECT_EQ(parse_error(std::string(n, '[') + std::string(n, ']')),
               "config.json: nesting deeper than 64 levels");
     EXPECT_EQ(parse_error("{\"a\":" + std::string(n, '[')),
-              "config.json: nesting deeper than 64 levels");
+              "config.json: nesting deeper than 64 levels (near key \"a\")");
   });
 }
 

@@ -30,6 +30,12 @@ inline constexpr int64_t kMaxSharedExperts = 64;
 // take positions as int32).
 inline constexpr int64_t kMaxPositions = int64_t{1} << 20;
 
+static_assert(kMaxVocabSize <= (1 << 20) && kMaxHiddenSize <= (1 << 20) && kMaxWidth <= (1 << 20) &&
+                  kMaxHeadDim <= (1 << 20) && kMaxLayers <= (1 << 20) &&
+                  kMaxRoutedExperts <= (1 << 20) && kMaxSharedExperts <= (1 << 20) &&
+                  kMaxPositions <= (1 << 20),
+              "every cap <= 2^20 keeps products of three validated sizes below 2^60");
+
 // config.json and tokenizer.json are read whole into memory; real ones are a few KB and a few MB
 // (DeepSeek-V3's tokenizer.json is 7.8 MB), so anything larger is not a file worth parsing.
 inline constexpr int64_t kMaxConfigFileBytes = int64_t{16} << 20;

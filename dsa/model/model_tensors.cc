@@ -8,6 +8,9 @@ namespace dsa::model {
 
 namespace {
 
+// Shapes below multiply config sizes that load_model_config capped (model_limits.h: each <= 2^20,
+// n_shared_experts * moe_intermediate_size <= kMaxWidth), so no int64 product here can overflow.
+
 // FP8 block size of §8.2 (the config validator pins weight_block_size to [128, 128]).
 constexpr int64_t kScaleBlock = 128;
 

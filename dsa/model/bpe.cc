@@ -1,15 +1,27 @@
 #include "dsa/model/bpe.h"
 
-#include <limits>
+#include <algorithm>
+#include <functional>
 
 #include "dsa/model/byte_level.h"
+#include "dsa/model/json_reader.h"
+#include "dsa/model/model_limits.h"
 
 namespace dsa::model {
 
 namespace {
 
-// Ids index a dense table; anything near INT32_MAX is surely a corrupt file, not a vocabulary.
-constexpr int32_t kMaxTokenId = 1 << 24;
+// Ids index dense tables (id -> token here, id -> added token in Tokenizer) and, through the
+// model, the embedding: the vocabulary cap of model_limits.h bounds them all.
+constexpr int64_t kMaxTokenId = kMaxVocabSize;
+
+// A token of the file in a message: vocab keys and merges may be arbitrarily long.
+std::string in_quotes(std::string_view token) {
+  std::string s = "\"";
+  s += clip_for_message(token);
+  s += '"';
+  return s;
+}
 
 }  // namespace
 
@@ -20,8 +32,9 @@ StatusOr<Bpe> Bpe::create(std::unordered_map<std::string, int32_t> vocab,
   b.ignore_merges_ = ignore_merges;
   for (const auto& [token, id] : vocab) {
     if (id < 0 || id >= kMaxTokenId) {
-      return invalid_argument(file + ": model.vocab[\"" + token + "\"] = " + std::to_string(id) +
-                              ": must be in [0, " + std::to_string(kMaxTokenId) + ")");
+      return invalid_argument(file + ": model.vocab[" + in_quotes(token) +
+                              "] = " + std::to_string(id) + ": must be in [0, " +
+                              std::to_string(kMaxTokenId) + ")");
     }
     if (static_cast<size_t>(id) >= b.tokens_.size()) {
       b.tokens_.resize(id + 1);
@@ -29,7 +42,8 @@ StatusOr<Bpe> Bpe::create(std::unordered_map<std::string, int32_t> vocab,
     }
     if (b.has_token_[id]) {
       return invalid_argument(file + ": model.vocab: id " + std::to_string(id) +
-                              " is given to both \"" + b.tokens_[id] + "\" and \"" + token + "\"");
+                              " is given to both " + in_quotes(b.tokens_[id]) + " and " +
+                              in_quotes(token));
     }
     b.tokens_[id] = token;
     b.has_token_[id] = true;
@@ -47,16 +61,17 @@ StatusOr<Bpe> Bpe::create(std::unordered_map<std::string, int32_t> vocab,
   }
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [left, right] = merges[rank];
-    const std::string where =
-        file + ": model.merges[" + std::to_string(rank) + "] = \"" + left + " " + right + "\": ";
     auto l = b.vocab_.find(left), r = b.vocab_.find(right), m = b.vocab_.find(left + right);
-    if (l == b.vocab_.end())
-      return invalid_argument(where + "\"" + left + "\" is not in the vocab");
-    if (r == b.vocab_.end())
-      return invalid_argument(where + "\"" + right + "\" is not in the vocab");
-    if (m == b.vocab_.end()) {
-      return invalid_argument(where + "the merged token \"" + left + right +
-                              "\" is not in the vocab");
+    if (l == b.vocab_.end() || r == b.vocab_.end() || m == b.vocab_.end()) {
+      const std::string where = file + ": model.merges[" + std::to_string(rank) +
+                                "] = " + in_quotes(left + " " + right) + ": ";
+      if (l == b.vocab_.end())
+        return invalid_argument(where + in_quotes(left) + " is not in the vocab");
+      if (r == b.vocab_.end()) {
+        return invalid_argument(where + in_quotes(right) + " is not in the vocab");
+      }
+      return invalid_argument(where + "the merged token " + in_quotes(left + right) +
+                              " is not in the vocab");
     }
     // A repeated pair keeps its first (lowest) rank.
     b.merges_.try_emplace(pair_key(l->second, r->second),
@@ -76,28 +91,67 @@ void Bpe::encode_word(std::string_view word, std::vector<int32_t>* out) const {
       return;
     }
   }
-  std::vector<int32_t> symbols;
-  symbols.reserve(word.size());
-  for (char c : word) symbols.push_back(byte_ids_[static_cast<uint8_t>(c)]);
-  // Quadratic in the word length, which pre-tokenization keeps short; a long run (thousands of
-  // spaces) is slow but still correct.
-  while (symbols.size() > 1) {
-    int32_t best_rank = std::numeric_limits<int32_t>::max();
-    size_t best = 0;
-    int32_t best_id = -1;
-    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      auto it = merges_.find(pair_key(symbols[i], symbols[i + 1]));
-      if (it != merges_.end() && it->second.rank < best_rank) {
-        best_rank = it->second.rank;
-        best = i;
-        best_id = it->second.id;
-      }
-    }
-    if (best_id < 0) break;
-    symbols[best] = best_id;
-    symbols.erase(symbols.begin() + static_cast<ptrdiff_t>(best) + 1);
+  // One symbol per byte in a linked list; candidate merges in a min-heap by (rank, position of
+  // the left symbol). Popping the least valid candidate and merging it is the same order as
+  // rescanning for the lowest rank, leftmost first, but O(n log n) instead of O(n^2): a long
+  // run that pre-tokenization keeps whole (a megabyte of letters) must not stall encode.
+  constexpr size_t kNone = static_cast<size_t>(-1);
+  struct Symbol {
+    int32_t id;   // -1 once merged into its left neighbour
+    size_t prev;  // kNone at the ends
+    size_t next;
+  };
+  using Candidate = std::pair<int32_t, size_t>;  // (rank, left symbol)
+  // Scratch reused across calls on this thread: most words are a few bytes, and allocating per
+  // word would cost more than merging them. Released again after an unusually long word.
+  thread_local std::vector<Symbol> symbols;
+  thread_local std::vector<Candidate> heap;
+  symbols.resize(word.size());
+  heap.clear();
+  for (size_t i = 0; i < word.size(); ++i) {
+    symbols[i] = {byte_ids_[static_cast<uint8_t>(word[i])], i == 0 ? kNone : i - 1,
+                  i + 1 == word.size() ? kNone : i + 1};
   }
-  out->insert(out->end(), symbols.begin(), symbols.end());
+  auto merge_at = [&](size_t left) -> const Merge* {
+    const size_t right = symbols[left].next;
+    if (right == kNone) return nullptr;
+    auto it = merges_.find(pair_key(symbols[left].id, symbols[right].id));
+    return it == merges_.end() ? nullptr : &it->second;
+  };
+  const auto later = std::greater<Candidate>();  // makes the std heap a min-heap
+  auto push = [&](size_t left) {
+    if (const Merge* m = merge_at(left)) {
+      heap.emplace_back(m->rank, left);
+      std::push_heap(heap.begin(), heap.end(), later);
+    }
+  };
+  for (size_t i = 0; i + 1 < word.size(); ++i) {
+    if (const Merge* m = merge_at(i)) heap.emplace_back(m->rank, i);
+  }
+  std::make_heap(heap.begin(), heap.end(), later);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const auto [rank, left] = heap.back();
+    heap.pop_back();
+    // A candidate goes stale when either symbol has changed since it was pushed; a rank names
+    // one pair, so the pair there now still having this rank means it is current.
+    if (symbols[left].id < 0) continue;
+    const Merge* m = merge_at(left);
+    if (m == nullptr || m->rank != rank) continue;
+    Symbol& l = symbols[left];
+    Symbol& r = symbols[l.next];
+    l.id = m->id;
+    r.id = -1;
+    l.next = r.next;
+    if (l.next != kNone) symbols[l.next].prev = left;
+    if (l.prev != kNone) push(l.prev);
+    push(left);
+  }
+  for (size_t i = 0; i != kNone; i = symbols[i].next) out->push_back(symbols[i].id);
+  if (symbols.capacity() > (size_t{1} << 16)) {
+    symbols = {};
+    heap = {};
+  }
 }
 
 std::optional<int32_t> Bpe::token_to_id(std::string_view token) const {

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "dsa/model/json_reader.h"
+#include "dsa/model/model_limits.h"
 
 namespace dsa::model {
 
@@ -16,10 +18,29 @@ bool one_of(int64_t v, std::initializer_list<int64_t> allowed) {
   return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
 }
 
-// Reads a positive integer (every width, count and length of §8.1).
-Status get_positive(const JsonReader& r, std::string_view key, int64_t* out) {
+// Reads a width that the grouped expert GEMM loads in 16-byte rows (moe_dispatch: in_features a
+// multiple of 8): hidden_size feeds gate/up, moe_intermediate_size feeds down.
+Status get_width_of_8(const JsonReader& r, std::string_view key, int64_t hi, int64_t* out) {
+  DSA_RETURN_IF_ERROR(r.get_in_range(key, 1, hi, out));
+  return r.require(*out % 8 == 0, key, *out,
+                   "must be a multiple of 8 (the expert GEMM loads 16-byte rows)");
+}
+
+// `a * b` (two validated sizes, so no overflow) must stay within kMaxWidth: it is the row count
+// of a stacked projection.
+Status require_width(const JsonReader& r, const std::string& what, int64_t a, int64_t b) {
+  int64_t product = 0;
+  if (!__builtin_mul_overflow(a, b, &product) && product <= kMaxWidth) return ok_status();
+  return invalid_argument(r.file() + ": " + what + " = " + std::to_string(a) + " * " +
+                          std::to_string(b) + ": must be <= " + std::to_string(kMaxWidth));
+}
+
+// A double that the kernels take as fp32 (eps, scaling factors): positive, and finite after the
+// conversion, which a finite double above FLT_MAX is not.
+Status get_positive_f32(const JsonReader& r, std::string_view key, double* out) {
   DSA_RETURN_IF_ERROR(r.get(key, out));
-  return r.require(*out > 0, key, *out, "must be > 0");
+  return r.require(*out > 0 && *out <= std::numeric_limits<float>::max(), key, *out,
+                   "must be > 0 and a finite fp32");
 }
 
 Status read_identity(const JsonReader& r, ModelConfig* c) {
@@ -39,12 +60,14 @@ Status read_identity(const JsonReader& r, ModelConfig* c) {
                    "must be \"deepseek_v32\"");
 }
 
+// Every count and width is capped (model_limits.h) before anything is sized from it.
 Status read_sizes(const JsonReader& r, ModelConfig* c) {
-  DSA_RETURN_IF_ERROR(get_positive(r, "vocab_size", &c->vocab_size));
-  DSA_RETURN_IF_ERROR(get_positive(r, "hidden_size", &c->hidden_size));
-  DSA_RETURN_IF_ERROR(get_positive(r, "intermediate_size", &c->intermediate_size));
-  DSA_RETURN_IF_ERROR(get_positive(r, "moe_intermediate_size", &c->moe_intermediate_size));
-  DSA_RETURN_IF_ERROR(get_positive(r, "num_hidden_layers", &c->num_hidden_layers));
+  DSA_RETURN_IF_ERROR(r.get_in_range("vocab_size", 1, kMaxVocabSize, &c->vocab_size));
+  DSA_RETURN_IF_ERROR(get_width_of_8(r, "hidden_size", kMaxHiddenSize, &c->hidden_size));
+  DSA_RETURN_IF_ERROR(r.get_in_range("intermediate_size", 1, kMaxWidth, &c->intermediate_size));
+  DSA_RETURN_IF_ERROR(
+      get_width_of_8(r, "moe_intermediate_size", kMaxWidth, &c->moe_intermediate_size));
+  DSA_RETURN_IF_ERROR(r.get_in_range("num_hidden_layers", 1, kMaxLayers, &c->num_hidden_layers));
   DSA_RETURN_IF_ERROR(r.get("num_nextn_predict_layers", &c->num_nextn_predict_layers));
   DSA_RETURN_IF_ERROR(r.require(one_of(c->num_nextn_predict_layers, {0, 1}),
                                 "num_nextn_predict_layers", c->num_nextn_predict_layers,
@@ -59,7 +82,8 @@ Status read_sizes(const JsonReader& r, ModelConfig* c) {
   // V3.2 shape and would silently change which tensors exist.
   DSA_RETURN_IF_ERROR(r.require(c->moe_layer_freq == 1, "moe_layer_freq", c->moe_layer_freq,
                                 "must be 1 (every layer from first_k_dense_replace is MoE)"));
-  DSA_RETURN_IF_ERROR(get_positive(r, "max_position_embeddings", &c->max_position_embeddings));
+  DSA_RETURN_IF_ERROR(
+      r.get_in_range("max_position_embeddings", 1, kMaxPositions, &c->max_position_embeddings));
   return ok_status();
 }
 
@@ -75,17 +99,21 @@ Status read_attention(const JsonReader& r, ModelConfig* c) {
       r.require(c->num_key_value_heads == c->num_attention_heads, "num_key_value_heads",
                 c->num_key_value_heads,
                 "must equal num_attention_heads = " + std::to_string(c->num_attention_heads)));
-  DSA_RETURN_IF_ERROR(get_positive(r, "q_lora_rank", &c->q_lora_rank));
+  DSA_RETURN_IF_ERROR(r.get_in_range("q_lora_rank", 1, kMaxWidth, &c->q_lora_rank));
   DSA_RETURN_IF_ERROR(r.get("kv_lora_rank", &c->kv_lora_rank));
   DSA_RETURN_IF_ERROR(
       r.require(c->kv_lora_rank == 512, "kv_lora_rank", c->kv_lora_rank, "must be 512"));
-  DSA_RETURN_IF_ERROR(get_positive(r, "qk_nope_head_dim", &c->qk_nope_head_dim));
+  DSA_RETURN_IF_ERROR(r.get_in_range("qk_nope_head_dim", 1, kMaxHeadDim, &c->qk_nope_head_dim));
   DSA_RETURN_IF_ERROR(r.get("qk_rope_head_dim", &c->qk_rope_head_dim));
   DSA_RETURN_IF_ERROR(
       r.require(c->qk_rope_head_dim == 64, "qk_rope_head_dim", c->qk_rope_head_dim, "must be 64"));
-  DSA_RETURN_IF_ERROR(get_positive(r, "v_head_dim", &c->v_head_dim));
+  DSA_RETURN_IF_ERROR(r.get_in_range("v_head_dim", 1, kMaxHeadDim, &c->v_head_dim));
   return ok_status();
 }
+
+// The rows of q_b_proj and kv_b_proj and the columns of o_proj (SPEC.md §8.2) stay within
+// kMaxWidth by the caps alone.
+static_assert(128 * (kMaxHeadDim + kMaxHeadDim) <= kMaxWidth);
 
 Status read_indexer(const JsonReader& r, ModelConfig* c) {
   DSA_RETURN_IF_ERROR(r.get("index_n_heads", &c->index_n_heads));
@@ -106,11 +134,18 @@ Status read_indexer(const JsonReader& r, ModelConfig* c) {
 }
 
 Status read_moe(const JsonReader& r, ModelConfig* c) {
-  DSA_RETURN_IF_ERROR(get_positive(r, "n_routed_experts", &c->n_routed_experts));
-  DSA_RETURN_IF_ERROR(r.get("n_shared_experts", &c->n_shared_experts));
+  // The router needs two experts per group at least (below), so two experts in all.
   DSA_RETURN_IF_ERROR(
-      r.require(c->n_shared_experts >= 0, "n_shared_experts", c->n_shared_experts, "must be >= 0"));
-  DSA_RETURN_IF_ERROR(get_positive(r, "n_group", &c->n_group));
+      r.get_in_range("n_routed_experts", 2, kMaxRoutedExperts, &c->n_routed_experts));
+  DSA_RETURN_IF_ERROR(
+      r.get_in_range("n_shared_experts", 0, kMaxSharedExperts, &c->n_shared_experts));
+  // HF fuses the shared experts into one MLP n_shared_experts times an expert's width.
+  DSA_RETURN_IF_ERROR(require_width(r, "n_shared_experts * moe_intermediate_size",
+                                    c->n_shared_experts, c->moe_intermediate_size));
+  DSA_RETURN_IF_ERROR(r.get("n_group", &c->n_group));
+  DSA_RETURN_IF_ERROR(
+      r.require(c->n_group >= 1 && c->n_group <= c->n_routed_experts, "n_group", c->n_group,
+                "must be in [1, n_routed_experts = " + std::to_string(c->n_routed_experts) + "]"));
   const std::string groups = "n_group = " + std::to_string(c->n_group);
   // noaux_tc scores a group by the sum of its two largest experts (§8.6).
   DSA_RETURN_IF_ERROR(
@@ -134,22 +169,27 @@ Status read_moe(const JsonReader& r, ModelConfig* c) {
   DSA_RETURN_IF_ERROR(r.require(c->scoring_func == "sigmoid", "scoring_func", c->scoring_func,
                                 "unsupported; only \"sigmoid\" is implemented"));
   DSA_RETURN_IF_ERROR(r.get("norm_topk_prob", &c->norm_topk_prob));
-  DSA_RETURN_IF_ERROR(r.get("routed_scaling_factor", &c->routed_scaling_factor));
-  return r.require(c->routed_scaling_factor > 0, "routed_scaling_factor", c->routed_scaling_factor,
-                   "must be > 0");
+  return get_positive_f32(r, "routed_scaling_factor", &c->routed_scaling_factor);
 }
 
 Status read_rope_scaling(const JsonReader& parent, RopeScaling* s) {
   DSA_ASSIGN_OR_RETURN(JsonReader r, parent.child("rope_scaling"));
-  // HF writes the kind as "type" in V3 configs and as "rope_type" in newer ones.
+  // HF writes the kind as "type" in V3 configs and as "rope_type" in newer ones; some write
+  // both, which must then agree.
   const char* type_key = r.has("type") ? "type" : "rope_type";
   DSA_RETURN_IF_ERROR(r.get(type_key, &s->type));
   DSA_RETURN_IF_ERROR(
       r.require(s->type == "yarn", type_key, s->type, "unsupported; only \"yarn\" is implemented"));
+  if (r.has("type") && r.has("rope_type")) {
+    std::string other;
+    DSA_RETURN_IF_ERROR(r.get("rope_type", &other));
+    DSA_RETURN_IF_ERROR(
+        r.require(other == s->type, "rope_type", other, "must equal type = \"" + s->type + "\""));
+  }
   DSA_RETURN_IF_ERROR(r.get("factor", &s->factor));
   DSA_RETURN_IF_ERROR(r.require(s->factor >= 1, "factor", s->factor, "must be >= 1"));
-  DSA_RETURN_IF_ERROR(
-      get_positive(r, "original_max_position_embeddings", &s->original_max_position_embeddings));
+  DSA_RETURN_IF_ERROR(r.get_in_range("original_max_position_embeddings", 1, kMaxPositions,
+                                     &s->original_max_position_embeddings));
   DSA_RETURN_IF_ERROR(r.get("beta_fast", &s->beta_fast));
   DSA_RETURN_IF_ERROR(r.get("beta_slow", &s->beta_slow));
   DSA_RETURN_IF_ERROR(r.require(s->beta_slow > 0, "beta_slow", s->beta_slow, "must be > 0"));
@@ -191,8 +231,10 @@ Status read_quantization(const JsonReader& parent, QuantizationConfig* q) {
 
 Status read_misc(const JsonReader& r, ModelConfig* c) {
   DSA_RETURN_IF_ERROR(r.get("rms_norm_eps", &c->rms_norm_eps));
-  DSA_RETURN_IF_ERROR(
-      r.require(c->rms_norm_eps > 0, "rms_norm_eps", c->rms_norm_eps, "must be > 0"));
+  // The norms add it in fp32: it must not round to 0 there, and >= 1 is no epsilon.
+  DSA_RETURN_IF_ERROR(r.require(
+      c->rms_norm_eps >= std::numeric_limits<float>::min() && c->rms_norm_eps < 1, "rms_norm_eps",
+      c->rms_norm_eps, "must be in [1.17549435e-38, 1) (a normal fp32 below 1)"));
   DSA_RETURN_IF_ERROR(r.get("rope_theta", &c->rope_theta));
   DSA_RETURN_IF_ERROR(r.require(c->rope_theta > 1, "rope_theta", c->rope_theta, "must be > 1"));
   DSA_RETURN_IF_ERROR(read_rope_scaling(r, &c->rope_scaling));
@@ -215,6 +257,17 @@ Status read_misc(const JsonReader& r, ModelConfig* c) {
   return ok_status();
 }
 
+// The attention kernels take sm_scale as fp32; absurd but finite mscale_all_dim or factor values
+// would make it overflow there.
+Status check_sm_scale(const JsonReader& r, const ModelConfig& c) {
+  const double scale = c.sm_scale();
+  if (scale <= std::numeric_limits<float>::max()) return ok_status();
+  return invalid_argument(r.file() +
+                          ": rope_scaling: sm_scale = (0.1 * mscale_all_dim * ln(factor) + 1)^2 / "
+                          "sqrt(qk_nope_head_dim + qk_rope_head_dim) = " +
+                          std::to_string(scale) + ": must be a finite fp32");
+}
+
 }  // namespace
 
 double ModelConfig::sm_scale() const {
@@ -233,11 +286,12 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, const std::strin
   DSA_RETURN_IF_ERROR(read_indexer(r, &c));
   DSA_RETURN_IF_ERROR(read_moe(r, &c));
   DSA_RETURN_IF_ERROR(read_misc(r, &c));
+  DSA_RETURN_IF_ERROR(check_sm_scale(r, c));
   return c;
 }
 
 StatusOr<ModelConfig> load_model_config(const std::filesystem::path& file) {
-  DSA_ASSIGN_OR_RETURN(std::string text, read_text_file(file.string()));
+  DSA_ASSIGN_OR_RETURN(std::string text, read_text_file(file.string(), kMaxConfigFileBytes));
   return parse_model_config(text, file.string());
 }
 

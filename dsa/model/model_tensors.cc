@@ -2,9 +2,14 @@
 
 #include <set>
 
+#include "dsa/model/json_reader.h"
+
 namespace dsa::model {
 
 namespace {
+
+// Shapes below multiply config sizes that load_model_config capped (model_limits.h: each <= 2^20,
+// n_shared_experts * moe_intermediate_size <= kMaxWidth), so no int64 product here can overflow.
 
 // FP8 block size of §8.2 (the config validator pins weight_block_size to [128, 128]).
 constexpr int64_t kScaleBlock = 128;
@@ -165,7 +170,7 @@ Status check_model_tensors(const SafetensorsFile& f, const ModelConfig& c) {
   // expert, a scale on a bf16 config), which shapes alone would not reveal.
   for (const std::string& name : f.names()) {
     if (used.count(name) == 0) {
-      return invalid_argument(f.path().string() + ": " + name +
+      return invalid_argument(f.path().string() + ": " + clip_for_message(name) +
                               ": unexpected tensor (not in SPEC §8.2 for this config.json)");
     }
   }

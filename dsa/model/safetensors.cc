@@ -9,8 +9,9 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <utility>
+
+#include "dsa/model/json_reader.h"
 
 namespace dsa::model {
 
@@ -46,13 +47,16 @@ bool as_count(const json& v, int64_t* out) {
   return true;
 }
 
+// Real tensors have rank <= 4; a longer shape is a corrupt header, not a tensor.
+constexpr size_t kMaxRank = 8;
+
 }  // namespace
 
 StatusOr<DType> parse_safetensors_dtype(std::string_view name, std::string_view tensor) {
   for (const DtypeName& d : kDtypes) {
     if (d.name == name) return d.dtype;
   }
-  return invalid_argument(std::string(tensor) + ": dtype " + std::string(name) +
+  return invalid_argument(clip_for_message(tensor) + ": dtype " + clip_for_message(name) +
                           " is not supported (F32, BF16, F8_E4M3, I32, U8)");
 }
 
@@ -65,13 +69,18 @@ std::string_view safetensors_dtype_name(DType dtype) {
 
 StatusOr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
   const std::string file = path.string();
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO would otherwise block the open until a writer appears.
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return not_found(file + ": cannot open: " + std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     Status s = not_found(file + ": cannot stat: " + std::strerror(errno));
     ::close(fd);
     return s;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return invalid_argument(file + ": not a regular file (a directory, FIFO or device)");
   }
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < 8) {
@@ -106,44 +115,58 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& pat
 StatusOr<SafetensorsFile::Entry> SafetensorsFile::parse_entry(const std::string& name,
                                                               const json& entry,
                                                               uint64_t data_size) {
-  const std::string where = name + ": ";
+  const std::string where = clip_for_message(name) + ": ";
   if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
       !entry.contains("data_offsets")) {
-    return invalid_argument(where + entry.dump() + ": must be {dtype, shape, data_offsets}");
+    return invalid_argument(where + json_for_message(entry) +
+                            ": must be {dtype, shape, data_offsets}");
   }
   const json& jd = entry["dtype"];
-  if (!jd.is_string()) return invalid_argument(where + "dtype " + jd.dump() + " is not a string");
+  if (!jd.is_string()) {
+    return invalid_argument(where + "dtype " + json_for_message(jd) + " is not a string");
+  }
   DSA_ASSIGN_OR_RETURN(DType dtype, parse_safetensors_dtype(jd.get<std::string>(), name));
 
   Entry e{dtype, {}, 0, 0};
   const json& js = entry["shape"];
-  if (!js.is_array()) return invalid_argument(where + "shape " + js.dump() + " is not an array");
+  if (!js.is_array()) {
+    return invalid_argument(where + "shape " + json_for_message(js) + " is not an array");
+  }
+  if (js.size() > kMaxRank) {
+    return invalid_argument(where + "shape " + json_for_message(js) + " has " +
+                            std::to_string(js.size()) + " dimensions, more than " +
+                            std::to_string(kMaxRank));
+  }
+  // numel sizes the data; `span`, the product of the non-zero dims, must fit as well, since code
+  // that multiplies two dims of an empty tensor would otherwise overflow.
   uint64_t numel = 1;
+  int64_t span = 1;
   for (const json& d : js) {
     int64_t dim;
     if (!as_count(d, &dim)) {
-      return invalid_argument(where + "shape " + js.dump() + " must hold integers >= 0");
+      return invalid_argument(where + "shape " + json_for_message(js) + " must hold integers >= 0");
     }
     e.shape.push_back(dim);
-    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dim), &numel)) {
-      return invalid_argument(where + "shape " + js.dump() + " overflows");
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dim), &numel) ||
+        __builtin_mul_overflow(span, std::max<int64_t>(dim, 1), &span)) {
+      return invalid_argument(where + "shape " + json_for_message(js) + " overflows");
     }
   }
   const json& jo = entry["data_offsets"];
   int64_t begin, end;
   if (!jo.is_array() || jo.size() != 2 || !as_count(jo[0], &begin) || !as_count(jo[1], &end)) {
-    return invalid_argument(where + "data_offsets " + jo.dump() +
+    return invalid_argument(where + "data_offsets " + json_for_message(jo) +
                             " must be [begin, end] with integers >= 0");
   }
   e.begin = static_cast<uint64_t>(begin);
   e.end = static_cast<uint64_t>(end);
   if (e.begin > e.end || e.end > data_size) {
-    return invalid_argument(where + "data_offsets " + jo.dump() +
+    return invalid_argument(where + "data_offsets " + json_for_message(jo) +
                             " must satisfy begin <= end <= data size " + std::to_string(data_size));
   }
   uint64_t expected;
   if (__builtin_mul_overflow(numel, dtype_size(dtype), &expected) || e.end - e.begin != expected) {
-    return invalid_argument(where + "data_offsets " + jo.dump() + " span " +
+    return invalid_argument(where + "data_offsets " + json_for_message(jo) + " span " +
                             std::to_string(e.end - e.begin) + " bytes, but " +
                             std::string(safetensors_dtype_name(dtype)) + " " +
                             shape_string(e.shape) + " needs " + std::to_string(expected));
@@ -152,23 +175,9 @@ StatusOr<SafetensorsFile::Entry> SafetensorsFile::parse_entry(const std::string&
 }
 
 Status SafetensorsFile::parse_header(std::string_view header, uint64_t data_size) {
-  // nlohmann keeps the last of duplicate keys; a second entry for a name is a lying header, so
-  // top-level keys are recorded as they are parsed.
-  std::set<std::string> seen;
-  std::string duplicate;
-  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (depth == 1 && event == json::parse_event_t::key && !seen.insert(parsed).second) {
-      duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
-  json root;
-  try {
-    root = json::parse(header.begin(), header.end(), on_event);
-  } catch (const json::parse_error& e) {
-    return invalid_argument(std::string("header is not valid JSON: ") + e.what());
-  }
-  if (!duplicate.empty()) return invalid_argument("header names " + duplicate + " twice");
+  // parse_json refuses a name given twice: nlohmann would keep the last, and a second entry for
+  // a name is a lying header.
+  DSA_ASSIGN_OR_RETURN(json root, parse_json(header, "header"));
   if (!root.is_object()) return invalid_argument("header must be a JSON object");
 
   std::vector<std::pair<uint64_t, std::string>> by_begin;
@@ -176,7 +185,9 @@ Status SafetensorsFile::parse_header(std::string_view header, uint64_t data_size
     if (name == "__metadata__") {
       if (!entry.is_object()) return invalid_argument("__metadata__ must be an object");
       for (auto& [k, v] : entry.items()) {
-        if (!v.is_string()) return invalid_argument("__metadata__." + k + " must be a string");
+        if (!v.is_string()) {
+          return invalid_argument("__metadata__." + clip_for_message(k) + " must be a string");
+        }
         metadata_[k] = v.get<std::string>();
       }
       continue;
@@ -185,18 +196,38 @@ Status SafetensorsFile::parse_header(std::string_view header, uint64_t data_size
     if (e.end > e.begin) by_begin.emplace_back(e.begin, name);
     tensors_.emplace(name, std::move(e));
   }
+  return check_tiling(by_begin, data_size);
+}
 
-  // Sorted by start, each non-empty tensor must end before the next begins. Gaps are allowed:
-  // the format does not forbid padding, and they cannot cause an out-of-bounds read.
+Status SafetensorsFile::check_tiling(std::vector<std::pair<uint64_t, std::string>>& by_begin,
+                                     uint64_t data_size) const {
+  // The non-empty tensors, sorted by start, must tile the data section exactly, as the
+  // reference implementation requires: an overlap aliases two tensors, and a gap or a tail means
+  // the offsets or the header length are off (a header length one short still parses, thanks to
+  // the space padding, and shifts every tensor by a byte).
   std::sort(by_begin.begin(), by_begin.end());
-  for (size_t i = 1; i < by_begin.size(); ++i) {
-    const Entry& prev = tensors_.find(by_begin[i - 1].second)->second;
-    if (by_begin[i].first < prev.end) {
-      return invalid_argument(by_begin[i].second + ": data_offsets [" +
-                              std::to_string(by_begin[i].first) + ", ...] overlap " +
-                              by_begin[i - 1].second + " [" + std::to_string(prev.begin) + ", " +
-                              std::to_string(prev.end) + ")");
+  uint64_t cursor = 0;
+  std::string previous;
+  for (const auto& [begin, name] : by_begin) {
+    const Entry& e = tensors_.find(name)->second;
+    if (begin < cursor) {
+      const Entry& prev = tensors_.find(previous)->second;
+      return invalid_argument(clip_for_message(name) + ": data_offsets [" + std::to_string(begin) +
+                              ", ...] overlap " + clip_for_message(previous) + " [" +
+                              std::to_string(prev.begin) + ", " + std::to_string(prev.end) + ")");
     }
+    if (begin > cursor) {
+      return invalid_argument("data bytes [" + std::to_string(cursor) + ", " +
+                              std::to_string(begin) + "), before " + clip_for_message(name) +
+                              ", belong to no tensor (one missing from the header?)");
+    }
+    cursor = e.end;
+    previous = name;
+  }
+  if (cursor != data_size) {
+    return invalid_argument("the tensors end at data byte " + std::to_string(cursor) +
+                            ", but the data section has " + std::to_string(data_size) +
+                            " bytes (is the header length right?)");
   }
   return ok_status();
 }
@@ -235,7 +266,7 @@ std::vector<std::string> SafetensorsFile::names() const {
 StatusOr<TensorInfo> SafetensorsFile::get(std::string_view name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) {
-    return not_found(path_.string() + ": tensor " + std::string(name) + " not found");
+    return not_found(path_.string() + ": tensor " + clip_for_message(name) + " not found");
   }
   const Entry& e = it->second;
   return TensorInfo{it->first, e.dtype, e.shape, data_ + e.begin,
@@ -245,7 +276,7 @@ StatusOr<TensorInfo> SafetensorsFile::get(std::string_view name) const {
 Status SafetensorsFile::expect(std::string_view name, DType dtype, const Shape& shape) const {
   DSA_ASSIGN_OR_RETURN(TensorInfo t, get(name));
   if (t.dtype == dtype && t.shape == shape) return ok_status();
-  return invalid_argument(path_.string() + ": " + std::string(name) + ": expected " +
+  return invalid_argument(path_.string() + ": " + clip_for_message(name) + ": expected " +
                           std::string(dtype_name(dtype)) + " " + shape_string(shape) + ", got " +
                           std::string(dtype_name(t.dtype)) + " " + shape_string(t.shape));
 }

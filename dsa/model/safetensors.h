@@ -1,7 +1,7 @@
 // SafetensorsFile: a read-only, memory-mapped .safetensors file with a fully validated header.
 // Hand-written (ARCHITECTURE.md §8) because the format is small and the validation is the point:
-// a header that lies (offsets beyond the data, overlapping tensors, sizes that disagree with
-// dtype x shape) must become a Status here, not an out-of-bounds read in a kernel later.
+// a header that lies (offsets beyond the data, overlapping tensors, gaps, sizes that disagree
+// with dtype x shape) must become a Status here, not an out-of-bounds read in a kernel later.
 //
 // Layout: u64 little-endian N | N bytes of JSON header | data. The header maps each tensor name to
 // {"dtype", "shape", "data_offsets": [begin, end]} (offsets relative to the start of the data);
@@ -76,6 +76,9 @@ class SafetensorsFile {
   };
   SafetensorsFile() = default;
   Status parse_header(std::string_view header, uint64_t data_size);
+  // The non-empty tensors as (begin, name) must cover [0, data_size) without gap or overlap.
+  Status check_tiling(std::vector<std::pair<uint64_t, std::string>>& by_begin,
+                      uint64_t data_size) const;
   // One tensor's {dtype, shape, data_offsets}, checked against the data size.
   static StatusOr<Entry> parse_entry(const std::string& name, const nlohmann::json& entry,
                                      uint64_t data_size);

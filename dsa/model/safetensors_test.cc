@@ -1,10 +1,12 @@
 #include "dsa/model/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstring>
 
 #include "dsa/model/model_test_util.h"
+#include "dsa/testing/watchdog.h"
 
 namespace dsa::model {
 namespace {
@@ -161,6 +163,36 @@ TEST(Safetensors, RejectsOverlappingOffsets) {
                   "b: data_offsets [4, ...] overlap a [0, 8)");
 }
 
+// The tensors must tile the data exactly (as the reference implementation requires): a gap or
+// a tail means the offsets or the header length are off.
+TEST(Safetensors, RejectsGapBetweenTensors) {
+  std::string header = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},)"
+                       R"("b":{"dtype":"U8","shape":[2],"data_offsets":[4,6]}})";
+  expect_rejected(
+      safetensors_raw(header, std::string(6, '\0')),
+      "data bytes [2, 4), before b, belong to no tensor (one missing from the header?)");
+}
+
+TEST(Safetensors, RejectsDataBeyondTheLastTensor) {
+  std::string bytes = safetensors_bytes(three_tensors());
+  bytes += "zz";
+  expect_rejected(bytes,
+                  "the tensors end at data byte 33, but the data section has 35 bytes (is the "
+                  "header length right?)");
+}
+
+// The writer pads the header with spaces, so a length one short still parses: every tensor
+// would be read a byte early, which only the tiling check catches.
+TEST(Safetensors, RejectsHeaderLengthOneShort) {
+  const std::string header =
+      R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})" + std::string(3, ' ');
+  std::string bytes = safetensors_raw(header, "xy");
+  bytes[0] = static_cast<char>(header.size() - 1);
+  expect_rejected(bytes,
+                  "the tensors end at data byte 2, but the data section has 3 bytes (is the "
+                  "header length right?)");
+}
+
 TEST(Safetensors, RejectsEndBeforeBegin) {
   std::string header = R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[8,4]}})";
   expect_rejected(safetensors_raw(header, std::string(12, '\0')),
@@ -180,7 +212,7 @@ TEST(Safetensors, RejectsHeaderThatIsNotJson) {
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
   const std::string& m = f.status().message();
-  EXPECT_EQ(m.rfind(path.string() + ": header is not valid JSON: ", 0), 0u) << m;
+  EXPECT_EQ(m.rfind(path.string() + ": header: not valid JSON: ", 0), 0u) << m;
   EXPECT_NE(m.find("line 1, column 12"), std::string::npos) << m;
 }
 
@@ -191,7 +223,7 @@ TEST(Safetensors, RejectsHeaderThatIsNotAnObject) {
 TEST(Safetensors, RejectsDuplicateTensorName) {
   std::string header = R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
                        R"("a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})";
-  expect_rejected(safetensors_raw(header, "xy"), "header names a twice");
+  expect_rejected(safetensors_raw(header, "xy"), "header: key \"a\" appears twice in one object");
 }
 
 TEST(Safetensors, RejectsNegativeShape) {
@@ -203,6 +235,56 @@ TEST(Safetensors, RejectsShapeOverflow) {
   std::string header =
       R"({"a":{"dtype":"U8","shape":[4611686018427387904,8],"data_offsets":[0,2]}})";
   expect_rejected(safetensors_raw(header, "xy"), "a: shape [4611686018427387904,8] overflows");
+}
+
+// An empty tensor needs no bytes, but its other dims are still multiplied by whoever reads them.
+TEST(Safetensors, RejectsOverflowingShapeOfAnEmptyTensor) {
+  std::string header =
+      R"({"a":{"dtype":"U8","shape":[0,4611686018427387904,8],"data_offsets":[0,0]}})";
+  expect_rejected(safetensors_raw(header, ""), "a: shape [0,4611686018427387904,8] overflows");
+}
+
+TEST(Safetensors, RejectsRankAboveEight) {
+  std::string header = R"({"a":{"dtype":"U8","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,1]}})";
+  expect_rejected(safetensors_raw(header, "x"),
+                  "a: shape [1,1,1,1,1,1,1,1,1] has 9 dimensions, more than 8");
+}
+
+TEST(Safetensors, RejectsNumberOverflowInHeader) {
+  TempDir dir;
+  std::string header = R"({"a":{"dtype":"U8","shape":[1e400],"data_offsets":[0,1]}})";
+  auto path = write_file(dir / "m.safetensors", safetensors_raw(header, "x"));
+  StatusOr<SafetensorsFile> f = SafetensorsFile::open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("number overflow parsing '1e400'"), std::string::npos)
+      << f.status().message();
+}
+
+// Names come from the file: a megabyte name is clipped in messages, not copied whole.
+TEST(Safetensors, LongNamesAreClippedInMessages) {
+  const std::string name(1 << 20, 'n');
+  std::string header = "{\"" + name + R"(":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}})";
+  TempDir dir;
+  auto path = write_file(dir / "m.safetensors", safetensors_raw(header, "xy"));
+  StatusOr<SafetensorsFile> f = SafetensorsFile::open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_LT(f.status().message().size(), 400u);
+  EXPECT_NE(f.status().message().find("(1048576 bytes): dtype F16 is not supported"),
+            std::string::npos);
+}
+
+TEST(Safetensors, RejectsDirectoryAndFifo) {
+  TempDir dir;
+  StatusOr<SafetensorsFile> d = SafetensorsFile::open(dir / "");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+  const std::string fifo = (dir / "model.safetensors").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  dsa::testing::within_seconds(5, [&] {
+    StatusOr<SafetensorsFile> f = SafetensorsFile::open(fifo);
+    ASSERT_FALSE(f.ok());
+    EXPECT_EQ(f.status().message(), fifo + ": not a regular file (a directory, FIFO or device)");
+  });
 }
 
 TEST(Safetensors, RejectsEntryWithoutOffsets) {

@@ -91,7 +91,7 @@ StatusOr<std::string> Tokenizer::decode(std::span<const int32_t> ids,
 
 Status Tokenizer::set_special_ids(int32_t bos, int32_t eos) {
   for (auto [name, id] : {std::pair{"bos", bos}, std::pair{"eos", eos}}) {
-    if (!id_to_token(id)) {
+    if (!has_token(id)) {
       return invalid_argument(std::string(name) + " id " + std::to_string(id) +
                               ": not a token id (vocab size " + std::to_string(vocab_size_) + ")");
     }
@@ -113,6 +113,10 @@ std::optional<std::string> Tokenizer::id_to_token(int32_t id) const {
   std::optional<std::string_view> token = bpe_->id_to_token(id);
   if (!token) return std::nullopt;
   return std::string(*token);
+}
+
+bool Tokenizer::has_token(int32_t id) const {
+  return (id >= 0 && id < vocab_size_ && added_index_[id] >= 0) || bpe_->id_to_token(id);
 }
 
 bool Tokenizer::is_special(int32_t id) const {

@@ -57,6 +57,12 @@ class Tokenizer {
   // Takes BOS/EOS from config.json (bos_token_id, eos_token_id); both must name tokens.
   Status set_special_ids(int32_t bos, int32_t eos);
 
+  // Whether `id` names a token (of the vocab or an added one); ids in [0, vocab_size()) may have
+  // none when the file leaves holes.
+  bool has_token(int32_t id) const;
+  // The file the tokenizer was read from, for messages.
+  const std::string& source() const { return source_; }
+
   // Added-token content or byte-level vocab string ("Ġworld") -> id.
   std::optional<int32_t> token_to_id(std::string_view token) const;
   std::optional<std::string> id_to_token(int32_t id) const;
@@ -77,6 +83,7 @@ class Tokenizer {
   std::vector<AddedToken> added_;
   std::vector<std::vector<int32_t>> added_by_first_byte_;  // indices into added_, longest first
   std::vector<int32_t> added_index_;                       // id -> index into added_, -1 when none
+  std::string source_;
   int32_t vocab_size_ = 0;
   int32_t bos_id_ = -1;
   int32_t eos_id_ = -1;

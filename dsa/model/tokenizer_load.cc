@@ -1,13 +1,20 @@
 // Tokenizer::load: reads tokenizer.json into the parts of a Tokenizer, rejecting every feature
 // the encoder does not implement (see tokenizer.h) with a Status naming the file and the key.
 #include <nlohmann/json.hpp>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "dsa/model/json_reader.h"
+#include "dsa/model/model_limits.h"
 #include "dsa/model/tokenizer.h"
 
 namespace dsa::model {
 
 using nlohmann::json;
+
+namespace {
+constexpr size_t kMaxPreTokenizerSteps = 64;
+}  // namespace
 
 class TokenizerLoader {
  public:
@@ -24,6 +31,7 @@ class TokenizerLoader {
     int32_t end = t_.bpe_->id_end();
     for (const AddedToken& a : t_.added_) end = std::max(end, a.id + 1);
     t_.vocab_size_ = end;
+    t_.source_ = file_;
     t_.index_added_tokens();
     find_special_ids();
     return std::move(t_);
@@ -84,8 +92,11 @@ class TokenizerLoader {
       return unsupported("pre_tokenizer.type", type, "unsupported; ByteLevel or Sequence");
     }
     DSA_ASSIGN_OR_RETURN(const json* steps, pre.find("pretokenizers"));
-    if (!steps->is_array() || steps->empty()) {
-      return pre.bad("pretokenizers", *steps, "must be a non-empty array");
+    // Every piece of every input goes through each step; real files have four or five.
+    if (!steps->is_array() || steps->empty() || steps->size() > kMaxPreTokenizerSteps) {
+      return pre.bad(
+          "pretokenizers", *steps,
+          "must be an array of 1 to " + std::to_string(kMaxPreTokenizerSteps) + " steps");
     }
     for (size_t i = 0; i < steps->size(); ++i) {
       const std::string key = "pre_tokenizer.pretokenizers[" + std::to_string(i) + "]";
@@ -142,8 +153,10 @@ class TokenizerLoader {
     }
     std::unordered_map<std::string, int32_t> vocab;
     for (const auto& [token, id] : jv->items()) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-        return m.bad("vocab[\"" + token + "\"]", id, "must be an integer id >= 0");
+      // Unsigned values past int64 read as negative here, so they fail the same test.
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxVocabSize) {
+        return m.bad("vocab[\"" + token + "\"]", id,
+                     "must be an integer id in [0, " + std::to_string(kMaxVocabSize - 1) + "]");
       }
       vocab.emplace(token, id.get<int32_t>());
     }
@@ -186,12 +199,13 @@ class TokenizerLoader {
     if (!r_.has("added_tokens")) return ok_status();
     const json& list = root_["added_tokens"];
     if (!list.is_array()) return r_.bad("added_tokens", list, "must be an array");
+    std::unordered_set<int32_t> added_ids;
+    std::unordered_map<std::string, int32_t> added_contents;
     for (size_t i = 0; i < list.size(); ++i) {
       JsonReader a(file_, list[i], "added_tokens[" + std::to_string(i) + "].");
       AddedToken t;
       int64_t id;
-      DSA_RETURN_IF_ERROR(a.get("id", &id));
-      DSA_RETURN_IF_ERROR(a.require(id >= 0 && id < (1 << 24), "id", id, "must be in [0, 2^24)"));
+      DSA_RETURN_IF_ERROR(a.get_in_range("id", 0, kMaxVocabSize - 1, &id));
       t.id = static_cast<int32_t>(id);
       DSA_RETURN_IF_ERROR(a.get("content", &t.content));
       DSA_RETURN_IF_ERROR(a.require(!t.content.empty(), "content", t.content, "must not be empty"));
@@ -210,12 +224,14 @@ class TokenizerLoader {
       if (in_vocab && *in_vocab != t.content) {
         return a.bad("id", id, "already the vocab's id of \"" + std::string(*in_vocab) + "\"");
       }
-      for (const AddedToken& other : t_.added_) {
-        if (other.id == t.id || other.content == t.content) {
-          return a.bad("content", t.content,
-                       "duplicates added token id " + std::to_string(other.id));
-        }
+      // Hashed, not a scan of the earlier ones: a file may list a million added tokens.
+      auto id_seen = added_ids.find(t.id);
+      if (id_seen != added_ids.end() || added_contents.count(t.content) != 0) {
+        const int32_t other = id_seen != added_ids.end() ? t.id : added_contents.at(t.content);
+        return a.bad("content", t.content, "duplicates added token id " + std::to_string(other));
       }
+      added_ids.insert(t.id);
+      added_contents.emplace(t.content, t.id);
       t_.added_.push_back(std::move(t));
     }
     return ok_status();
@@ -246,7 +262,7 @@ StatusOr<Tokenizer> Tokenizer::parse(std::string_view json_text, const std::stri
 }
 
 StatusOr<Tokenizer> Tokenizer::load(const std::filesystem::path& path) {
-  DSA_ASSIGN_OR_RETURN(std::string text, read_text_file(path.string()));
+  DSA_ASSIGN_OR_RETURN(std::string text, read_text_file(path.string(), kMaxTokenizerFileBytes));
   return parse(text, path.string());
 }
 

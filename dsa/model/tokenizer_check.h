@@ -1,0 +1,23 @@
+// The tokenizer/config cross-check run at load, once both files are read: a tokenizer that does
+// not fit the model fails there, with one Status, rather than at the end of a generation (an id
+// the model sampled that no token has) or inside the embedding (an id past its rows).
+#pragma once
+
+#include "dsa/core/status.h"
+#include "dsa/model/model_config.h"
+#include "dsa/model/tokenizer.h"
+
+namespace dsa::model {
+
+// The rule: the ids the tokenizer can produce and the ids the model can sample are the same set,
+// [0, config.vocab_size), and each of them decodes. That is
+//   1. tokenizer.vocab_size() (1 + its largest id) == config.vocab_size: larger, encode can give
+//      an id past the embedding; smaller, the LM head can sample an id that does not decode;
+//   2. every id in [0, config.vocab_size) names a token (the file leaves no hole);
+//   3. config.json's bos_token_id and eos_token_id name tokens and, where the tokenizer knows
+//      its own BOS or EOS (a well-known special added token, Tokenizer::bos_id), are that id.
+// kInvalidArgument naming the tokenizer file, the config key and both values otherwise. The
+// shipped tiny model satisfies it exactly (6144 ids, BOS 0, EOS 1).
+Status check_tokenizer_matches(const Tokenizer& tokenizer, const ModelConfig& config);
+
+}  // namespace dsa::model

@@ -14,6 +14,7 @@
 #include "dsa/cli/generate_report.h"
 #include "dsa/engine/engine.h"
 #include "dsa/model/tokenizer.h"
+#include "dsa/model/tokenizer_check.h"
 
 namespace dsa::cli {
 
@@ -97,12 +98,7 @@ StatusOr<int> run(const GenerateArgs& a) {
   DSA_ASSIGN_OR_RETURN(engine::GenerationRequest proto,
                        request_template(a, a.engine.context_length, config.vocab_size));
   DSA_ASSIGN_OR_RETURN(model::Tokenizer tok, model::Tokenizer::load(dir / "tokenizer.json"));
-  if (tok.vocab_size() < config.vocab_size) {
-    return invalid_argument(fmt::format(
-        "{}: {} token ids for a {}-token vocabulary (config.json): sampled ids could not be "
-        "decoded",
-        (dir / "tokenizer.json").string(), tok.vocab_size(), config.vocab_size));
-  }
+  DSA_RETURN_IF_ERROR(model::check_tokenizer_matches(tok, config));
   DSA_RETURN_IF_ERROR(
       tok.set_special_ids(int32_t(config.bos_token_id), int32_t(config.eos_token_id)));
   // cuda: FailedPrecondition without a device, Unimplemented in a host-only build.

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "dsa/model/perplexity.h"
+#include "dsa/model/tokenizer_check.h"
 
 namespace dsa::cli {
 
@@ -103,9 +104,16 @@ Status run(const PerplexityArgs& a) {
   DSA_ASSIGN_OR_RETURN(
       const kernels::OpTable* ops,
       kernels::ops_for(a.device == "cuda" ? kernels::Backend::kCuda : kernels::Backend::kCpu));
-  DSA_ASSIGN_OR_RETURN(auto m, model::DsaModel::load(a.model_dir, o, *ops));
+  if (!std::filesystem::is_directory(a.model_dir)) {
+    return not_found(fmt::format("--model {}: model directory does not exist", a.model_dir));
+  }
+  // The tokenizer is checked against config.json before the weights are read.
+  DSA_ASSIGN_OR_RETURN(model::ModelConfig config,
+                       model::load_model_config(a.model_dir + "/config.json"));
   DSA_ASSIGN_OR_RETURN(model::Tokenizer tok,
                        model::Tokenizer::load(a.model_dir + "/tokenizer.json"));
+  DSA_RETURN_IF_ERROR(model::check_tokenizer_matches(tok, config));
+  DSA_ASSIGN_OR_RETURN(auto m, model::DsaModel::load(a.model_dir, o, *ops));
   DSA_RETURN_IF_ERROR(
       tok.set_special_ids(int32_t(m->config().bos_token_id), int32_t(m->config().eos_token_id)));
   // Progress by default only for a person watching (stderr a terminal); --progress forces it.

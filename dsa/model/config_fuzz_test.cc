@@ -8,7 +8,7 @@
 #include <map>
 #include <set>
 
-#include "dsa/model/fuzz_util.h"
+#include "dsa/model/fuzz_test_util.h"
 #include "dsa/model/model_config.h"
 #include "dsa/model/model_test_util.h"
 #include "dsa/testing/watchdog.h"

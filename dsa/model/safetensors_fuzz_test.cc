@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "dsa/model/fuzz_util.h"
+#include "dsa/model/fuzz_test_util.h"
 #include "dsa/model/model_tensors.h"
 #include "dsa/model/model_test_util.h"
 #include "dsa/testing/watchdog.h"

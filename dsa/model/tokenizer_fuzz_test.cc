@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "dsa/model/fuzz_util.h"
+#include "dsa/model/fuzz_test_util.h"
 #include "dsa/model/model_config.h"
 #include "dsa/model/tokenizer.h"
 #include "dsa/model/tokenizer_check.h"

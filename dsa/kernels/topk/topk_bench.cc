@@ -4,6 +4,12 @@
 // "1cta" lines force one CTA per row for comparison.
 //
 //   build/bench/topk_bench
+//
+// Peer mode (scripts/bench_vs_peers.sh), TensorRT-LLM anchor's shapes and timing method
+// (cuda/bench_cold.h): fp32 N(0, 1) logits, contiguous [rows, L], every row of length L:
+//   topk_bench --shape rows=32,L=8K [--shape ...] [--iters N]
+// One "bench=dsa_topk rows= L= k= us= ..." line per shape (the default dispatch), and a
+// "bench=dsa_topk_1cta" line where that dispatch took the cluster path.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -12,6 +18,7 @@
 #include <vector>
 
 #include "dsa/core/checked_mode.h"
+#include "dsa/cuda/bench_cold.h"
 #include "dsa/cuda/bench_timer.h"
 #include "dsa/cuda/device_buffer.h"
 #include "dsa/cuda/stream.h"
@@ -63,11 +70,95 @@ Status bench_shape(const Shape& s, int32_t k, dsa::testing::Rng& rng) {
   return dsa::ok_status();
 }
 
+// Peer mode: copies x [rows, L] logits and copies x [rows, K] idx; the lengths are shared. One
+// host copy of the logits is uploaded and repeated on the device (disjoint addresses are what
+// makes the reads cold; the values may repeat).
+Status run_peer_shape(const dsa::cuda::ShapeArg& shape, int iters, dsa::testing::Rng& rng) {
+  DSA_ASSIGN_OR_RETURN(const int64_t rows64, dsa::cuda::shape_value(shape, "rows"));
+  DSA_ASSIGN_OR_RETURN(const int64_t len64, dsa::cuda::shape_value(shape, "L"));
+  DSA_ASSIGN_OR_RETURN(const int64_t k64, dsa::cuda::shape_value(shape, "k", 2048));
+  if (rows64 < 1 || len64 < 1 || len64 % 4 != 0 || len64 > INT32_MAX / 2 || rows64 > 65536)
+    return dsa::invalid_argument("topk peer shape needs rows in [1, 65536], L >= 4, L % 4 == 0");
+  const auto rows = int32_t(rows64), len = int32_t(len64), k = int32_t(k64);
+  const size_t cells = size_t(rows) * size_t(len);
+  const double bytes = 4.0 * rows * len + 4.0 * rows * k;  // §10, read + written
+  DSA_ASSIGN_OR_RETURN(const int copies, dsa::cuda::cold_copies(bytes));
+
+  const std::vector<float> logits = rng.normal_vector(cells);
+  const std::vector<int32_t> lens(size_t(rows), len);
+  DSA_ASSIGN_OR_RETURN(auto d_logits, DeviceBuffer<float>::alloc(cells * size_t(copies)));
+  DSA_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(d_logits.data(), logits.data(), cells * 4, cudaMemcpyHostToDevice));
+  for (int c = 1; c < copies; ++c)
+    DSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_logits.data() + size_t(c) * cells, d_logits.data(),
+                                        cells * 4, cudaMemcpyDeviceToDevice));
+  DSA_ASSIGN_OR_RETURN(auto d_len, DeviceBuffer<int32_t>::from_host(lens));
+  DSA_ASSIGN_OR_RETURN(auto d_idx, DeviceBuffer<int32_t>::alloc(size_t(copies) * rows * k));
+
+  cudaStream_t stream = nullptr;
+  DSA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  dsa::cuda::set_current_stream(stream);
+  dsa::kernels::TopkParams p;
+  p.logits_ld = len;
+  p.rows = rows;
+  p.len = d_len.data();
+  p.k = k;
+  p.out_rows = rows;
+  const bool cluster = len >= p.long_row_min_len;
+  for (bool one_cta : {false, true}) {
+    if (one_cta && !cluster) continue;
+    dsa::kernels::TopkParams q = p;
+    if (one_cta) q.long_row_min_len = INT32_MAX;
+    auto launch = [&](int c) {
+      dsa::kernels::TopkParams r = q;
+      r.logits = d_logits.data() + size_t(c) * cells;
+      r.idx = d_idx.data() + size_t(c) * rows * k;
+      return dsa::kernels::topk_cuda(r);
+    };
+    {
+      dsa::ScopedCheckedMode checked(true);  // one checked call: the data is in contract
+      DSA_RETURN_IF_ERROR(launch(0));
+    }
+    DSA_ASSIGN_OR_RETURN(const dsa::cuda::ColdTiming t,
+                         dsa::cuda::cold_median_us(launch, copies, stream, iters));
+    const std::string shape_text = fmt::format("rows={} L={} k={}", rows, len, k);
+    const std::string extra =
+        fmt::format("logits_GBps={:.0f} path={}", 4.0 * rows * len / (t.median_us * 1e3),
+                    one_cta || !cluster ? "1cta" : "cluster");
+    dsa::cuda::print_cold_line(one_cta ? "dsa_topk_1cta" : "dsa_topk", shape_text, t, bytes, 0, 0,
+                               extra);
+  }
+  dsa::cuda::set_current_stream(nullptr);
+  DSA_CUDA_RETURN_IF_ERROR(cudaStreamDestroy(stream));
+  return dsa::ok_status();
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   dsa::set_checked_mode(false);  // timing without the per-call error-word synchronisation
   dsa::testing::Rng rng(1234);
+  if (argc > 1) {
+    dsa::StatusOr<dsa::cuda::PeerArgs> args = dsa::cuda::parse_peer_args(argc, argv);
+    if (!args.ok()) {
+      std::fprintf(stderr, "topk_bench: %s\n", args.status().to_string().c_str());
+      return 1;
+    }
+    if (args->shapes.empty()) {
+      std::fprintf(stderr, "topk_bench: peer mode needs --shape\n");
+      return 1;
+    }
+    // A failing shape is reported and the others still run: one device call measures them all.
+    int rc = 0;
+    for (size_t i = 0; i < args->shapes.size(); ++i) {
+      const Status st = run_peer_shape(args->shapes[i], args->iters, rng);
+      if (!st.ok()) {
+        std::fprintf(stderr, "topk_bench: shape %zu: %s\n", i, st.to_string().c_str());
+        rc = 1;
+      }
+    }
+    return rc;
+  }
   const Shape shapes[] = {{32, 8192},   {32, 32768},  {32, 65536},
                           {128, 32768}, {128, 65536}, {4, 131072}};
   for (const Shape& s : shapes) {

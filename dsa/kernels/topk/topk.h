@@ -41,12 +41,17 @@ struct TopkParams {
   // CUDA only (the reference ignores it): rows with len >= this are selected by a cluster of CTAs
   // instead of one CTA. A launch constant, never derived from lengths; must be >= 1.
   int32_t long_row_min_len = 65536;
+  // CUDA only: clusters are used only when R <= this. With more rows one CTA per row already fills
+  // the GPU, and 8 CTAs per row only add waves (H200: 128 x 64K is 112.6 us on clusters, 61.7 us
+  // on one CTA per row; 32 x 64K is 44.2 vs 59.9 us). A launch constant (R is fixed per graph key);
+  // must be >= 0.
+  int32_t cluster_max_rows = 32;
 };
 
 // Host checks (InvalidArgument): R >= 0, K range and multiple of 64, ld >= 0 and ld % 4 == 0,
 // R_out >= 0 and R <= R_out without out_row, a known variant, pointers, and for kPaged a page
 // table (data, W >= 1, R_slots >= 1, num_pages >= 1), row_page and P = 64; for kRagged offset;
-// long_row_min_len >= 1.
+// long_row_min_len >= 1, cluster_max_rows >= 0.
 Status validate(const TopkParams& p);
 
 // CPU reference. After validate(), a given plan header is checked (FailedPrecondition). Checked

@@ -51,19 +51,21 @@ Status bench_shape(const Shape& s, int32_t k, dsa::testing::Rng& rng) {
   p.idx = d_idx.data();
 
   const double bytes = 4.0 * s.rows * s.len + 4.0 * s.rows * k;
-  for (bool one_cta : {false, true}) {
-    if (one_cta && s.len < p.long_row_min_len) continue;
+  const bool cluster = s.len >= p.long_row_min_len && s.rows <= p.cluster_max_rows;
+  for (bool other : {false, true}) {  // the default path, then the other one for long rows
+    if (other && s.len < p.long_row_min_len) continue;
     dsa::kernels::TopkParams q = p;
-    if (one_cta) q.long_row_min_len = INT32_MAX;
+    if (other && cluster) q.long_row_min_len = INT32_MAX;
+    if (other && !cluster) q.cluster_max_rows = INT32_MAX;
+    const bool on_cluster = cluster != other;
     DSA_ASSIGN_OR_RETURN(double us, dsa::cuda::median_us([&] { return dsa::kernels::topk_cuda(q); },
                                                          dsa::cuda::current_stream(), 10, 200));
     const double tbps = bytes / (us * 1e-6) / 1e12;
     std::printf("%s\n",
                 fmt::format("topk R={:<4} L={:<7} K={} path={:<7} {:9.2f} us  {:8.2f} MB  "
                             "{:6.3f} TB/s  {:5.1f}% of {:.2f} TB/s",
-                            s.rows, s.len, k,
-                            one_cta ? "1cta" : (s.len >= p.long_row_min_len ? "cluster" : "1cta"),
-                            us, bytes / 1e6, tbps, 100.0 * tbps * 1e12 / dsa::cuda::kH200Bandwidth,
+                            s.rows, s.len, k, on_cluster ? "cluster" : "1cta", us, bytes / 1e6,
+                            tbps, 100.0 * tbps * 1e12 / dsa::cuda::kH200Bandwidth,
                             dsa::cuda::kH200Bandwidth / 1e12)
                     .c_str());
   }
@@ -104,11 +106,14 @@ Status run_peer_shape(const dsa::cuda::ShapeArg& shape, int iters, dsa::testing:
   p.len = d_len.data();
   p.k = k;
   p.out_rows = rows;
-  const bool cluster = len >= p.long_row_min_len;
-  for (bool one_cta : {false, true}) {
-    if (one_cta && !cluster) continue;
+  const bool long_rows = len >= p.long_row_min_len;
+  const bool cluster = long_rows && rows <= p.cluster_max_rows;
+  for (bool other : {false, true}) {  // the default path, then the other one for long rows
+    if (other && !long_rows) continue;
     dsa::kernels::TopkParams q = p;
-    if (one_cta) q.long_row_min_len = INT32_MAX;
+    if (other && cluster) q.long_row_min_len = INT32_MAX;
+    if (other && !cluster) q.cluster_max_rows = INT32_MAX;
+    const bool on_cluster = cluster != other;
     auto launch = [&](int c) {
       dsa::kernels::TopkParams r = q;
       r.logits = d_logits.data() + size_t(c) * cells;
@@ -124,9 +129,9 @@ Status run_peer_shape(const dsa::cuda::ShapeArg& shape, int iters, dsa::testing:
     const std::string shape_text = fmt::format("rows={} L={} k={}", rows, len, k);
     const std::string extra =
         fmt::format("logits_GBps={:.0f} path={}", 4.0 * rows * len / (t.median_us * 1e3),
-                    one_cta || !cluster ? "1cta" : "cluster");
-    dsa::cuda::print_cold_line(one_cta ? "dsa_topk_1cta" : "dsa_topk", shape_text, t, bytes, 0, 0,
-                               extra);
+                    on_cluster ? "cluster" : "1cta");
+    const char* name = !other ? "dsa_topk" : on_cluster ? "dsa_topk_cluster" : "dsa_topk_1cta";
+    dsa::cuda::print_cold_line(name, shape_text, t, bytes, 0, 0, extra);
   }
   dsa::cuda::set_current_stream(nullptr);
   DSA_CUDA_RETURN_IF_ERROR(cudaStreamDestroy(stream));

@@ -29,9 +29,11 @@ Status topk_cuda(const TopkParams& p) {
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::device_error_word());
   const bool checked = checked_mode();
 
-  // A cluster per row only when some row could be long: lengths are clamped to ld - col_base, so
-  // ld < long_row_min_len rules it out. A function of capacities only (graph-safe, §5).
-  const int32_t cluster = p.logits_ld >= p.long_row_min_len ? kClusterSize : 1;
+  // A cluster per row only when some row could be long (lengths are clamped to ld - col_base, so
+  // ld < long_row_min_len rules it out) and the rows alone do not fill the GPU. A function of
+  // capacities and the row count only (graph-safe, §5).
+  const int32_t cluster =
+      p.logits_ld >= p.long_row_min_len && p.rows <= p.cluster_max_rows ? kClusterSize : 1;
   const KernelArgs args{p.logits,  p.logits_ld, p.rows,       p.len,      p.col_base,
                         p.k,       p.variant,   p.page_table, p.row_page, p.offset,
                         p.out_row, p.out_rows,  p.idx,        p.plan,     p.long_row_min_len,

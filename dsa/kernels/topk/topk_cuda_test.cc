@@ -32,6 +32,9 @@ constexpr int32_t kNever = INT32_MAX;  // long_row_min_len that keeps every row 
 
 struct GpuOptions {
   int32_t long_row_min_len = 65536;
+  // The tests choose the path by length alone (every row count may take clusters), so each keeps
+  // the coverage it was written for; the row-count rule has its own test.
+  int32_t cluster_max_rows = kNever;
   const TopkPlanHeader* plan = nullptr;             // host copy; uploaded
   std::function<void(TopkParams&)> edit = nullptr;  // applied to the device params last
 };
@@ -84,6 +87,7 @@ StatusOr<GpuRun> run_gpu(const TopkCase& c, const GpuOptions& opt = {}) {
   p.idx = or_null(idx);
   p.plan = or_null(plan);
   p.long_row_min_len = opt.long_row_min_len;
+  p.cluster_max_rows = opt.cluster_max_rows;
   if (opt.edit) opt.edit(p);
 
   GpuRun run;
@@ -322,6 +326,27 @@ TEST_F(TopkCuda, MediumRowsOnClustersAgree) {
   EXPECT_TRUE(single_cta == clusters);
 }
 
+// The production rule: long rows take clusters only while R <= cluster_max_rows. Rows above the
+// limit (one CTA each) and below it (clusters) select what the reference does, and the two give
+// the same sets on the same rows.
+TEST_F(TopkCuda, RowCountChoosesClustersOrOneCtaPerRow) {
+  Rng rng(testing::test_seed());
+  TopkCase c(40, 70000, 512);
+  for (int32_t r = 0; r < 40; ++r) {
+    c.len[r] = r % 5 == 0 ? int32_t(rng.randint(0, 70000)) : 70000;
+    if (r % 7 == 3)
+      fill_hazard(c, r, rng);
+    else
+      fill_normal(c, r, rng);
+  }
+  std::vector<int32_t> many_rows, clusters;
+  TopkParams defaults;
+  ASSERT_LT(defaults.cluster_max_rows, c.rows());  // the default takes one CTA per row here
+  expect_gpu_matches_ref(c, {.cluster_max_rows = defaults.cluster_max_rows}, &many_rows);
+  expect_gpu_matches_ref(c, {.cluster_max_rows = c.rows()}, &clusters);
+  EXPECT_TRUE(many_rows == clusters);
+}
+
 TEST_F(TopkCuda, V32ShapeRandom) {
   Rng rng(testing::test_seed());
   TopkCase c(32, 32768, 2048);
@@ -382,6 +407,7 @@ TEST_F(TopkCuda, HostValidation) {
   EXPECT_EQ(code([](TopkParams& p) { p.k = 100; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(code([](TopkParams& p) { p.logits_ld = 254; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(code([](TopkParams& p) { p.long_row_min_len = 0; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code([](TopkParams& p) { p.cluster_max_rows = -1; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(code([](TopkParams& p) { p.idx = nullptr; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(code([](TopkParams& p) { p.rows = 0; }), StatusCode::kOk);
 }

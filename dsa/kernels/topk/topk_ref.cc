@@ -182,6 +182,7 @@ Status validate(const TopkParams& p) {
   }
   DSA_RETURN_IF_ERROR(require_in(kOp, "out_rows", p.out_rows, 0, INT32_MAX));
   DSA_RETURN_IF_ERROR(require_in(kOp, "long_row_min_len", p.long_row_min_len, 1, INT32_MAX));
+  DSA_RETURN_IF_ERROR(require_in(kOp, "cluster_max_rows", p.cluster_max_rows, 0, INT32_MAX));
   if (p.out_row == nullptr && p.rows > p.out_rows) {
     return field_error(StatusCode::kInvalidArgument, kOp, "rows", p.rows,
                        fmt::format("exceeds out_rows = {} (the capacity of idx)", p.out_rows));

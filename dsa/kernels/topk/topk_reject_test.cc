@@ -62,6 +62,12 @@ TEST_F(TopkRejects, LdNotMultipleOf4) {
   p.logits_ld = 254;
   expect(StatusCode::kInvalidArgument, p, "logits_ld = 254");
 }
+TEST_F(TopkRejects, NegativeClusterMaxRows) {
+  TopkParams p = c.params();
+  p.cluster_max_rows = -1;
+  expect(StatusCode::kInvalidArgument, p, "cluster_max_rows = -1");
+}
+
 TEST_F(TopkRejects, NegativeRows) {
   auto p = c.params();
   p.rows = -1;

@@ -16,7 +16,9 @@ namespace {
 
 // Upper bounds the engine can honour (int32 metadata; see model/dsa_model.cc).
 constexpr int64_t kMaxRunningRequests = 4096;
-constexpr int64_t kMaxPrefillTokens = 1 << 20;
+// T_ext sizes the fixed output buffers (T_ext x vocab fp32 logits): 2^16 rows is 1.6 GB of logits
+// at the tiny model's vocabulary and 34 GB at V3.2's; SGLang's default is 16384.
+constexpr int64_t kMaxPrefillTokens = 1 << 16;
 
 std::string upper(std::string s) {
   for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
@@ -59,21 +61,24 @@ StatusOr<int32_t> draft_steps(const EngineArgs& a, const model::ModelConfig& con
         "not implemented)",
         a.speculative_eagle_topk));
   }
-  int64_t d = steps_set    ? *a.speculative_num_steps
-              : drafts_set ? *a.speculative_num_draft_tokens - 1
-                           : 3;
+  // Ranges first: the arithmetic below must not overflow on any int64 a user types.
+  if (steps_set) {
+    DSA_RETURN_IF_ERROR(check_range("--speculative-num-steps", *a.speculative_num_steps, 1,
+                                    runtime::kMaxDraftTokens));
+  }
+  if (drafts_set) {
+    DSA_RETURN_IF_ERROR(check_range("--speculative-num-draft-tokens",
+                                    *a.speculative_num_draft_tokens, 2,
+                                    runtime::kMaxDraftTokens + 1));
+  }
+  const int64_t d = steps_set    ? *a.speculative_num_steps
+                    : drafts_set ? *a.speculative_num_draft_tokens - 1
+                                 : 3;
   if (steps_set && drafts_set && *a.speculative_num_draft_tokens != d + 1) {
     return invalid_argument(fmt::format(
         "--speculative-num-draft-tokens = {} with --speculative-num-steps = {}: with top-k 1 the "
         "draft tokens are steps + 1 = {}",
         *a.speculative_num_draft_tokens, *a.speculative_num_steps, d + 1));
-  }
-  if (steps_set) {
-    DSA_RETURN_IF_ERROR(check_range("--speculative-num-steps", d, 1, runtime::kMaxDraftTokens));
-  } else if (drafts_set) {
-    DSA_RETURN_IF_ERROR(check_range("--speculative-num-draft-tokens",
-                                    *a.speculative_num_draft_tokens, 2,
-                                    runtime::kMaxDraftTokens + 1));
   }
   if (!config.has_mtp()) {
     return invalid_argument(

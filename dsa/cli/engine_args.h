@@ -1,6 +1,8 @@
 // The engine's command-line options, shared by every command that runs the engine (`dsa
 // generate`, later `dsa serve`), under SGLang's names and meanings: a command line written for
-// SGLang's DeepSeek MTP serving means the same here (--speculative-num-draft-tokens = steps + 1).
+// SGLang's DeepSeek MTP serving means the same here (--speculative-num-draft-tokens = steps + 1),
+// except --mem-fraction-static, a fraction of the memory left after the weights (not of the total,
+// model/memory_plan.h).
 // The old dsa names stay as aliases (--max-batch, --max-context, --no-graphs); the old meaning of
 // --speculative-num-draft-tokens (d draft steps) is refused with a pointer, never reinterpreted.
 #pragma once

@@ -13,6 +13,7 @@
 #include "dsa/cli/engine_args.h"
 #include "dsa/cli/generate_report.h"
 #include "dsa/engine/engine.h"
+#include "dsa/model/text_stream.h"
 #include "dsa/model/tokenizer.h"
 #include "dsa/model/tokenizer_check.h"
 
@@ -36,7 +37,12 @@ struct GenerateArgs {
 
 // SIGINT / SIGTERM: stop admitting work; what has finished is already written.
 volatile std::sig_atomic_t g_signal = 0;
-extern "C" void on_signal(int sig) { g_signal = sig; }
+// The first signal asks for a clean stop; the handler then restores the default, so a second one
+// ends the process even if a step hangs (signal() is async-signal-safe).
+extern "C" void on_signal(int sig) {
+  g_signal = sig;
+  std::signal(sig, SIG_DFL);
+}
 
 StatusOr<std::vector<std::string>> read_prompts(const GenerateArgs& a) {
   if (!a.prompts_file.empty()) {
@@ -74,6 +80,10 @@ StatusOr<engine::GenerationRequest> request_template(const GenerateArgs& a, int6
   r.sampling = {float(a.temperature), float(a.top_p), int32_t(a.top_k), uint64_t(a.seed)};
   for (size_t i = 0; i < a.stop.size(); ++i) {
     if (a.stop[i].empty()) return invalid_argument(fmt::format("--stop #{} is empty", i + 1));
+    // Outputs are valid UTF-8 (model/text_stream.h): an invalid stop string could never match.
+    if (model::sanitize_utf8(a.stop[i]) != a.stop[i]) {
+      return invalid_argument(fmt::format("--stop #{}: not valid UTF-8", i + 1));
+    }
   }
   r.stop = a.stop;
   for (int64_t id : a.stop_token_ids) {

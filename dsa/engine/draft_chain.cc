@@ -27,6 +27,9 @@ Status Engine::draft_chain(const std::vector<RequestState*>& reqs, std::vector<i
   for (size_t b = 0; b < B; ++b) {
     reqs[b]->drafts = std::move(chains[b]);
     if (options_.draft_override) options_.draft_override(*reqs[b], reqs[b]->drafts);
+    if (reqs[b]->drafts.size() != size_t(d_)) {  // the verify reads exactly d drafts
+      fail(*reqs[b], internal_error("draft_override: changed the number of drafts"));
+    }
   }
   return ok_status();
 }

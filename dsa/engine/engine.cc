@@ -158,26 +158,34 @@ void Engine::fail(RequestState& r, Status why) {
 
 Status Engine::step() {
   DSA_RETURN_IF_ERROR(options_status_);
-  const int64_t emitted = metrics_.emitted;
+  const int64_t emitted = metrics_.emitted, prefilled = prefilled_;
   DSA_RETURN_IF_ERROR(scheduler_.admit());
   // The running set is copied: the phases do not change it, and retiring below does.
   const std::vector<RequestState*> running = scheduler_.running();
   DSA_RETURN_IF_ERROR(prefill_phase(running));
   DSA_RETURN_IF_ERROR(decode_phase(running));
   DSA_ASSIGN_OR_RETURN(std::vector<RequestState*> finished, scheduler_.retire_finished());
+  std::vector<int64_t> finished_ids;
   for (const RequestState* r : finished) {
+    finished_ids.push_back(r->id);
     if (r->finish != FinishReason::kError) {
       const RequestFigures f = request_figures(*r);
       metrics_.ttft_s.push_back(f.ttft_s);
       metrics_.tpot_s.push_back(f.tpot_s);
     }
-    if (options_.on_finish) options_.on_finish(*r);
+  }
+  // By id: a callback may release any finished request, this one or a later one.
+  for (int64_t id : finished_ids) {
+    const RequestState* r = scheduler_.find(id);
+    if (r != nullptr && options_.on_finish) options_.on_finish(*r);
   }
   ++metrics_.steps;
   // Progress: every step emits a token, prefills a chunk or finishes a request; a step that did
-  // none of these would repeat forever (a guard: the scheduler refuses what can never run).
-  if (metrics_.emitted == emitted && finished.empty() && running.empty() && has_work()) {
-    return internal_error("engine: no request could be scheduled (no progress in a step)");
+  // none of these would repeat forever (the scheduler refuses what can never run; this guards the
+  // rest).
+  if (metrics_.emitted == emitted && prefilled_ == prefilled && finished_ids.empty() &&
+      has_work()) {
+    return internal_error("engine: a step made no progress (no token, prefill or finish)");
   }
   return ok_status();
 }

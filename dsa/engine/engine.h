@@ -86,6 +86,7 @@ class Engine {
   int32_t vocab_;
   int32_t eos_;
   Status options_status_;
+  int64_t prefilled_ = 0;  // prompt tokens prefilled so far (the progress guard)
   Scheduler scheduler_;
   EngineMetrics metrics_;
 };

@@ -5,8 +5,11 @@
 #include "dsa/engine/engine.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "dsa/engine/engine_test_util.h"
@@ -213,8 +216,21 @@ TEST(Engine, StopStringsStopIdsAndIgnoreEos) {
   ASSERT_TRUE(whole.ok());
   EXPECT_EQ(full, model::sanitize_utf8(*whole));
   ASSERT_GT(full.size(), 30u);
-  // A stop string spanning a token boundary, taken from the middle of the output.
+  // A stop string spanning a token boundary, taken from the middle of the output: [12, 19) must
+  // start inside one token's text and end inside another's.
   const std::string stop = full.substr(12, 7);
+  {
+    std::vector<size_t> ends;  // text size after each token
+    model::TextStream t(&*tok);
+    for (int32_t x : ref.output) {
+      ASSERT_TRUE(t.push(std::span<const int32_t>(&x, 1)).ok());
+      ends.push_back(t.text().size());
+    }
+    const auto token_of = [&](size_t byte) {
+      return std::upper_bound(ends.begin(), ends.end(), byte) - ends.begin();
+    };
+    ASSERT_NE(token_of(12), token_of(18)) << "the stop string lies inside one token";
+  }
   Engine e(*m, o);
   GenerationRequest r{prompt, 40, {}};
   r.stop = {"never appears in this text", stop};
@@ -235,13 +251,47 @@ TEST(Engine, StopStringsStopIdsAndIgnoreEos) {
   const auto first = std::find(ref.output.begin(), ref.output.end(), ref.output[5]);
   EXPECT_EQ(f.request(*id).output, std::vector<int32_t>(ref.output.begin(), first + 1));
 
-  Engine g(*m, o);
-  GenerationRequest n{prompt, 12, {}};
-  n.ignore_eos = true;
-  n.stop_token_ids = {};
-  id = g.add_request(n);
-  ASSERT_TRUE(id.ok() && g.run_to_completion().ok());
-  EXPECT_EQ(g.request(*id).output.size(), 12u);
+  // EOS: the tiny model almost never samples its own, so the same checkpoint is loaded with
+  // eos_token_id set to a token the free run emits (config.json edited, the weights linked).
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dsa_eos_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path src = std::string(DSA_SOURCE_DIR) + "/models/tiny-dsa";
+  for (const char* f : {"model.safetensors", "tokenizer.json"}) {
+    std::filesystem::create_symlink(src / f, dir / f);
+  }
+  std::ifstream in(src / "config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int32_t eos = ref.output[7];
+  const size_t at = config.find("\"eos_token_id\": 1");
+  ASSERT_NE(at, std::string::npos);
+  config.replace(at, std::string("\"eos_token_id\": 1").size(),
+                 "\"eos_token_id\": " + std::to_string(eos));
+  std::ofstream(dir / "config.json") << config;
+  model::ModelOptions mo;
+  mo.max_context = 512;
+  mo.num_draft_tokens = 3;
+  mo.max_requests = 2;
+  mo.max_extend_rows = 512;
+  auto eos_model = model::DsaModel::load(dir, mo, kernels::cpu_ops());
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(eos_model.ok()) << eos_model.status().to_string();
+  const auto first_eos = std::find(ref.output.begin(), ref.output.end(), eos);
+  for (bool ignore : {false, true}) {
+    Engine g(**eos_model, o);
+    GenerationRequest n{prompt, 40, {}};
+    n.ignore_eos = ignore;
+    id = g.add_request(n);
+    ASSERT_TRUE(id.ok() && g.run_to_completion().ok());
+    const RequestState& r = g.request(*id);
+    if (ignore) {
+      EXPECT_EQ(r.output, ref.output) << "ignore_eos: EOS is an ordinary token";
+      EXPECT_EQ(r.finish, FinishReason::kMaxNewTokens);
+    } else {
+      EXPECT_EQ(r.output, std::vector<int32_t>(ref.output.begin(), first_eos + 1));
+      EXPECT_EQ(r.finish, FinishReason::kEos);
+    }
+  }
 }
 
 }  // namespace

@@ -49,6 +49,7 @@ Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
       next[sz(first + i)] = pos + 1 < r.prompt_len() ? r.req.prompt[sz(pos + 1)] : -1;
     }
     r.prefilled += len;
+    prefilled_ += len;
     if (r.prefilled == r.prompt_len()) {
       const int32_t x = sample(r, &target.logits[sz(sample_i) * sz(vocab_)], r.prompt_len());
       ++sample_i;

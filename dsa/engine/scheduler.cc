@@ -41,9 +41,7 @@ Status Scheduler::admit() {
           "request {} needs {} pages of {} tokens ({} positions with the speculative lookahead); "
           "the page pool has {}",
           r.id, pages, kernels::kPageSize, total, pages_.num_pages() - 1));
-      r.phase = RequestPhase::kFinished;
-      r.done = std::chrono::steady_clock::now();
-      refused_.push_back(&r);
+      refused_.push_back(&r);  // finished (and releasable) once retired
       waiting_.pop_front();
       continue;
     }
@@ -60,6 +58,10 @@ Status Scheduler::admit() {
 StatusOr<std::vector<RequestState*>> Scheduler::retire_finished() {
   std::vector<RequestState*> done = std::move(refused_);
   refused_.clear();
+  for (RequestState* r : done) {
+    r->phase = RequestPhase::kFinished;
+    r->done = std::chrono::steady_clock::now();
+  }
   for (auto it = running_.begin(); it != running_.end();) {
     RequestState& r = **it;
     if (r.finish == FinishReason::kNone) {
@@ -73,6 +75,11 @@ StatusOr<std::vector<RequestState*>> Scheduler::retire_finished() {
     it = running_.erase(it);
   }
   return done;
+}
+
+const RequestState* Scheduler::find(int64_t id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
 }
 
 Status Scheduler::release(int64_t id) {

@@ -41,7 +41,10 @@ class Scheduler {
   StatusOr<std::vector<RequestState*>> retire_finished();
 
   // Forgets a finished request (its state was read): the map does not grow with every request.
+  // Only retired requests are finished (phase kFinished), so none is freed while still queued.
   Status release(int64_t id);
+  // nullptr once released (or never added).
+  const RequestState* find(int64_t id) const;
 
   bool has_work() const { return !waiting_.empty() || !running_.empty() || !refused_.empty(); }
   bool has_waiting() const { return !waiting_.empty(); }

@@ -35,16 +35,18 @@ StatusOr<CachePlan> plan_cache_pages(const CachePlanInput& in, const runtime::Me
     return plan;
   }
   DSA_ASSIGN_OR_RETURN(const size_t available, mem.available());
-  const size_t after_weights = available > in.weight_bytes ? available - in.weight_bytes : 0;
+  const size_t placed = in.weight_bytes + in.output_bytes;
+  const size_t after_weights = available > placed ? available - placed : 0;
   plan.budget_bytes = size_t(in.mem_fraction_static * double(after_weights));
   const int64_t fit = int64_t(plan.budget_bytes / std::max<size_t>(1, plan.page_bytes));
   const int64_t one_request = int64_t(in.page_table_width) + 1;
   if (fit < one_request) {
     return resource_exhausted(fmt::format(
         "memory budget: --mem-fraction-static {} of {:.2f} GiB available (after {:.2f} GiB of "
-        "weights) is {:.3f} GiB = {} cache pages of {:.1f} KiB; one request of the whole context "
-        "needs {} pages ({:.3f} GiB): lower --context-length or raise --mem-fraction-static",
-        in.mem_fraction_static, gib(double(available)), gib(double(in.weight_bytes)),
+        "weights and outputs) is {:.3f} GiB = {} cache pages of {:.1f} KiB; one request of the "
+        "whole context needs {} pages ({:.3f} GiB): lower --context-length or raise "
+        "--mem-fraction-static",
+        in.mem_fraction_static, gib(double(available)), gib(double(placed)),
         gib(double(plan.budget_bytes)), fit, double(plan.page_bytes) / 1024.0, one_request,
         gib(double(one_request) * double(plan.page_bytes))));
   }

@@ -1,9 +1,12 @@
 // How many cache pages a model gets (SPEC.md §2.5). Without a budget: max_requests requests of the
 // whole context (plus page 0). With one (ModelOptions::mem_fraction_static, SGLang's
 // --mem-fraction-static): the caches of every layer may take that fraction of the memory still
-// available once the weights are resident (host MemAvailable for the CPU, free device memory for
-// CUDA), so a large context or batch is served from the pages requests actually hold, not
-// reserved for the largest conceivable load. A budget that cannot hold one request of the whole
+// available once the weights and the output buffers are placed (host: the smaller of MemAvailable
+// and the cgroup's memory.max headroom; CUDA: free device memory), so a large context or batch is
+// served from what fits, not reserved for the largest conceivable load. The rest of the fraction's
+// complement is headroom for activations, workspaces and graphs. Unlike SGLang's flag of that name
+// (a fraction of the total memory for weights and caches together) it is a fraction of what is
+// left after the weights. A budget that cannot hold one request of the whole
 // context is refused with the numbers.
 #pragma once
 
@@ -22,7 +25,8 @@ struct CachePlanInput {
   int32_t max_requests = 1;
   int32_t page_table_width = 1;    // W: pages one request may hold
   double mem_fraction_static = 0;  // 0 = no budget
-  size_t weight_bytes = 0;         // still to be placed in the backend's memory (0 on the CPU)
+  size_t weight_bytes = 0;         // the checkpoint, still to be read into the backend's memory
+  size_t output_bytes = 0;  // the forward's fixed output buffers (hidden, logits at capacity)
 };
 
 struct CachePlan {

@@ -55,6 +55,40 @@ TEST(TextStream, TokenByTokenEqualsWholeDecode) {
   EXPECT_EQ(stream.text(), text);
 }
 
+// Byte tokens that split a character, or an invalid sequence, across pushes: the incomplete tail
+// is held back (nothing of it is out), and the result equals sanitising the whole byte string.
+TEST(TextStream, SequencesSplitAcrossTokensAreHeldBackThenResolved) {
+  const Tokenizer tok = tiny_tokenizer();
+  const std::vector<std::string> cases = {
+      "a\xE2\x98\x83b",            // U+2603 split over three tokens
+      "\xE0\x80z",                 // E0 then a continuation outside its range: two replacements
+      "\xF0\x9F\xF0\x9F\x98\x80",  // a cut 4-byte lead, then a whole emoji
+      "\xC3",                      // a lone lead byte at the end: one replacement at finish
+  };
+  for (const std::string& bytes : cases) {
+    TextStream stream(&tok);
+    size_t held_at_some_point = 0;
+    for (char c : bytes) {
+      const std::vector<int32_t> ids = tok.encode(std::string_view(&c, 1));
+      ASSERT_TRUE(stream.push(ids).ok());
+      EXPECT_EQ(sanitize_utf8(stream.text()), stream.text());
+      const size_t lead = static_cast<unsigned char>(c) >= 0xC0 ? 1 : 0;
+      held_at_some_point += lead && stream.text().find(kFffd) == std::string::npos ? 1 : 0;
+    }
+    EXPECT_GT(held_at_some_point, 0u) << "a lead byte was not held back";
+    stream.finish();
+    EXPECT_EQ(stream.text(), sanitize_utf8(bytes));
+  }
+  TextStream snowman(&tok);
+  for (char c : std::string("\xE2\x98")) {
+    ASSERT_TRUE(snowman.push(tok.encode(std::string_view(&c, 1))).ok());
+  }
+  EXPECT_EQ(snowman.text(), "");  // two of three bytes: nothing out yet
+  const char last = '\x83';
+  ASSERT_TRUE(snowman.push(tok.encode(std::string_view(&last, 1))).ok());
+  EXPECT_EQ(snowman.text(), "\xE2\x98\x83");
+}
+
 TEST(TextStream, InvalidIdsAndTruncation) {
   const Tokenizer tok = tiny_tokenizer();
   TextStream stream(&tok);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,9 +40,22 @@ Status host_zero(void* dst, size_t bytes) {
 }
 Status host_sync() { return ok_status(); }
 
-// /proc/meminfo's MemAvailable (Linux 3.14+: memory obtainable without swapping), else the free
-// physical pages.
-StatusOr<size_t> host_available() {
+// cgroup v2's memory.max - memory.current for this process's group (containers), 0 = no limit.
+size_t cgroup_headroom() {
+  unsigned long long max = 0, current = 0;
+  std::FILE* f = std::fopen("/sys/fs/cgroup/memory.max", "r");
+  if (f == nullptr) return 0;
+  const bool limited = std::fscanf(f, "%llu", &max) == 1;  // "max" (no limit) does not parse
+  std::fclose(f);
+  if (!limited) return 0;
+  if (std::FILE* c = std::fopen("/sys/fs/cgroup/memory.current", "r")) {
+    if (std::fscanf(c, "%llu", &current) != 1) current = 0;
+    std::fclose(c);
+  }
+  return max > current ? size_t(max - current) : 1;
+}
+
+StatusOr<size_t> host_memavailable() {
   if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
     char line[256];
     unsigned long long kib = 0;
@@ -58,6 +72,14 @@ StatusOr<size_t> host_available() {
   const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return unimplemented("host memory: cannot read the available size");
   return size_t(pages) * size_t(page);
+}
+
+// /proc/meminfo's MemAvailable (Linux 3.14+: memory obtainable without swapping; else the free
+// physical pages), capped by the cgroup's headroom.
+StatusOr<size_t> host_available() {
+  DSA_ASSIGN_OR_RETURN(size_t available, host_memavailable());
+  const size_t cgroup = cgroup_headroom();
+  return cgroup > 0 ? std::min(available, cgroup) : available;
 }
 
 #if !defined(DSA_HAVE_CUDA)

@@ -70,6 +70,8 @@ bad "chunked-prefill-size = 0" --chunked-prefill-size 0
 bad "chunked-prefill-size = 2000" --chunked-prefill-size 2000 --max-prefill-tokens 1000
 bad "max-prefill-tokens = 0" --max-prefill-tokens 0
 bad "max-prefill-tokens = 1073741824" --max-prefill-tokens 1073741824
+bad "speculative-num-draft-tokens = -9223372036854775808" --speculative-algorithm NEXTN --speculative-num-draft-tokens -9223372036854775808
+bad "speculative-num-steps = 9223372036854775807" --speculative-algorithm NEXTN --speculative-num-steps 9223372036854775807 --speculative-num-draft-tokens 3
 bad "mem-fraction-static = 0" --mem-fraction-static 0
 bad "mem-fraction-static = 1.5" --mem-fraction-static 1.5
 bad "mem-fraction-static = nan" --mem-fraction-static nan
@@ -97,6 +99,8 @@ bad "top-k = 4294967296" --top-k 4294967296
 bad "seed = -1" --seed -1
 bad "seed.*range" --seed $big
 bad "stop #1 is empty" --stop ""
+bad "stop #2: not valid UTF-8" --stop "ok" --stop $'\xe4'
+bad "max-prefill-tokens = 65537" --max-prefill-tokens 65537
 bad "stop-token-ids = 6144" --stop-token-ids 6144
 bad "stop-token-ids = -2" --stop-token-ids -2
 bad "device" --device tpu
@@ -176,16 +180,21 @@ fi
 
 # SIGINT: a long run stops within seconds, non-zero, with what finished already written.
 for i in $(seq 1 12); do echo "And it came to pass $i"; done >"$tmp/many.txt"
-timeout 60 "$dsa" generate --model "$model" --prompts-file "$tmp/many.txt" --max-new-tokens 400 \
-  --max-running-requests 2 --json >"$tmp/int.out" 2>"$tmp/int.err" &
+timeout 60 "$dsa" generate --model "$model" --prompts-file "$tmp/many.txt" --max-new-tokens 200 \
+  --max-running-requests 2 --ignore-eos --json >"$tmp/int.out" 2>"$tmp/int.err" &
 pid=$!
-sleep 4
+for _ in $(seq 1 300); do  # signal once the run is under way (after the first token is out)
+  [ -s "$tmp/int.out" ] && break
+  sleep 0.1
+done
+sleep 1
 start=$(date +%s)
 kill -INT "$pid"
 wait "$pid"
 rc=$?
 took=$(($(date +%s) - start))
-if [ "$rc" -ne 130 ] || [ "$took" -gt 5 ] || ! grep -q "interrupted (SIGINT)" "$tmp/int.err"; then
+if [ "$rc" -ne 130 ] || [ "$took" -gt 5 ] || ! grep -q "interrupted (SIGINT)" "$tmp/int.err" ||
+  ! grep -q completion_tokens "$tmp/int.out"; then
   echo "FAIL (rc=$rc after ${took}s): SIGINT: $(cat "$tmp/int.err")"
   fail=1
 else

@@ -60,7 +60,8 @@ TEST(TextStream, TokenByTokenEqualsWholeDecode) {
 TEST(TextStream, SequencesSplitAcrossTokensAreHeldBackThenResolved) {
   const Tokenizer tok = tiny_tokenizer();
   const std::vector<std::string> cases = {
-      "a\xE2\x98\x83b",            // U+2603 split over three tokens
+      "a\xE2\x98\x83"
+      "b",                         // U+2603 split over three tokens
       "\xE0\x80z",                 // E0 then a continuation outside its range: two replacements
       "\xF0\x9F\xF0\x9F\x98\x80",  // a cut 4-byte lead, then a whole emoji
       "\xC3",                      // a lone lead byte at the end: one replacement at finish

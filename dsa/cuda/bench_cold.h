@@ -53,6 +53,20 @@ inline StatusOr<int> cold_copies(double bytes_per_call) {
   return std::max(2, int(std::ceil(need)));
 }
 
+// Fills pages [1, pages) of a device pool of `page_bytes` pages with copies of the `tmpl_pages`
+// template pages already at page 1, doubling what is filled each copy (a pool of gigabytes is
+// filled in log2 steps, not from the host). Page 0 is left as it is.
+inline Status fill_pool_by_doubling(uint8_t* pool, int64_t pages, int64_t page_bytes,
+                                    int64_t tmpl_pages) {
+  for (int64_t done = tmpl_pages; done < pages - 1;) {
+    const int64_t chunk = std::min(done, pages - 1 - done);
+    DSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(pool + (1 + done) * page_bytes, pool + page_bytes,
+                                        size_t(chunk * page_bytes), cudaMemcpyDeviceToDevice));
+    done += chunk;
+  }
+  return ok_status();
+}
+
 namespace detail {
 // The stream's gate: a host function that returns once the host has enqueued every timed call
 // (or after 2 s, so that a full launch queue, which would block the host, cannot deadlock).

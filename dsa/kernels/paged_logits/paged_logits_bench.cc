@@ -208,13 +208,7 @@ Status run_peer_shape(const cuda::ShapeArg& shape, int iters) {
   DSA_CUDA_RETURN_IF_ERROR(cudaMemset(pool.data(), 0, size_t(page_bytes)));
   DSA_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(pool.data() + page_bytes, tmpl.data(), tmpl.size(), cudaMemcpyHostToDevice));
-  for (int64_t done = tmpl_pages; done < pages - 1;) {
-    const int64_t chunk = std::min(done, pages - 1 - done);  // doubling copies
-    DSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(pool.data() + (1 + done) * page_bytes,
-                                        pool.data() + page_bytes, size_t(chunk * page_bytes),
-                                        cudaMemcpyDeviceToDevice));
-    done += chunk;
-  }
+  DSA_RETURN_IF_ERROR(cuda::fill_pool_by_doubling(pool.data(), pages, page_bytes, tmpl_pages));
   tmpl = {};
 
   // Page table: row 0 reserved, then copy c's request b at row 1 + c B + b; pages of (c, b, i)

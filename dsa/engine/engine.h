@@ -59,7 +59,9 @@ class Engine {
   // Steps until every request has finished.
   Status run_to_completion();
 
+  // A request added and not yet released (a caller's bug otherwise: find() is the checked form).
   const RequestState& request(int64_t id) const { return scheduler_.request(id); }
+  const RequestState* find(int64_t id) const { return scheduler_.find(id); }
   // Forgets a finished request (after its results were read).
   Status release(int64_t id) { return scheduler_.release(id); }
   const EngineMetrics& metrics() const { return metrics_; }

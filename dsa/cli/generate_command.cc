@@ -1,6 +1,7 @@
 #include "dsa/cli/generate_command.h"
 
 #include <fmt/format.h>
+#include <time.h>
 
 #include <chrono>
 #include <csignal>
@@ -37,11 +38,23 @@ struct GenerateArgs {
 
 // SIGINT / SIGTERM: stop admitting work; what has finished is already written.
 volatile std::sig_atomic_t g_signal = 0;
-// The first signal asks for a clean stop; the handler then restores the default, so a second one
-// ends the process even if a step hangs (signal() is async-signal-safe).
+// The first signal asks for a clean stop. A second one 2 s or more later ends the process at once
+// (the default action), even if a step hangs; one within 2 s is the same request delivered twice
+// (GNU timeout, for one, signals the child and then its whole process group). clock_gettime and
+// raise are async-signal-safe.
+volatile std::sig_atomic_t g_first_signal_s = 0;
 extern "C" void on_signal(int sig) {
-  g_signal = sig;
-  std::signal(sig, SIG_DFL);
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  if (g_signal == 0) {
+    g_signal = sig;
+    g_first_signal_s = std::sig_atomic_t(now.tv_sec);
+    return;
+  }
+  if (now.tv_sec - g_first_signal_s >= 2) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
 }
 
 StatusOr<std::vector<std::string>> read_prompts(const GenerateArgs& a) {

@@ -178,9 +178,12 @@ else
   echo "ok  mixed prompts file: 2 completed, 1 refused by index, rc 1"
 fi
 
-# SIGINT: a long run stops within seconds, non-zero, with what finished already written.
+# SIGINT (twice at once): a long run stops within seconds, non-zero, with what finished already
+# written.
 for i in $(seq 1 12); do echo "And it came to pass $i"; done >"$tmp/many.txt"
-timeout 60 "$dsa" generate --model "$model" --prompts-file "$tmp/many.txt" --max-new-tokens 200 \
+# --foreground: GNU timeout would forward the signal to its whole process group as well, and a
+# second SIGINT ends dsa at once by design (its handler restores the default after the first).
+timeout --foreground 60 "$dsa" generate --model "$model" --prompts-file "$tmp/many.txt" --max-new-tokens 200 \
   --max-running-requests 2 --ignore-eos --json >"$tmp/int.out" 2>"$tmp/int.err" &
 pid=$!
 for _ in $(seq 1 300); do  # signal once the run is under way (after the first token is out)
@@ -190,6 +193,7 @@ done
 sleep 1
 start=$(date +%s)
 kill -INT "$pid"
+kill -INT "$pid"  # delivered twice at once (as by a process manager): still one clean stop
 wait "$pid"
 rc=$?
 took=$(($(date +%s) - start))

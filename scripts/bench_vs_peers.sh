@@ -22,19 +22,12 @@ phase() { echo "[bench_vs_peers $(($(date +%s) - t0))s] $*"; }
   echo "no anchors kit at ./$kit (copy /work/shared/anchors there and carry it)"
   exit 2
 }
-{
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-  nvcc --version | tail -2
-  git log -1 --format='commit %H %s' 2>/dev/null || true
-} >"$out/env.txt" 2>&1
-cat "$out/env.txt"
+. scripts/gpu_build_env.sh
+gpu_env "$out/env.txt"
 
 phase "build (dsa benchmarks only)"
-pcre=()
-pkg-config --exists libpcre2-8 2>/dev/null || pcre=(-DDSA_PCRE2_ROOT="$PWD/.deps/pcre2")
 targets=(paged_logits_bench topk_bench sparse_mla_bench logits_schedule_bench)
-if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=/usr/bin/g++ \
-  -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ "${pcre[@]}" &&
+if ! { gpu_configure "$build" &&
   cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"; } >"$out/build.log" 2>&1; then
   grep -E "error|FAILED" -A4 "$out/build.log" | head -60
   exit 1

@@ -12,19 +12,11 @@ mkdir -p "$out"
 build=build-gpu
 t0=$(date +%s)
 phase() { echo "[gpu_check $(( $(date +%s) - t0 ))s] $*"; }
-{
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-  nvcc --version | tail -2
-  git log -1 --format='commit %H %s' 2>/dev/null || true
-} >"$out/env.txt" 2>&1
-cat "$out/env.txt"
+. scripts/gpu_build_env.sh
+gpu_env "$out/env.txt"
 
 phase "configure + build"
-# The GPU image has no libpcre2-dev; a copy unpacked here (carried as .deps) stands in for it.
-pcre=()
-pkg-config --exists libpcre2-8 2>/dev/null || pcre=(-DDSA_PCRE2_ROOT="$PWD/.deps/pcre2")
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=/usr/bin/g++ \
-  -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ "${pcre[@]}" >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+gpu_configure "$build" >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 if ! cmake --build "$build" -j "$(nproc)" >>"$out/build.log" 2>&1; then
   grep -E "error|FAILED" -A4 "$out/build.log" | head -80
   # Build what does build, so the tests that exist still run.

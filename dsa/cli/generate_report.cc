@@ -64,7 +64,7 @@ void GenerateReport::finished(size_t index, const engine::RequestState& r) {
     return;
   }
   completion_tokens_ += int64_t(r.output.size());
-  const engine::RequestFigures f = engine::request_figures(r);
+  const engine::RequestFigures f = engine::request_figures(r, d_);
   if (json_) {
     json j = {{"index", index},
               {"prompt_tokens", r.prompt_len()},
@@ -78,7 +78,7 @@ void GenerateReport::finished(size_t index, const engine::RequestState& r) {
               {"tokens_per_s", f.tokens_per_s},
               {"accept_length_mean", f.accept_length_mean},
               {"per_position_acceptance", f.per_position_acceptance},
-              {"accept_histogram", r.accept.histogram()}};
+              {"accept_histogram", f.accept_histogram}};
     fmt::print("{}\n", dump(j));
   } else if (stream_) {
     stream(r);

@@ -4,6 +4,12 @@
 
 namespace dsa::engine {
 
+AcceptStats AcceptStats::of_lengths(int32_t num_draft_tokens, std::span<const int32_t> lengths) {
+  AcceptStats s(num_draft_tokens);
+  for (int32_t len : lengths) s.add(len - 1);
+  return s;
+}
+
 void AcceptStats::add(int32_t accepted) {
   DSA_CHECK(accepted >= 0 && size_t(accepted) < histogram_.size());
   ++histogram_[size_t(accepted)];

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace dsa::engine {
@@ -12,6 +13,9 @@ class AcceptStats {
  public:
   explicit AcceptStats(int32_t num_draft_tokens = 0)
       : histogram_(static_cast<size_t>(num_draft_tokens) + 1, 0) {}
+
+  // The steps of a request's accept lengths (a + 1 each, 1..d + 1).
+  static AcceptStats of_lengths(int32_t num_draft_tokens, std::span<const int32_t> lengths);
 
   // One speculative step that accepted `accepted` drafts (0..d).
   void add(int32_t accepted);

@@ -65,7 +65,6 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
     mtp_inputs[b].sample_count = 1;
     metrics_.accept.add(a);
     ++metrics_.verify_steps;
-    r.accept.add(a);
     r.accept_lengths.push_back(a + 1);
     r.committed += a + 1;
     r.pending = y;

@@ -17,7 +17,6 @@ SchedulerLimits limits_of(const model::DsaModel& m) {
   l.max_running = m.metadata_config().max_requests;
   l.max_context = m.options().max_context;
   l.rows_per_request = m.options().num_draft_tokens + 1;
-  l.num_draft_tokens = m.options().num_draft_tokens;
   return l;
 }
 
@@ -87,7 +86,7 @@ Status Engine::run_forward(runtime::ForwardMode mode, runtime::ModelKind kind,
   b.mode = mode;
   b.model = kind;
   b.requests = std::move(reqs);
-  return model_.forward(b, tokens, hidden, out);
+  return model_.forward(std::move(b), tokens, hidden, out);
 }
 
 int32_t Engine::greedy_draft(const float* logits) const {
@@ -169,7 +168,7 @@ Status Engine::step() {
   for (const RequestState* r : finished) {
     finished_ids.push_back(r->id);
     if (r->finish != FinishReason::kError) {
-      const RequestFigures f = request_figures(*r);
+      const RequestFigures f = request_figures(*r, d_);
       metrics_.ttft_s.push_back(f.ttft_s);
       metrics_.tpot_s.push_back(f.tpot_s);
     }

@@ -19,7 +19,7 @@ double mean(const std::vector<double>& v) {
 
 }  // namespace
 
-RequestFigures request_figures(const RequestState& r) {
+RequestFigures request_figures(const RequestState& r, int32_t num_draft_tokens) {
   RequestFigures f;
   const double outputs = double(r.output.size());
   f.ttft_s = seconds(r.first_token - r.arrived);
@@ -27,8 +27,10 @@ RequestFigures request_figures(const RequestState& r) {
   f.tpot_s =
       seconds(r.done - r.first_token) / double(r.output.size() > 1 ? r.output.size() - 1 : 1);
   f.tokens_per_s = f.e2e_s > 0 ? outputs / f.e2e_s : 0.0;
-  f.accept_length_mean = r.accept.mean_accept_length();
-  f.per_position_acceptance = r.accept.per_position_acceptance();
+  const AcceptStats accept = AcceptStats::of_lengths(num_draft_tokens, r.accept_lengths);
+  f.accept_length_mean = accept.mean_accept_length();
+  f.per_position_acceptance = accept.per_position_acceptance();
+  f.accept_histogram = accept.histogram();
   return f;
 }
 

@@ -18,10 +18,11 @@ struct RequestFigures {
   double tokens_per_s = 0;  // output tokens / e2e_s
   double accept_length_mean = 1;
   std::vector<double> per_position_acceptance;  // [d]
+  std::vector<int64_t> accept_histogram;        // [d + 1]: steps with a = 0..d
 };
 
-// The figures of a finished request.
-RequestFigures request_figures(const RequestState& r);
+// The figures of a finished request of an engine with d = num_draft_tokens.
+RequestFigures request_figures(const RequestState& r, int32_t num_draft_tokens);
 
 struct EngineMetrics {
   explicit EngineMetrics(int32_t num_draft_tokens = 0) : accept(num_draft_tokens) {}

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "dsa/core/status.h"
-#include "dsa/engine/accept_stats.h"
 #include "dsa/kernels/sampling/sampler.h"
 #include "dsa/model/text_stream.h"
 
@@ -52,7 +51,6 @@ struct RequestState {
   std::vector<int32_t> drafts;          // g_1..g_d for positions C + 1..C + d
   std::vector<int32_t> output;          // emitted tokens
   std::vector<int32_t> accept_lengths;  // a + 1 per speculative step
-  AcceptStats accept;                   // the same steps as a histogram (request_figures)
   FinishReason finish = FinishReason::kNone;
   Status error;            // why, when finish == kError
   model::TextStream text;  // the output decoded so far (with a tokenizer)

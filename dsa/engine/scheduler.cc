@@ -16,7 +16,6 @@ RequestState& Scheduler::add(GenerationRequest req) {
   auto r = std::make_unique<RequestState>();
   r->id = next_id_++;
   r->req = std::move(req);
-  r->accept = AcceptStats(limits_.num_draft_tokens);
   r->arrived = std::chrono::steady_clock::now();
   RequestState& state = *r;
   waiting_.push_back(r.get());

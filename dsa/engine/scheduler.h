@@ -20,7 +20,6 @@ struct SchedulerLimits {
   int32_t max_running = 1;       // B_max: requests decoded together
   int32_t max_context = 1;       // max_ctx: prompt + new tokens of one request
   int32_t rows_per_request = 1;  // n = d + 1; the speculative lookahead is 2n positions (§6.4)
-  int32_t num_draft_tokens = 0;  // d (a request's accept statistics)
 };
 
 class Scheduler {

@@ -332,27 +332,23 @@ Status DsaModel::stage(std::span<const int32_t> tokens, std::span<const bf16> hi
   return mirror_.upload(meta_, pages_.page_table(), tokens, hidden);
 }
 
-Status DsaModel::forward(const runtime::ForwardBatch& batch, std::span<const int32_t> tokens,
+Status DsaModel::forward(runtime::ForwardBatch batch, std::span<const int32_t> tokens,
                          std::span<const bf16> hidden, ForwardOutput* out) {
   if (batch.model == runtime::ModelKind::kMtp && !weights_.mtp) {
     return failed_precondition("forward: the checkpoint has no MTP layer");
   }
-  const runtime::ForwardBatch* b = &batch;
-  runtime::ForwardBatch padded;
   if (runtime::is_uniform(batch.mode) && batch.batch_pad == 0) {
-    padded = batch;
-    padded.batch_pad = batch_pad_for(int32_t(batch.requests.size()));
-    b = &padded;
+    batch.batch_pad = batch_pad_for(int32_t(batch.requests.size()));
   }
   DSA_RETURN_IF_ERROR(
-      runtime::build_forward_metadata(*b, metadata_config_, pages_.page_table(), meta_));
+      runtime::build_forward_metadata(batch, metadata_config_, pages_.page_table(), meta_));
   // Timed from here, as when the engine built the metadata: host_s is staging and launching.
   const auto t0 = std::chrono::steady_clock::now();
   {
     runtime::DeferDeviceErrors defer(ops_.backend);
     DSA_RETURN_IF_ERROR(stage(tokens, hidden));
     DSA_ASSIGN_OR_RETURN(const bool replayed,
-                         graphs_.run(meta_.header, [&] { return body(b->model, meta_); }));
+                         graphs_.run(meta_.header, [&] { return body(batch.model, meta_); }));
     timing_.replays += replayed ? 1 : 0;
   }
   const auto t1 = std::chrono::steady_clock::now();

@@ -101,7 +101,7 @@ class DsaModel {
   // preceding target forward's, or the MTP layer's own when chaining — at least the real rows,
   // padded with zeros up to rows_pad. InvalidArgument for an MTP batch without an MTP layer's
   // inputs, too few tokens or hidden rows; the builder's errors otherwise (nothing runs then).
-  Status forward(const runtime::ForwardBatch& batch, std::span<const int32_t> tokens,
+  Status forward(runtime::ForwardBatch batch, std::span<const int32_t> tokens,
                  std::span<const bf16> hidden, ForwardOutput* out);
 
  private:

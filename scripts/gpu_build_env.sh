@@ -1,0 +1,21 @@
+# Sourced by the scripts that run on the lent GPU machine (gpu_check.sh, bench_vs_peers.sh): the
+# machine's description and the one CMake configuration they share.
+
+# gpu_env OUT_FILE: GPU, driver, nvcc and commit into OUT_FILE, echoed.
+gpu_env() {
+  {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+    nvcc --version | tail -2
+    git log -1 --format='commit %H %s' 2>/dev/null || true
+  } >"$1" 2>&1
+  cat "$1"
+}
+
+# gpu_configure BUILD_DIR: /usr/bin/g++ as C++ and CUDA host compiler, Release. The GPU image has
+# no libpcre2-dev; a copy unpacked here (carried as .deps, scripts/fetch_gpu_deps.sh) stands in.
+gpu_configure() {
+  local pcre=()
+  pkg-config --exists libpcre2-8 2>/dev/null || pcre=(-DDSA_PCRE2_ROOT="$PWD/.deps/pcre2")
+  cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=/usr/bin/g++ \
+    -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ "${pcre[@]}"
+}

@@ -1,7 +1,8 @@
-// Launcher of the paged MQA logits kernel (SPEC.md §3b): validate, launch one block per schedule
-// consumer on the current stream, check the launch, and in checked mode return the device error
-// word's Status. The schedule lives in device memory, so its header is checked by the kernel
-// (always) and reported through the error word; unchecked launches do not synchronise.
+// Launcher of the paged MQA logits kernel (SPEC.md §3b): validate, describe the pool's key pages
+// and the q rows as tensor maps for the bulk copy engine, launch one CTA per schedule consumer on
+// the current stream, check the launch, and in checked mode return the device error word's Status.
+// The schedule lives in device memory, so its header is checked by the kernel (always) and
+// reported through the error word; unchecked launches do not synchronise.
 #include <cstdint>
 #include <string>
 
@@ -11,31 +12,64 @@
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
+#include "dsa/cuda/tensor_map.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"
-#include "dsa/kernels/paged_logits/paged_logits_kernel.cuh"
+#include "dsa/kernels/paged_logits/paged_logits_wgmma.cuh"
 
 namespace dsa::kernels {
 
 namespace {
-namespace detail = paged_logits_detail;
+namespace detail = paged_logits_wgmma;
+
+// The pool as [num_pages][64 tokens][128 B] (pages 8448 bytes apart): one box = one page's keys.
+Status keys_map(const PagedLogitsParams& p, CUtensorMap* out) {
+  cuda::ByteTensorMap m;
+  m.base = p.pool.data;
+  m.rank = 3;
+  m.dims = {uint64_t{detail::kDim}, uint64_t{detail::kTokens}, uint64_t(p.pool.num_pages)};
+  m.strides = {uint64_t{detail::kDim}, uint64_t(p.pool.page_stride_bytes)};
+  m.box = {detail::kDim, detail::kTokens, 1};
+  return cuda::encode_tensor_map(m, out);
+}
+
+// q as [B_pad n H][128 B]: one box = 64 rows; rows past the end are zero-filled.
+Status q_map(const PagedLogitsParams& p, CUtensorMap* out) {
+  cuda::ByteTensorMap m;
+  m.base = p.q;
+  m.rank = 2;
+  m.dims = {uint64_t{detail::kDim},
+            uint64_t(p.batch_pad) * uint64_t(p.rows_per_request) * uint64_t(p.num_heads)};
+  m.strides = {uint64_t{detail::kDim}};
+  m.box = {detail::kDim, detail::kQBoxRows};
+  return cuda::encode_tensor_map(m, out);
+}
+
+template <int H>
+Status launch(const PagedLogitsParams& p, const detail::Args& a, const CUtensorMap& keys,
+              const CUtensorMap& q, uint32_t smem_bytes) {
+  DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<detail::paged_logits_wgmma_kernel<H>>(
+      detail::kSmemBudget + 1024));
+  detail::paged_logits_wgmma_kernel<H>
+      <<<p.num_consumers, detail::kThreads, smem_bytes, cuda::current_stream()>>>(a, keys, q);
+  return ok_status();
+}
+
 }  // namespace
 
 Status paged_logits_cuda(const PagedLogitsParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
-  // 16-byte cp.async sources (pool pages, q and w rows) and float2 logit stores.
+  // Bulk copies need 16-byte aligned sources (pool pages, q and w rows).
   DSA_RETURN_IF_ERROR(cuda::require_aligned("paged_logits_cuda", "pool.data", p.pool.data, 16));
   if (p.batch_pad > 0) {
     DSA_RETURN_IF_ERROR(cuda::require_aligned("paged_logits_cuda", "q", p.q, 16));
     DSA_RETURN_IF_ERROR(cuda::require_aligned("paged_logits_cuda", "w", p.w, 16));
-    DSA_RETURN_IF_ERROR(cuda::require_aligned("paged_logits_cuda", "logits", p.logits, 8));
+    DSA_RETURN_IF_ERROR(cuda::require_aligned("paged_logits_cuda", "logits", p.logits, 4));
   }
-  DSA_RETURN_IF_ERROR(
-      cuda::allow_dynamic_smem_once<detail::paged_logits_kernel>(detail::kSmemBytes));
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::device_error_word());
 
   const bool checked = checked_mode();
+  const detail::SmemPlan plan = detail::plan_smem(p.rows_per_request, p.num_heads);
   detail::Args a{};
-  a.q = p.q;
   a.w = p.w;
   a.row_len = p.row_len;
   a.req_slot = p.req_slot;
@@ -53,11 +87,30 @@ Status paged_logits_cuda(const PagedLogitsParams& p) {
   a.heads = p.num_heads;
   a.G = p.num_consumers;
   a.checked = checked ? 1 : 0;
+  a.stages = plan.stages;
+  a.q_rows_pad = plan.q_rows_pad;
+  a.off_q = plan.off_q;
+  a.off_scales = plan.off_scales;
+  a.off_w = plan.off_w;
+  a.off_items = plan.off_items;
+  a.off_bars = plan.off_bars;
 
-  // One block per consumer, even at B_pad = 0: the header check is always on (§3b).
-  detail::paged_logits_kernel<<<p.num_consumers, mqa_mma::kThreads, detail::kSmemBytes,
-                                cuda::current_stream()>>>(a);
-  return cuda::end_launch("paged_logits_kernel", checked, "paged_logits_cuda");
+  // B_pad = 0 still launches (the header check is always on, §3b), with maps of one q row.
+  CUtensorMap keys{}, q{};
+  DSA_RETURN_IF_ERROR(keys_map(p, &keys));
+  if (p.batch_pad > 0) DSA_RETURN_IF_ERROR(q_map(p, &q));
+  switch (p.num_heads) {  // validate() admits only 16, 32, 64
+    case 16:
+      DSA_RETURN_IF_ERROR(launch<16>(p, a, keys, q, plan.bytes));
+      break;
+    case 32:
+      DSA_RETURN_IF_ERROR(launch<32>(p, a, keys, q, plan.bytes));
+      break;
+    default:
+      DSA_RETURN_IF_ERROR(launch<64>(p, a, keys, q, plan.bytes));
+      break;
+  }
+  return cuda::end_launch("paged_logits_wgmma_kernel", checked, "paged_logits_cuda");
 }
 
 }  // namespace dsa::kernels

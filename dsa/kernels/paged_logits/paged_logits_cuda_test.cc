@@ -170,6 +170,45 @@ TEST(PagedLogitsCuda, V32ShapesMatchReference) {
   }
 }
 
+// The wgmma kernel's pipeline: every ring depth the launcher picks (n = 1..8 changes the size of
+// the two q slots and so the number of page stages), one consumer (G = 1: the CTA wraps its ring
+// many times and switches request, and q slot, often, down to one-page requests) and a few, row
+// lengths at the edges (0, 1, 63, 64, 65, K - 1, K, K + 1 for top-k's K = 2048: lengths that are
+// no multiple of a page or a split), and B_pad >> B (two of every three requests padded).
+TEST(PagedLogitsCuda, PipelineDepthsEdgeLengthsAndPaddedBatches) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 7);
+  const std::vector<int32_t> ends = {1, 63, 64, 65, kMaxTopk - 1, kMaxTopk, kMaxTopk + 1};
+  const int32_t W = (kMaxTopk + 1 + kPageSize - 1) / kPageSize;
+  for (int32_t n = 1; n <= 8; ++n) {
+    for (int32_t G : {1, 4}) {
+      if (G == 4 && n % 4 != 0) continue;  // keep the CPU reference's share modest
+      SCOPED_TRACE(::testing::Message() << "n " << n << " G " << G);
+      const auto live = int32_t(ends.size()), batch_pad = 3 * live;
+      Case c(batch_pad, n, 64, W, live * W + 1, batch_pad + 1);
+      c.G = G;
+      c.pool.fill_random(rng);
+      c.randomize_qw(rng);
+      std::vector<int32_t> free_pages = rng.permutation(1, live * W + 1);
+      for (int32_t i = 0; i < live; ++i) {
+        const int32_t b = 3 * i + 1, end = ends[size_t(i)];
+        c.req_slot[size_t(b)] = i + 1;
+        c.table.assign(i + 1, end, free_pages);
+        for (int32_t j = 0; j < n; ++j) {
+          c.row_len[size_t(b * n + j)] = std::max(0, end - (n - 1 - j));
+        }
+        if (i == 3) c.row_len[size_t(b * n)] = 0;  // a zero-length top-up row
+      }
+      DeviceCase d(c);
+      std::vector<float> got;
+      Status st;
+      within_seconds(20, [&] { st = d.run(&got); });
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      expect_matches_reference(c, got);
+    }
+  }
+}
+
 // Determinism: two launches bit-identical; the result does not even depend on G (each logit is
 // computed by one warp in a fixed order whichever consumer owns its split).
 TEST(PagedLogitsCuda, BitIdenticalRerunsAndAcrossG) {

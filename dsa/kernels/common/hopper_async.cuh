@@ -99,6 +99,20 @@ template <int kPending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
+// wgmma_wait<k> for a k known only after unrolling (0 <= pending < kMax): the unrolled loops of
+// a kernel pass compile-time values, so the switch folds to one instruction.
+template <int kMax>
+__device__ __forceinline__ void wgmma_wait_dynamic(int pending) {
+  if constexpr (kMax > 1) {
+    if (pending == kMax - 1) {
+      wgmma_wait<kMax - 1>();
+      return;
+    }
+    wgmma_wait_dynamic<kMax - 1>(pending);
+  } else {
+    wgmma_wait<0>();
+  }
+}
 // Pins accumulator registers at this point of the program: the compiler may not move their
 // reads above a wgmma_wait, nor their writes below a wgmma issue.
 template <int R>

@@ -88,6 +88,7 @@ Status paged_logits_cuda(const PagedLogitsParams& p) {
   a.G = p.num_consumers;
   a.checked = checked ? 1 : 0;
   a.stages = plan.stages;
+  a.q_slots = plan.q_slots;
   a.q_rows_pad = plan.q_rows_pad;
   a.off_q = plan.off_q;
   a.off_scales = plan.off_scales;

@@ -3,21 +3,26 @@
 // One CTA = one schedule consumer i (G CTAs, one per SM), three warpgroups:
 //   producer (warp 0 of warpgroup 0) walks the consumer's (request b, split k) range with the
 //     normative loop (for_each_schedule_split, terminating by construction) and streams each
-//     64-token page of the split into a ring of `stages` shared-memory stages: the keys by the
-//     bulk tensor copy engine (one 3-D box, page = [64 tokens][128 B], 128-byte swizzle, the
-//     layout wgmma reads), the page's 64 fp32 scales by a plain bulk copy, both completing on the
-//     stage's `full` mbarrier. When the request changes it loads the request's q (all n H rows,
-//     TMA boxes of 64 rows) and w into one of two q slots, completing on `qfull[slot]`.
-//   consumers (warpgroups 1 and 2) take alternate pages. For each page and each group of <= 256
-//     q rows: wgmma m64nNk32 e4m3 x e4m3 -> f32, M = the page's 64 tokens (keys = A), N = the
-//     group's (query row, head) columns (q = B), K = 128 in four k-steps; then in registers
-//     relu, the head weights, the head sum (two lane shuffles) and the key scale, and logits
-//     stored for s < row_len[r] only. Keys are read once whatever n is: every row of a request is
-//     an N column of the same MMA.
-// Releases: a consumer's 4 warps arrive on the stage's `empty` barrier once its MMAs and epilogue
-// are done. A q slot is reused by request g + 2 only after the last two pages of request g were
-// consumed (the two consumers take pages in order, so those two imply all earlier ones).
-// The header, hash, length and page-id checks are those of the mma.sync kernel they replace.
+//     split (up to 4 pages of 64 tokens) into one stage of a shared-memory ring: each page's keys
+//     by the bulk tensor copy engine (one 3-D box, [64 tokens][128 B], 128-byte swizzle: the
+//     layout wgmma reads), its 64 fp32 scales by a plain bulk copy, all completing on the stage's
+//     `full` mbarrier. Page ids come from a 32-page window of the page-table row read by the
+//     warp's lanes one window ahead (the next window of the request, or the first of the next
+//     request), so the walk never waits on a page-table read. When the request changes it loads
+//     the request's q (all n H rows, TMA boxes of 64 rows) and w into a q slot (two slots while
+//     n H <= 256, so the next request's q loads while the last one's pages are computed).
+//   consumers (warpgroups 1 and 2) take alternate splits. For each group of <= 256 q columns and
+//     each pass over the split's pages: wgmma m64nNk32 e4m3 x e4m3 -> f32 with M = a page's 64
+//     tokens (keys = A) and N = (query row, head) columns (q = B), K = 128 in four k-steps; one
+//     commit group per (page, column chunk) unit, so the epilogue of a unit (relu, head weights,
+//     head sum by two lane shuffles, key scale, stores for s < row_len only) runs while the later
+//     units' MMAs are in flight. Keys are read once whatever n is: every row of a request is an N
+//     column of the same MMA.
+// Releases: every consumer thread arrives on the stage's `empty` barrier once done with it (an
+// arrival releases only its own thread's reads). A q slot is reused only after the last two
+// splits of its previous request were consumed (the consumers take splits in order, so those two
+// imply all earlier ones).
+// The header, hash, length and page-id checks are those of SPEC.md §3b, as in the CPU reference.
 #pragma once
 
 #include <cuda.h>
@@ -37,23 +42,28 @@ using namespace hopper;  // NOLINT: the kernel's building blocks
 
 inline constexpr int kThreads = 384;  // producer warpgroup + 2 consumer warpgroups
 inline constexpr int kConsumers = 2;
-inline constexpr int kDim = 128;    // D_i: one 128-byte swizzle row per token / q row
-inline constexpr int kTokens = 64;  // P: one page = one M = 64 tile
+inline constexpr int kConsumerThreads = 128;
+inline constexpr int kDim = 128;                                    // D_i: one swizzle row
+inline constexpr int kTokens = 64;                                  // P: one page = one M tile
+inline constexpr int kSplitPages = kScheduleSplitTokens / kTokens;  // 4
 inline constexpr int kKeyTileBytes = kTokens * kDim;                // 8192
 inline constexpr int kScaleTileBytes = kTokens * 4;                 // 256
 inline constexpr int kPageBytes = kKeyTileBytes + kScaleTileBytes;  // 8448, §2.2
 inline constexpr int kQBoxRows = 64;                                // q rows per TMA box
 inline constexpr int kMaxN = 256;  // wgmma N limit: columns per group
-inline constexpr int kMaxStages = 32;
+inline constexpr int kMaxRows = 8;
+inline constexpr int kWindowPages = 32;  // page ids per producer window (one per lane)
+inline constexpr int kMaxStages = 16;
 inline constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 // Shared memory of one CTA (227 KB on sm_90) less the base alignment and the static words.
 inline constexpr int kSmemBudget = 227 * 1024 - 2048;
 
-struct Item {    // one page of the ring, written by the producer before the stage's arrival
-  int32_t b;     // request; -1 = the consumer's end
-  int32_t s0;    // the page's first token
-  int32_t qgen;  // which request of this CTA (q slot qgen & 1)
-  int32_t unused;
+struct Item {     // one split of the ring, written by the producer before the stage's arrival
+  int32_t b;      // request; -1 = the consumer's end
+  int32_t begin;  // the split's first token
+  int32_t pages;  // pages loaded, 1..4 (tokens past L_b in the last one are never stored)
+  int32_t qgen;   // which request of this CTA (q slot qgen % q_slots)
+  int32_t len[kMaxRows];  // row_len of the request's rows, neutralised (§3b unchecked rules)
 };
 
 struct Args {
@@ -70,32 +80,36 @@ struct Args {
   int32_t batch_pad, n, heads, G;
   int32_t checked;
   int32_t stages;      // ring depth, 2..kMaxStages
+  int32_t q_slots;     // 2 while n H <= 256, else 1
   int32_t q_rows_pad;  // n H rounded up to 64: rows of one q slot
   // Byte offsets from the 1024-aligned base of dynamic shared memory.
   uint32_t off_q, off_scales, off_w, off_items, off_bars;
 };
 
-// The layout of dynamic shared memory for a launch: [stages] key tiles, [2] q slots, [stages]
-// scale tiles, [2] w slots, [stages] items, barriers full[stages], empty[stages], qfull[2].
+// The layout of dynamic shared memory for a launch: [stages][4] key tiles, [q_slots] q slots,
+// [stages][4] scale tiles, [q_slots] w slots, [stages] items, barriers full[stages],
+// empty[stages], qfull[q_slots].
 struct SmemPlan {
-  int32_t stages = 0, q_rows_pad = 0;
+  int32_t stages = 0, q_slots = 0, q_rows_pad = 0;
   uint32_t off_q = 0, off_scales = 0, off_w = 0, off_items = 0, off_bars = 0, bytes = 0;
 };
 
 inline SmemPlan plan_smem(int32_t n, int32_t heads) {
   SmemPlan s;
   s.q_rows_pad = (n * heads + kQBoxRows - 1) / kQBoxRows * kQBoxRows;
-  const uint32_t q_bytes = 2u * s.q_rows_pad * kDim, w_bytes = 2u * s.q_rows_pad * 4;
-  const uint32_t per_stage = kPageBytes + sizeof(Item) + 2 * 8;
-  const uint32_t fixed = q_bytes + w_bytes + 2 * 8;
+  s.q_slots = s.q_rows_pad <= kMaxN ? 2 : 1;
+  const uint32_t q_bytes = uint32_t(s.q_slots) * s.q_rows_pad * kDim;
+  const uint32_t w_bytes = uint32_t(s.q_slots) * s.q_rows_pad * 4;
+  const uint32_t per_stage = kSplitPages * kPageBytes + sizeof(Item) + 2 * 8;
+  const uint32_t fixed = q_bytes + w_bytes + uint32_t(s.q_slots) * 8;
   s.stages = static_cast<int32_t>((kSmemBudget - fixed) / per_stage);
   if (s.stages > kMaxStages) s.stages = kMaxStages;
-  s.off_q = uint32_t(s.stages) * kKeyTileBytes;
+  s.off_q = uint32_t(s.stages) * kSplitPages * kKeyTileBytes;
   s.off_scales = s.off_q + q_bytes;
-  s.off_w = s.off_scales + uint32_t(s.stages) * kScaleTileBytes;
+  s.off_w = s.off_scales + uint32_t(s.stages) * kSplitPages * kScaleTileBytes;
   s.off_items = s.off_w + w_bytes;
   s.off_bars = s.off_items + uint32_t(s.stages) * sizeof(Item);
-  s.bytes = s.off_bars + (2 * uint32_t(s.stages) + 2) * 8 + 1024;  // + base alignment
+  s.bytes = s.off_bars + (2 * uint32_t(s.stages) + uint32_t(s.q_slots)) * 8 + 1024;
   return s;
 }
 
@@ -165,18 +179,34 @@ __device__ __forceinline__ Smem carve(const Args& a, uint8_t* raw) {
 }
 
 // ---- Producer ----------------------------------------------------------------------------------
+// Lane l of a window holds the page id of page first + l of request b's page-table row (pages
+// past W read as 0; ids are checked when used, not when read).
+struct Window {
+  int32_t b = -1, first = 0, id = 0;
+};
+
+// A page-table row for request b: req_slot, checked (OutOfRange) and neutralised to the reserved
+// all-zero row 0 (§2.5) when outside [0, table_rows).
+__device__ __forceinline__ int32_t table_row(const Args& a, int32_t b, int32_t row,
+                                             bool report_it) {
+  if (row >= 0 && row < a.table_rows) return row;
+  if (report_it && a.checked) report(a, StatusCode::kOutOfRange, b, row);
+  return 0;
+}
+
 // One warp; lane 0 issues every copy and barrier operation, the other lanes walk along (the walk
-// is uniform) so the schedule loop needs no broadcast.
+// is uniform) and hold the page-id windows.
 __device__ void produce(const Args& a, const Smem& sm, const CUtensorMap* keys_map,
                         const CUtensorMap* q_map) {
   const int lane = threadIdx.x & 31;
   const bool leader = lane == 0;
-  const int32_t pages_per_split = kScheduleSplitTokens / kPageSize;
-  int32_t issued = 0;  // pages put in the ring so far
-  int32_t qgen = -1, cur_b = -1, cur_row = 0;
-  int32_t last_item0 = -1, last_item1 = -1;  // the last page of the request in q slot 0 / 1
+  int32_t issued = 0;  // splits put in the ring so far
+  int32_t qgen = -1, cur_b = -1, cur_row = 0, cur_pages = 0;
+  int32_t next_b = -1, next_row = 0;  // req_slot of the request after cur_b, read ahead
+  int32_t last_split[2] = {-1, -1};   // the last split of the request held by each q slot
   const int32_t q_rows = a.n * a.heads;
   const uint32_t q_tx = uint32_t(a.q_rows_pad) * kDim + uint32_t(q_rows) * 4;
+  Window cur, ahead;
 
   // Waits until ring item p (< issued) has been consumed; a no-op for items the ring already
   // waited for (p < issued - stages), whose stage may since hold later items.
@@ -184,24 +214,32 @@ __device__ void produce(const Args& a, const Smem& sm, const CUtensorMap* keys_m
     if (p < 0 || p < issued - a.stages) return;
     mbar_wait(&sm.empty[p % a.stages], uint32_t(p / a.stages) & 1u);
   };
-
-  // Page ids of the split after the current one, fetched one split ahead by lanes 0..3.
-  int32_t guess_b = -1, guess_k = -1, guess_page = 0;
+  auto fetch = [&](int32_t b, int32_t row, int32_t first) {
+    Window w;
+    w.b = b;
+    w.first = first;
+    const int32_t page = first + lane;
+    w.id = page < a.W ? a.page_table[int64_t{row} * a.W + page] : 0;
+    return w;
+  };
+  auto covers = [](const Window& w, int32_t b, int32_t first) {
+    return w.b == b && first >= w.first && first + kSplitPages <= w.first + kWindowPages;
+  };
 
   const bool walked_to_end = for_each_schedule_split(
       a.schedule, blockIdx.x, a.row_len, a.batch_pad, a.n, a.W, kPageSize,
       [&](int32_t b, int32_t k, int32_t begin, int32_t end) {
         if (b != cur_b) {
           cur_b = b;
-          cur_row = a.req_slot[b];
-          if (cur_row < 0 || cur_row >= a.table_rows) {
-            if (a.checked && leader) report(a, StatusCode::kOutOfRange, b, cur_row);
-            cur_row = 0;  // unchecked: the reserved all-zero row (§2.5)
-          }
+          cur_row = table_row(a, b, b == next_b ? next_row : a.req_slot[b], leader);
+          cur_pages = (schedule_stream_length(a.row_len, b, a.n, a.W, kPageSize) + kPageSize - 1) /
+                      kPageSize;
+          next_b = b + 1;
+          next_row = next_b < a.batch_pad ? a.req_slot[next_b] : 0;
           ++qgen;
-          const int slot = qgen & 1;
-          // The slot's previous request (qgen - 2) must be fully consumed.
-          const int32_t last = slot == 0 ? last_item0 : last_item1;
+          const int slot = qgen % a.q_slots;
+          // The slot's previous request (qgen - q_slots) must be fully consumed.
+          const int32_t last = slot == 0 ? last_split[0] : last_split[1];
           wait_consumed(last);
           wait_consumed(last - 1);
           if (leader) {
@@ -216,52 +254,68 @@ __device__ void produce(const Args& a, const Smem& sm, const CUtensorMap* keys_m
                       uint32_t(q_rows) * 4, &sm.qfull[slot]);
           }
         }
-        // Lane j < 4 holds the page id of page j of this split (pages past L_b: unused).
-        const int32_t page_begin = begin + lane * kPageSize;
-        int32_t page = 0;
-        if (lane < pages_per_split && page_begin < end) {
-          page = (b == guess_b && k == guess_k)
-                     ? guess_page
-                     : a.page_table[int64_t{cur_row} * a.W + page_begin / kPageSize];
-          if (a.checked && (page < 1 || page >= a.num_pages)) {
-            report(a, StatusCode::kOutOfRange, b, page);
-          }
-          if (page < 0 || page >= a.num_pages) page = 0;  // never dereferenced: the zero page
-        }
-        // Prefetch the next split's page ids (the likely next visit); used only if it is.
-        guess_b = b;
-        guess_k = k + 1;
-        const int32_t next_page = (k + 1) * pages_per_split + lane;
-        guess_page = lane < pages_per_split && next_page < a.W
-                         ? a.page_table[int64_t{cur_row} * a.W + next_page]
-                         : int32_t{0};
-        for (int32_t j = 0; j < pages_per_split && begin + j * kPageSize < end; ++j) {
-          const int32_t page_j = __shfl_sync(0xffffffffu, page, j);
-          const int32_t stage = issued % a.stages;
-          wait_consumed(issued - a.stages);
-          if (leader) {
-            sm.items[stage] = Item{b, begin + j * kPageSize, qgen, 0};
-            mbar_arrive_expect_tx(&sm.full[stage], kPageBytes);
-            tma_load_3d(sm.keys + size_t(stage) * kKeyTileBytes, keys_map, &sm.full[stage], 0, 0,
-                        page_j);
-            bulk_load(sm.scales + size_t(stage) * kTokens,
-                      a.pool + int64_t{page_j} * kPageBytes + kKeyTileBytes, kScaleTileBytes,
-                      &sm.full[stage]);
-          }
-          if ((qgen & 1) == 0) {
-            last_item0 = issued;
+        const int32_t first = k * kSplitPages;
+        if (!covers(cur, b, first)) {
+          cur = covers(ahead, b, first) ? ahead : fetch(b, cur_row, first);
+          // Read the window after this one: the rest of this request, else the next request's
+          // first pages (its row read ahead; neutralised here, checked when it becomes current).
+          if (cur.first + kWindowPages < cur_pages) {
+            ahead = fetch(b, cur_row, cur.first + kWindowPages);
+          } else if (next_b < a.batch_pad) {
+            ahead = fetch(next_b, table_row(a, next_b, next_row, false), 0);
           } else {
-            last_item1 = issued;
+            ahead = Window{};
           }
-          ++issued;
         }
+        const int32_t pages = (end - begin + kPageSize - 1) / kPageSize;
+        int32_t ids[kSplitPages];
+#pragma unroll
+        for (int j = 0; j < kSplitPages; ++j) {
+          ids[j] = __shfl_sync(0xffffffffu, cur.id, (first - cur.first + j) & 31);
+        }
+        const int32_t stage = issued % a.stages;
+        wait_consumed(issued - a.stages);
+        if (leader) {
+          Item& it = sm.items[stage];
+          it.b = b;
+          it.begin = begin;
+          it.pages = pages;
+          it.qgen = qgen;
+          const int32_t cap = a.W * kPageSize;
+#pragma unroll
+          for (int j = 0; j < kMaxRows; ++j) {
+            const int32_t v = j < a.n ? a.row_len[int64_t{b} * a.n + j] : 0;
+            it.len[j] = v < 0 ? 0 : (v > cap ? cap : v);  // unchecked neutralisation (§3b)
+          }
+          mbar_arrive_expect_tx(&sm.full[stage], uint32_t(pages) * kPageBytes);
+          uint8_t* keys = sm.keys + size_t(stage) * kSplitPages * kKeyTileBytes;
+          float* scales = sm.scales + size_t(stage) * kSplitPages * kTokens;
+#pragma unroll
+          for (int j = 0; j < kSplitPages; ++j) {
+            if (j >= pages) break;
+            int32_t page = ids[j];
+            if (a.checked && (page < 1 || page >= a.num_pages)) {
+              report(a, StatusCode::kOutOfRange, b, page);
+            }
+            if (page < 0 || page >= a.num_pages) page = 0;  // never dereferenced: the zero page
+            tma_load_3d(keys + j * kKeyTileBytes, keys_map, &sm.full[stage], 0, 0, page);
+            bulk_load(scales + j * kTokens, a.pool + int64_t{page} * kPageBytes + kKeyTileBytes,
+                      kScaleTileBytes, &sm.full[stage]);
+          }
+        }
+        if (qgen % a.q_slots == 0) {
+          last_split[0] = issued;
+        } else {
+          last_split[1] = issued;
+        }
+        ++issued;
       });
   // One end marker per consumer (consumer c takes items c, c + 2, ...).
   for (int c = 0; c < kConsumers; ++c) {
     const int32_t stage = issued % a.stages;
     wait_consumed(issued - a.stages);
     if (leader) {
-      sm.items[stage] = Item{-1, 0, 0, 0};
+      sm.items[stage].b = -1;
       mbar_arrive(&sm.full[stage]);
     }
     ++issued;
@@ -272,34 +326,21 @@ __device__ void produce(const Args& a, const Smem& sm, const CUtensorMap* keys_m
 }
 
 // ---- Consumers ---------------------------------------------------------------------------------
-// One page against one group of N q columns (rows j0.. of request b, H heads each): the MMA, then
-// the epilogue of this thread's two tokens (g and g + 8 of its warp's 16).
-template <int H, int N>
-__device__ __forceinline__ void page_group(const Args& a, uint32_t keys_addr, uint32_t q_addr,
-                                           const float* w, const float* scales, int64_t row0,
-                                           int32_t rows_valid, int32_t s0) {
-  float acc[N / 2];
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) asm volatile("" : "=f"(acc[i]));  // defined by scale_d = 0
-  wgmma_fence();
-#pragma unroll
-  for (int s = 0; s < kDim / 32; ++s) {
-    wgmma::wgmma_m64k32_e4m3<N>(acc, kmajor_sw128_desc(keys_addr + 32 * s),
-                                kmajor_sw128_desc(q_addr + 32 * s), s > 0 ? 1 : 0);
-  }
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_registers(acc);
-
+// The epilogue of one unit: a page's 64 tokens against NC q columns (NC / H whole rows, the first
+// being row `row_first` of request it.b). This thread holds tokens g and g + 8 of its warp's 16.
+template <int H, int NC>
+__device__ __forceinline__ void epilogue(const Args& a, const float (&acc)[NC / 2], const float* w,
+                                         const float* scales, const Item& it, int32_t row_first,
+                                         int32_t s0) {
   // acc[4c + e]: token g, column 8c + 2t + e; acc[4c + 2 + e]: token g + 8 (wgmma D layout).
-  constexpr int kRows = N / H, kBlocksPerRow = H / 8;
+  constexpr int kRows = NC / H, kBlocksPerRow = H / 8;
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int warp = (threadIdx.x >> 5) & 3;
   float sum[kRows][2];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) sum[r][0] = sum[r][1] = 0.f;
 #pragma unroll
-  for (int c = 0; c < N / 8; ++c) {
+  for (int c = 0; c < NC / 8; ++c) {
     const float2 wv = *reinterpret_cast<const float2*>(w + 8 * c + 2 * t);
     const int r = c / kBlocksPerRow;
     sum[r][0] = fmaf(wv.x, fmaxf(acc[4 * c + 0], 0.f), sum[r][0]);
@@ -317,56 +358,101 @@ __device__ __forceinline__ void page_group(const Args& a, uint32_t keys_addr, ui
   }
   const int tok = warp * 16 + g;
   const float sc0 = scales[tok], sc1 = scales[tok + 8];
-  const int32_t cap = a.W * kPageSize;
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    if (r % 4 != t || r >= rows_valid) continue;  // lane t stores rows t, t + 4, ...
-    const int32_t v = a.row_len[row0 + r];
-    const int32_t len = v < 0 ? 0 : (v > cap ? cap : v);  // unchecked neutralisation (§3b)
-    float* out = a.logits + (row0 + r) * a.ld + s0 + tok;
+    const int32_t row = row_first + r;
+    if (r % 4 != t || row >= a.n) continue;  // lane t stores rows t, t + 4, ...
+    const int32_t len = it.len[row];
+    float* out = a.logits + (int64_t{it.b} * a.n + row) * a.ld + s0 + tok;
     if (s0 + tok < len) out[0] = sum[r][0] * sc0;
     if (s0 + tok + 8 < len) out[8] = sum[r][1] * sc1;
   }
 }
 
+// One pass over pages [pg0, pg0 + npages) of a split (npages <= PAGES) against the N columns of
+// q group `col` (first column): PAGES * N / NC units of NC columns, one commit group each.
+template <int H, int N, int NC, int PAGES>
+__device__ __forceinline__ void page_pass(const Args& a, const Item& it, uint32_t keys_addr,
+                                          const float* scales, uint32_t q_addr, const float* w,
+                                          int32_t col, int32_t pg0, int32_t npages) {
+  constexpr int kChunks = N / NC, kUnits = PAGES * kChunks;
+  float acc[kUnits][NC / 2];
+#pragma unroll
+  for (int u = 0; u < kUnits; ++u) {
+#pragma unroll
+    for (int i = 0; i < NC / 2; ++i) asm volatile("" : "=f"(acc[u][i]));  // set by scale_d = 0
+  }
+  // Every unit is issued, even pages past npages (stale tiles of the stage, never stored): a
+  // wgmma under a branch would make the compiler serialise them.
+  wgmma_fence();
+#pragma unroll
+  for (int u = 0; u < kUnits; ++u) {
+    const int page = u / kChunks, chunk = u % kChunks;
+    const uint32_t ka = keys_addr + uint32_t(pg0 + page) * kKeyTileBytes;
+    const uint32_t qa = q_addr + uint32_t(chunk * NC) * kDim;
+#pragma unroll
+    for (int s = 0; s < kDim / 32; ++s) {
+      wgmma::wgmma_m64k32_e4m3<NC>(acc[u], kmajor_sw128_desc(ka + 32 * s),
+                                   kmajor_sw128_desc(qa + 32 * s), s > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+  }
+#pragma unroll
+  for (int u = 0; u < kUnits; ++u) {
+    wgmma_wait_dynamic<kUnits>(kUnits - 1 - u);
+    fence_registers(acc[u]);
+    const int page = u / kChunks, chunk = u % kChunks;
+    if (page < npages) {
+      epilogue<H, NC>(a, acc[u], w + chunk * NC, scales + (pg0 + page) * kTokens, it,
+                      (col + chunk * NC) / H, it.begin + (pg0 + page) * kTokens);
+    }
+  }
+}
+
+// All pages of a split against q group `col` of width N.
+template <int H, int N, int NC, int PAGES>
+__device__ __forceinline__ void split_group(const Args& a, const Item& it, uint32_t keys_addr,
+                                            const float* scales, uint32_t q_addr, const float* w,
+                                            int32_t col) {
+  for (int32_t pg0 = 0; pg0 < it.pages; pg0 += PAGES) {
+    page_pass<H, N, NC, PAGES>(a, it, keys_addr, scales, q_addr + uint32_t(col) * kDim, w + col,
+                               col, pg0, min(PAGES, it.pages - pg0));
+  }
+}
+
 template <int H>
 __device__ void consume(const Args& a, const Smem& sm, int consumer) {
-  const int lane = threadIdx.x & 31;
-  const int32_t q_rows = a.n * a.heads;
   int32_t cur_gen = -1;
   for (int32_t p = consumer;; p += kConsumers) {
     const int32_t stage = p % a.stages;
     mbar_wait(&sm.full[stage], uint32_t(p / a.stages) & 1u);
-    const Item it = sm.items[stage];
+    const Item& it = sm.items[stage];
     if (it.b < 0) break;
-    const int slot = it.qgen & 1;
-    if (it.qgen != cur_gen) {
-      mbar_wait(&sm.qfull[slot], uint32_t(it.qgen >> 1) & 1u);
-      cur_gen = it.qgen;
+    const int32_t qgen = it.qgen;
+    const int slot = qgen % a.q_slots;
+    if (qgen != cur_gen) {
+      mbar_wait(&sm.qfull[slot], uint32_t(qgen / a.q_slots) & 1u);
+      cur_gen = qgen;
     }
-    const uint32_t keys_addr = smem_u32(sm.keys + size_t(stage) * kKeyTileBytes);
+    const uint32_t keys_addr = smem_u32(sm.keys + size_t(stage) * kSplitPages * kKeyTileBytes);
+    const float* scales = sm.scales + size_t(stage) * kSplitPages * kTokens;
     const uint32_t q_addr = smem_u32(sm.q + size_t(slot) * a.q_rows_pad * kDim);
     const float* w = sm.w + size_t(slot) * a.q_rows_pad;
-    const float* scales = sm.scales + size_t(stage) * kTokens;
     for (int32_t col = 0; col < a.q_rows_pad; col += kMaxN) {
       const int32_t width = min(kMaxN, a.q_rows_pad - col);
-      const int64_t row0 = int64_t{it.b} * a.n + col / H;
-      const int32_t rows_valid = min(width, q_rows - col) / H;
-      const uint32_t qa = q_addr + uint32_t(col) * kDim;
       if (width == 64) {
-        page_group<H, 64>(a, keys_addr, qa, w + col, scales, row0, rows_valid, it.s0);
+        split_group<H, 64, 64, 4>(a, it, keys_addr, scales, q_addr, w, col);
       } else if (width == 128) {
-        page_group<H, 128>(a, keys_addr, qa, w + col, scales, row0, rows_valid, it.s0);
-      } else if (width == 192) {
-        if constexpr (H != 16) {  // n H <= 128 for H = 16
-          page_group<H, 192>(a, keys_addr, qa, w + col, scales, row0, rows_valid, it.s0);
+        split_group<H, 128, 128, 2>(a, it, keys_addr, scales, q_addr, w, col);
+      } else if constexpr (H != 16) {  // n H <= 128 for H = 16
+        if (width == 192) {
+          split_group<H, 192, 192, 1>(a, it, keys_addr, scales, q_addr, w, col);
+        } else {
+          split_group<H, 256, 128, 1>(a, it, keys_addr, scales, q_addr, w, col);
         }
-      } else if constexpr (H != 16) {
-        page_group<H, 256>(a, keys_addr, qa, w + col, scales, row0, rows_valid, it.s0);
       }
     }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&sm.empty[stage]);
+    mbar_arrive(&sm.empty[stage]);  // every consumer thread: its own reads are released
   }
 }
 
@@ -389,11 +475,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const Smem sm = carve(a, smem_raw);
   if (threadIdx.x == 0) {
     for (int s = 0; s < a.stages; ++s) {
-      mbar_init(&sm.full[s], 1);   // the producer's arrival (+ the copies' bytes)
-      mbar_init(&sm.empty[s], 4);  // the 4 warps of the consumer that took the page
+      mbar_init(&sm.full[s], 1);                  // the producer's arrival (+ the copies' bytes)
+      mbar_init(&sm.empty[s], kConsumerThreads);  // every thread of the consumer that took it
     }
-    mbar_init(&sm.qfull[0], 1);
-    mbar_init(&sm.qfull[1], 1);
+    for (int s = 0; s < a.q_slots; ++s) mbar_init(&sm.qfull[s], 1);
     fence_mbar_init();
     prefetch_tensor_map(&keys_map);
     prefetch_tensor_map(&q_map);

@@ -7,7 +7,7 @@ changing the list of N below, then clang-format the output.
 """
 import pathlib
 
-NS = (64, 128, 192, 256)
+NS = (64, 128)
 
 def wrapper(n: int) -> str:
     regs = n // 2

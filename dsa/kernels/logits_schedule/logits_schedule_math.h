@@ -135,8 +135,12 @@ DSA_HD bool for_each_schedule_split(const int32_t* schedule, int32_t consumer,
     k = 0;
   }
   if (k < 0) k = 0;
+  int32_t len_of = -1, len = 0;  // L_b of request len_of: read once per request, not per split
   while ((b < eb || (b == eb && k < ek)) && b < batch_pad) {
-    const int32_t len = schedule_stream_length(row_len, b, n, W, P);
+    if (b != len_of) {
+      len = schedule_stream_length(row_len, b, n, W, P);
+      len_of = b;
+    }
     if (k >= schedule_segments(len)) {
       b += 1;
       k = 0;

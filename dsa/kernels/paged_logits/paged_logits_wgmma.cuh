@@ -194,6 +194,19 @@ __device__ __forceinline__ int32_t table_row(const Args& a, int32_t b, int32_t r
   return 0;
 }
 
+// A position in the ring: stage index and the parity of its round, advanced without division.
+struct RingPos {
+  int32_t stage = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance(int32_t by, int32_t stages) {
+    stage += by;
+    while (stage >= stages) {
+      stage -= stages;
+      phase ^= 1u;
+    }
+  }
+};
+
 // One warp; lane 0 issues every copy and barrier operation, the other lanes walk along (the walk
 // is uniform) and hold the page-id windows.
 __device__ void produce(const Args& a, const Smem& sm, const CUtensorMap* keys_map,
@@ -201,15 +214,17 @@ __device__ void produce(const Args& a, const Smem& sm, const CUtensorMap* keys_m
   const int lane = threadIdx.x & 31;
   const bool leader = lane == 0;
   int32_t issued = 0;  // splits put in the ring so far
+  RingPos pos;         // where split `issued` goes; its stage was last used by issued - stages
   int32_t qgen = -1, cur_b = -1, cur_row = 0, cur_pages = 0;
   int32_t next_b = -1, next_row = 0;  // req_slot of the request after cur_b, read ahead
   int32_t last_split[2] = {-1, -1};   // the last split of the request held by each q slot
-  const int32_t q_rows = a.n * a.heads;
+  int32_t lens[kMaxRows];             // the current request's row lengths, neutralised
+  const int32_t q_rows = a.n * a.heads, cap = a.W * kPageSize;
   const uint32_t q_tx = uint32_t(a.q_rows_pad) * kDim + uint32_t(q_rows) * 4;
   Window cur, ahead;
 
   // Waits until ring item p (< issued) has been consumed; a no-op for items the ring already
-  // waited for (p < issued - stages), whose stage may since hold later items.
+  // waited for (p < issued - stages), whose stage may since hold later items. (Rare: q slots.)
   auto wait_consumed = [&](int32_t p) {
     if (p < 0 || p < issued - a.stages) return;
     mbar_wait(&sm.empty[p % a.stages], uint32_t(p / a.stages) & 1u);
@@ -232,12 +247,18 @@ __device__ void produce(const Args& a, const Smem& sm, const CUtensorMap* keys_m
         if (b != cur_b) {
           cur_b = b;
           cur_row = table_row(a, b, b == next_b ? next_row : a.req_slot[b], leader);
-          cur_pages = (schedule_stream_length(a.row_len, b, a.n, a.W, kPageSize) + kPageSize - 1) /
-                      kPageSize;
+          int32_t stream = 0;
+#pragma unroll
+          for (int j = 0; j < kMaxRows; ++j) {
+            const int32_t v = j < a.n ? a.row_len[int64_t{b} * a.n + j] : 0;
+            lens[j] = v < 0 ? 0 : (v > cap ? cap : v);  // unchecked neutralisation (§3b)
+            stream = max(stream, lens[j]);
+          }
+          cur_pages = (stream + kPageSize - 1) / kPageSize;
           next_b = b + 1;
           next_row = next_b < a.batch_pad ? a.req_slot[next_b] : 0;
           ++qgen;
-          const int slot = qgen % a.q_slots;
+          const int slot = a.q_slots == 2 ? (qgen & 1) : 0;
           // The slot's previous request (qgen - q_slots) must be fully consumed.
           const int32_t last = slot == 0 ? last_split[0] : last_split[1];
           wait_consumed(last);
@@ -273,23 +294,19 @@ __device__ void produce(const Args& a, const Smem& sm, const CUtensorMap* keys_m
         for (int j = 0; j < kSplitPages; ++j) {
           ids[j] = __shfl_sync(0xffffffffu, cur.id, (first - cur.first + j) & 31);
         }
-        const int32_t stage = issued % a.stages;
-        wait_consumed(issued - a.stages);
+        if (issued >= a.stages) mbar_wait(&sm.empty[pos.stage], pos.phase ^ 1u);
         if (leader) {
-          Item& it = sm.items[stage];
+          Item& it = sm.items[pos.stage];
           it.b = b;
           it.begin = begin;
           it.pages = pages;
           it.qgen = qgen;
-          const int32_t cap = a.W * kPageSize;
 #pragma unroll
-          for (int j = 0; j < kMaxRows; ++j) {
-            const int32_t v = j < a.n ? a.row_len[int64_t{b} * a.n + j] : 0;
-            it.len[j] = v < 0 ? 0 : (v > cap ? cap : v);  // unchecked neutralisation (§3b)
-          }
-          mbar_arrive_expect_tx(&sm.full[stage], uint32_t(pages) * kPageBytes);
-          uint8_t* keys = sm.keys + size_t(stage) * kSplitPages * kKeyTileBytes;
-          float* scales = sm.scales + size_t(stage) * kSplitPages * kTokens;
+          for (int j = 0; j < kMaxRows; ++j) it.len[j] = lens[j];
+          uint64_t* bar = &sm.full[pos.stage];
+          mbar_arrive_expect_tx(bar, uint32_t(pages) * kPageBytes);
+          uint8_t* keys = sm.keys + size_t(pos.stage) * kSplitPages * kKeyTileBytes;
+          float* scales = sm.scales + size_t(pos.stage) * kSplitPages * kTokens;
 #pragma unroll
           for (int j = 0; j < kSplitPages; ++j) {
             if (j >= pages) break;
@@ -298,9 +315,9 @@ __device__ void produce(const Args& a, const Smem& sm, const CUtensorMap* keys_m
               report(a, StatusCode::kOutOfRange, b, page);
             }
             if (page < 0 || page >= a.num_pages) page = 0;  // never dereferenced: the zero page
-            tma_load_3d(keys + j * kKeyTileBytes, keys_map, &sm.full[stage], 0, 0, page);
+            tma_load_3d(keys + j * kKeyTileBytes, keys_map, bar, 0, 0, page);
             bulk_load(scales + j * kTokens, a.pool + int64_t{page} * kPageBytes + kKeyTileBytes,
-                      kScaleTileBytes, &sm.full[stage]);
+                      kScaleTileBytes, bar);
           }
         }
         if (qgen % a.q_slots == 0) {
@@ -309,16 +326,17 @@ __device__ void produce(const Args& a, const Smem& sm, const CUtensorMap* keys_m
           last_split[1] = issued;
         }
         ++issued;
+        pos.advance(1, a.stages);
       });
   // One end marker per consumer (consumer c takes items c, c + 2, ...).
   for (int c = 0; c < kConsumers; ++c) {
-    const int32_t stage = issued % a.stages;
-    wait_consumed(issued - a.stages);
+    if (issued >= a.stages) mbar_wait(&sm.empty[pos.stage], pos.phase ^ 1u);
     if (leader) {
-      sm.items[stage].b = -1;
-      mbar_arrive(&sm.full[stage]);
+      sm.items[pos.stage].b = -1;
+      mbar_arrive(&sm.full[pos.stage]);
     }
     ++issued;
+    pos.advance(1, a.stages);
   }
   if (!walked_to_end && a.checked && leader) {
     report(a, StatusCode::kFailedPrecondition, int32_t(blockIdx.x), -1);  // §3c checked rule
@@ -326,34 +344,54 @@ __device__ void produce(const Args& a, const Smem& sm, const CUtensorMap* keys_m
 }
 
 // ---- Consumers ---------------------------------------------------------------------------------
-// The epilogue of one unit: a page's 64 tokens against NC q columns (NC / H whole rows, the first
-// being row `row_first` of request it.b). This thread holds tokens g and g + 8 of its warp's 16.
+// This thread's head weights of a chunk of NC q columns: columns 8c + 2t and 8c + 2t + 1.
+template <int NC>
+struct ChunkWeights {
+  float2 v[NC / 8];
+  __device__ __forceinline__ void load(const float* w) {
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int c = 0; c < NC / 8; ++c) v[c] = *reinterpret_cast<const float2*>(w + 8 * c + 2 * t);
+  }
+};
+
+// The epilogue of one unit: a page's 64 tokens against a chunk of NC q columns (NC / H whole
+// rows, the first being row `row_first` of request it.b). This thread holds tokens g and g + 8
+// of its warp's 16. relu(x) w = (w x + w |x|) / 2: two FFMAs (|x| is an operand modifier), no
+// max on the half-rate pipe, and two independent chains per sum; the rounding error of each
+// chain is ~2^-24 of sum |w x|, far inside §3b's 2^-8 M.
 template <int H, int NC>
-__device__ __forceinline__ void epilogue(const Args& a, const float (&acc)[NC / 2], const float* w,
-                                         const float* scales, const Item& it, int32_t row_first,
-                                         int32_t s0) {
+__device__ __forceinline__ void epilogue(const Args& a, const float (&acc)[NC / 2],
+                                         const ChunkWeights<NC>& wt, const float* scales,
+                                         const Item& it, int32_t row_first, int32_t s0) {
   // acc[4c + e]: token g, column 8c + 2t + e; acc[4c + 2 + e]: token g + 8 (wgmma D layout).
   constexpr int kRows = NC / H, kBlocksPerRow = H / 8;
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int warp = (threadIdx.x >> 5) & 3;
-  float sum[kRows][2];
+  float lin[kRows][2], mag[kRows][2];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) sum[r][0] = sum[r][1] = 0.f;
+  for (int r = 0; r < kRows; ++r) lin[r][0] = lin[r][1] = mag[r][0] = mag[r][1] = 0.f;
 #pragma unroll
   for (int c = 0; c < NC / 8; ++c) {
-    const float2 wv = *reinterpret_cast<const float2*>(w + 8 * c + 2 * t);
+    const float2 wv = wt.v[c];
     const int r = c / kBlocksPerRow;
-    sum[r][0] = fmaf(wv.x, fmaxf(acc[4 * c + 0], 0.f), sum[r][0]);
-    sum[r][0] = fmaf(wv.y, fmaxf(acc[4 * c + 1], 0.f), sum[r][0]);
-    sum[r][1] = fmaf(wv.x, fmaxf(acc[4 * c + 2], 0.f), sum[r][1]);
-    sum[r][1] = fmaf(wv.y, fmaxf(acc[4 * c + 3], 0.f), sum[r][1]);
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {  // e: token g (acc 4c, 4c + 1) or g + 8 (4c + 2, 4c + 3)
+      lin[r][e] = fmaf(wv.x, acc[4 * c + 2 * e], lin[r][e]);
+      mag[r][e] = fmaf(wv.x, fabsf(acc[4 * c + 2 * e]), mag[r][e]);
+      lin[r][e] = fmaf(wv.y, acc[4 * c + 2 * e + 1], lin[r][e]);
+      mag[r][e] = fmaf(wv.y, fabsf(acc[4 * c + 2 * e + 1]), mag[r][e]);
+    }
   }
+  float sum[kRows][2];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      sum[r][e] += __shfl_xor_sync(0xffffffffu, sum[r][e], 1);
-      sum[r][e] += __shfl_xor_sync(0xffffffffu, sum[r][e], 2);
+      float v = 0.5f * (lin[r][e] + mag[r][e]);
+      v += __shfl_xor_sync(0xffffffffu, v, 1);
+      v += __shfl_xor_sync(0xffffffffu, v, 2);
+      sum[r][e] = v;
     }
   }
   const int tok = warp * 16 + g;
@@ -369,90 +407,79 @@ __device__ __forceinline__ void epilogue(const Args& a, const float (&acc)[NC / 
   }
 }
 
-// One pass over pages [pg0, pg0 + npages) of a split (npages <= PAGES) against the N columns of
-// q group `col` (first column): PAGES * N / NC units of NC columns, one commit group each.
-template <int H, int N, int NC, int PAGES>
-__device__ __forceinline__ void page_pass(const Args& a, const Item& it, uint32_t keys_addr,
-                                          const float* scales, uint32_t q_addr, const float* w,
-                                          int32_t col, int32_t pg0, int32_t npages) {
-  constexpr int kChunks = N / NC, kUnits = PAGES * kChunks;
-  float acc[kUnits][NC / 2];
+// The four pages of a split against one chunk of NC q columns starting at column `col`: a
+// rolling pipeline of K = 256 / NC units (page MMAs) in flight, each its own commit group; unit
+// u's epilogue runs while units u + 1 .. u + K - 1 compute, then unit u + K is issued into its
+// registers. Pages past it.pages are computed on the stage's stale tiles and never stored (a
+// wgmma under a branch would be serialised by the compiler).
+template <int H, int NC>
+__device__ __forceinline__ void split_chunk(const Args& a, const Item& it, uint32_t keys_addr,
+                                            const float* scales, uint32_t q_addr, const float* w,
+                                            int32_t col) {
+  constexpr int K = 256 / NC;
+  ChunkWeights<NC> wt;
+  wt.load(w + col);
+  const uint32_t qa = q_addr + uint32_t(col) * kDim;
+  float acc[K][NC / 2];
 #pragma unroll
-  for (int u = 0; u < kUnits; ++u) {
+  for (int u = 0; u < K; ++u) {
 #pragma unroll
     for (int i = 0; i < NC / 2; ++i) asm volatile("" : "=f"(acc[u][i]));  // set by scale_d = 0
   }
-  // Every unit is issued, even pages past npages (stale tiles of the stage, never stored): a
-  // wgmma under a branch would make the compiler serialise them.
-  wgmma_fence();
-#pragma unroll
-  for (int u = 0; u < kUnits; ++u) {
-    const int page = u / kChunks, chunk = u % kChunks;
-    const uint32_t ka = keys_addr + uint32_t(pg0 + page) * kKeyTileBytes;
-    const uint32_t qa = q_addr + uint32_t(chunk * NC) * kDim;
+  auto issue = [&](float(&d)[NC / 2], int page) {
+    const uint32_t ka = keys_addr + uint32_t(page) * kKeyTileBytes;
 #pragma unroll
     for (int s = 0; s < kDim / 32; ++s) {
-      wgmma::wgmma_m64k32_e4m3<NC>(acc[u], kmajor_sw128_desc(ka + 32 * s),
+      wgmma::wgmma_m64k32_e4m3<NC>(d, kmajor_sw128_desc(ka + 32 * s),
                                    kmajor_sw128_desc(qa + 32 * s), s > 0 ? 1 : 0);
     }
     wgmma_commit();
-  }
+  };
+  wgmma_fence();
 #pragma unroll
-  for (int u = 0; u < kUnits; ++u) {
-    wgmma_wait_dynamic<kUnits>(kUnits - 1 - u);
-    fence_registers(acc[u]);
-    const int page = u / kChunks, chunk = u % kChunks;
-    if (page < npages) {
-      epilogue<H, NC>(a, acc[u], w + chunk * NC, scales + (pg0 + page) * kTokens, it,
-                      (col + chunk * NC) / H, it.begin + (pg0 + page) * kTokens);
+  for (int u = 0; u < K; ++u) issue(acc[u], u);
+#pragma unroll
+  for (int u = 0; u < kSplitPages; ++u) {
+    const int pending_after = (u + K <= kSplitPages ? K : kSplitPages - u) - 1;
+    wgmma_wait_dynamic<K>(pending_after);
+    fence_registers(acc[u % K]);
+    if (u < it.pages) {
+      epilogue<H, NC>(a, acc[u % K], wt, scales + u * kTokens, it, col / H, it.begin + u * kTokens);
     }
-  }
-}
-
-// All pages of a split against q group `col` of width N.
-template <int H, int N, int NC, int PAGES>
-__device__ __forceinline__ void split_group(const Args& a, const Item& it, uint32_t keys_addr,
-                                            const float* scales, uint32_t q_addr, const float* w,
-                                            int32_t col) {
-  for (int32_t pg0 = 0; pg0 < it.pages; pg0 += PAGES) {
-    page_pass<H, N, NC, PAGES>(a, it, keys_addr, scales, q_addr + uint32_t(col) * kDim, w + col,
-                               col, pg0, min(PAGES, it.pages - pg0));
+    if (u + K < kSplitPages) {
+      wgmma_fence();
+      issue(acc[u % K], u + K);
+    }
   }
 }
 
 template <int H>
 __device__ void consume(const Args& a, const Smem& sm, int consumer) {
   int32_t cur_gen = -1;
-  for (int32_t p = consumer;; p += kConsumers) {
-    const int32_t stage = p % a.stages;
-    mbar_wait(&sm.full[stage], uint32_t(p / a.stages) & 1u);
-    const Item& it = sm.items[stage];
+  RingPos pos;
+  pos.advance(consumer, a.stages);
+  for (;;) {
+    mbar_wait(&sm.full[pos.stage], pos.phase);
+    const Item& it = sm.items[pos.stage];
     if (it.b < 0) break;
     const int32_t qgen = it.qgen;
-    const int slot = qgen % a.q_slots;
+    const int slot = a.q_slots == 2 ? (qgen & 1) : 0;
     if (qgen != cur_gen) {
-      mbar_wait(&sm.qfull[slot], uint32_t(qgen / a.q_slots) & 1u);
+      mbar_wait(&sm.qfull[slot], uint32_t(a.q_slots == 2 ? qgen >> 1 : qgen) & 1u);
       cur_gen = qgen;
     }
-    const uint32_t keys_addr = smem_u32(sm.keys + size_t(stage) * kSplitPages * kKeyTileBytes);
-    const float* scales = sm.scales + size_t(stage) * kSplitPages * kTokens;
+    const uint32_t keys_addr = smem_u32(sm.keys + size_t(pos.stage) * kSplitPages * kKeyTileBytes);
+    const float* scales = sm.scales + size_t(pos.stage) * kSplitPages * kTokens;
     const uint32_t q_addr = smem_u32(sm.q + size_t(slot) * a.q_rows_pad * kDim);
     const float* w = sm.w + size_t(slot) * a.q_rows_pad;
-    for (int32_t col = 0; col < a.q_rows_pad; col += kMaxN) {
-      const int32_t width = min(kMaxN, a.q_rows_pad - col);
-      if (width == 64) {
-        split_group<H, 64, 64, 4>(a, it, keys_addr, scales, q_addr, w, col);
-      } else if (width == 128) {
-        split_group<H, 128, 128, 2>(a, it, keys_addr, scales, q_addr, w, col);
-      } else if constexpr (H != 16) {  // n H <= 128 for H = 16
-        if (width == 192) {
-          split_group<H, 192, 192, 1>(a, it, keys_addr, scales, q_addr, w, col);
-        } else {
-          split_group<H, 256, 128, 1>(a, it, keys_addr, scales, q_addr, w, col);
-        }
-      }
+    // Columns in chunks of 128 (two pages in flight), an odd 64 last (four in flight).
+    int32_t col = 0;
+    for (; col + 128 <= a.q_rows_pad; col += 128) {
+      split_chunk<H, 128>(a, it, keys_addr, scales, q_addr, w, col);
     }
-    mbar_arrive(&sm.empty[stage]);  // every consumer thread: its own reads are released
+    if (col < a.q_rows_pad) split_chunk<H, 64>(a, it, keys_addr, scales, q_addr, w, col);
+    mbar_arrive(&sm.empty[pos.stage]);  // every consumer thread: its own reads are released
+    pos.advance(kConsumers, a.stages);
   }
 }
 

@@ -11,17 +11,17 @@
 //     request), so the walk never waits on a page-table read. When the request changes it loads
 //     the request's q (all n H rows, TMA boxes of 64 rows) and w into a q slot (two slots while
 //     n H <= 256, so the next request's q loads while the last one's pages are computed).
-//   consumers (warpgroups 1 and 2) take alternate splits. For each group of <= 256 q columns and
-//     each pass over the split's pages: wgmma m64nNk32 e4m3 x e4m3 -> f32 with M = a page's 64
-//     tokens (keys = A) and N = (query row, head) columns (q = B), K = 128 in four k-steps; one
-//     commit group per (page, column chunk) unit, so the epilogue of a unit (relu, head weights,
-//     head sum by two lane shuffles, key scale, stores for s < row_len only) runs while the later
-//     units' MMAs are in flight. Keys are read once whatever n is: every row of a request is an N
-//     column of the same MMA.
+//   consumers (warpgroups 1..3) take splits in turn. For each chunk of 128 (or a last 64) q
+//     columns and each page of the split: wgmma m64nNk32 e4m3 x e4m3 -> f32 with M = the page's 64
+//     tokens (keys = A) and N = (query row, head) columns (q = B), K = 128 in four k-steps, one
+//     commit group per page, so the epilogue of a page (relu, head weights, head sum by two lane
+//     shuffles, key scale, stores for s < row_len only) can run while the next page's MMA is in
+//     flight. Keys are read once whatever n is: every row of a request is an N column of the same
+//     MMAs.
 // Releases: every consumer thread arrives on the stage's `empty` barrier once done with it (an
-// arrival releases only its own thread's reads). A q slot is reused only after the last two
-// splits of its previous request were consumed (the consumers take splits in order, so those two
-// imply all earlier ones).
+// arrival releases only its own thread's reads). A q slot is reused only after the last
+// kConsumers splits of its previous request were consumed (each consumer takes its splits in
+// order, so those imply all earlier ones).
 // The header, hash, length and page-id checks are those of SPEC.md §3b, as in the CPU reference.
 #pragma once
 
@@ -40,8 +40,10 @@ namespace dsa::kernels::paged_logits_wgmma {
 
 using namespace hopper;  // NOLINT: the kernel's building blocks
 
-inline constexpr int kThreads = 384;  // producer warpgroup + 2 consumer warpgroups
-inline constexpr int kConsumers = 2;
+// A producer warpgroup and three consumer warpgroups: the epilogue is latency-bound, so more
+// warps per scheduler hide more of it than deeper per-warp pipelines would.
+inline constexpr int kConsumers = 3;
+inline constexpr int kThreads = 128 * (1 + kConsumers);
 inline constexpr int kConsumerThreads = 128;
 inline constexpr int kDim = 128;                                    // D_i: one swizzle row
 inline constexpr int kTokens = 64;                                  // P: one page = one M tile
@@ -54,7 +56,8 @@ inline constexpr int kMaxN = 256;  // wgmma N limit: columns per group
 inline constexpr int kMaxRows = 8;
 inline constexpr int kWindowPages = 32;  // page ids per producer window (one per lane)
 inline constexpr int kMaxStages = 16;
-inline constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+// 128 x 40 + 384 x 152 <= 65,536 registers.
+inline constexpr int kProducerRegs = 40, kConsumerRegs = 152;
 // Shared memory of one CTA (227 KB on sm_90) less the base alignment and the static words.
 inline constexpr int kSmemBudget = 227 * 1024 - 2048;
 
@@ -260,9 +263,10 @@ __device__ void produce(const Args& a, const Smem& sm, const CUtensorMap* keys_m
           ++qgen;
           const int slot = a.q_slots == 2 ? (qgen & 1) : 0;
           // The slot's previous request (qgen - q_slots) must be fully consumed.
+          // Consumers take splits in order, so its last kConsumers splits imply all earlier ones.
           const int32_t last = slot == 0 ? last_split[0] : last_split[1];
-          wait_consumed(last);
-          wait_consumed(last - 1);
+#pragma unroll
+          for (int c = 0; c < kConsumers; ++c) wait_consumed(last - c);
           if (leader) {
             mbar_arrive_expect_tx(&sm.qfull[slot], q_tx);
             uint8_t* dst = sm.q + size_t(slot) * a.q_rows_pad * kDim;
@@ -328,7 +332,7 @@ __device__ void produce(const Args& a, const Smem& sm, const CUtensorMap* keys_m
         ++issued;
         pos.advance(1, a.stages);
       });
-  // One end marker per consumer (consumer c takes items c, c + 2, ...).
+  // One end marker per consumer (consumer c takes items c, c + kConsumers, ...).
   for (int c = 0; c < kConsumers; ++c) {
     if (issued >= a.stages) mbar_wait(&sm.empty[pos.stage], pos.phase ^ 1u);
     if (leader) {
@@ -408,7 +412,7 @@ __device__ __forceinline__ void epilogue(const Args& a, const float (&acc)[NC / 
 }
 
 // The four pages of a split against one chunk of NC q columns starting at column `col`: a
-// rolling pipeline of K = 256 / NC units (page MMAs) in flight, each its own commit group; unit
+// rolling pipeline of K = 128 / NC units (page MMAs) in flight, each its own commit group; unit
 // u's epilogue runs while units u + 1 .. u + K - 1 compute, then unit u + K is issued into its
 // registers. Pages past it.pages are computed on the stage's stale tiles and never stored (a
 // wgmma under a branch would be serialised by the compiler).
@@ -416,7 +420,7 @@ template <int H, int NC>
 __device__ __forceinline__ void split_chunk(const Args& a, const Item& it, uint32_t keys_addr,
                                             const float* scales, uint32_t q_addr, const float* w,
                                             int32_t col) {
-  constexpr int K = 256 / NC;
+  constexpr int K = 128 / NC;
   ChunkWeights<NC> wt;
   wt.load(w + col);
   const uint32_t qa = q_addr + uint32_t(col) * kDim;
@@ -472,7 +476,7 @@ __device__ void consume(const Args& a, const Smem& sm, int consumer) {
     const float* scales = sm.scales + size_t(pos.stage) * kSplitPages * kTokens;
     const uint32_t q_addr = smem_u32(sm.q + size_t(slot) * a.q_rows_pad * kDim);
     const float* w = sm.w + size_t(slot) * a.q_rows_pad;
-    // Columns in chunks of 128 (two pages in flight), an odd 64 last (four in flight).
+    // Columns in chunks of 128 (one page in flight), an odd 64 last (two in flight).
     int32_t col = 0;
     for (; col + 128 <= a.q_rows_pad; col += 128) {
       split_chunk<H, 128>(a, it, keys_addr, scales, q_addr, w, col);

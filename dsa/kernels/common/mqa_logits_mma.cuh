@@ -1,7 +1,7 @@
-// The tensor-core core of the MQA indexer logits (SPEC.md §3b, §3d), shared by the paged and the
-// ragged kernels: one 256-key tile in shared memory against up to 256 (query row, head) rows of q,
-// with fp8 MMA (mma.sync m16n8k32 e4m3 x e4m3 -> f32, sm_89+ PTX, valid on sm_90a), then
-// relu, the head weights, the head sum in fp32 and the key scale.
+// The tensor-core core of the MQA indexer logits (SPEC.md §3d), used by the ragged kernel (the
+// paged one runs on wgmma: paged_logits_wgmma.cuh): one 256-key tile in shared memory against up to
+// 256 (query row, head) rows of q, with fp8 MMA (mma.sync m16n8k32 e4m3 x e4m3 -> f32, sm_89+ PTX,
+// valid on sm_90a), then relu, the head weights, the head sum in fp32 and the key scale.
 //
 // Shared-memory layouts (both written by cp.async, 16-byte chunks, XOR-swizzled so that the
 // ldmatrix phases of 8 rows x 16 bytes hit 32 distinct banks):

@@ -364,10 +364,33 @@ struct ChunkWeights {
 // of its warp's 16. relu(x) w = (w x + w |x|) / 2: two FFMAs (|x| is an operand modifier), no
 // max on the half-rate pipe, and two independent chains per sum; the rounding error of each
 // chain is ~2^-24 of sum |w x|, far inside §3b's 2^-8 M.
+// The rows of a chunk this thread stores (lane t: chunk rows t and t + 4), resolved once per split:
+// their output rows (null past n) and lengths.
+struct ChunkRows {
+  struct Row {
+    float* ptr;
+    int32_t len;
+  } row[2];
+};
+
 template <int H, int NC>
-__device__ __forceinline__ void epilogue(const Args& a, const float (&acc)[NC / 2],
-                                         const ChunkWeights<NC>& wt, const float* scales,
-                                         const Item& it, int32_t row_first, int32_t s0) {
+__device__ __forceinline__ ChunkRows chunk_rows(const Args& a, const Item& it, int32_t row_first) {
+  const int t = threadIdx.x & 3;
+  ChunkRows cr;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = t + 4 * i;
+    const int32_t row = row_first + r;
+    const bool mine = r < NC / H && row < a.n;
+    cr.row[i].ptr = mine ? a.logits + (int64_t{it.b} * a.n + row) * a.ld : nullptr;
+    cr.row[i].len = mine ? it.len[row] : 0;
+  }
+  return cr;
+}
+
+template <int H, int NC>
+__device__ __forceinline__ void epilogue(const float (&acc)[NC / 2], const ChunkWeights<NC>& wt,
+                                         const float* scales, const ChunkRows& cr, int32_t s0) {
   // acc[4c + e]: token g, column 8c + 2t + e; acc[4c + 2 + e]: token g + 8 (wgmma D layout).
   constexpr int kRows = NC / H, kBlocksPerRow = H / 8;
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -398,16 +421,15 @@ __device__ __forceinline__ void epilogue(const Args& a, const float (&acc)[NC / 
       sum[r][e] = v;
     }
   }
-  const int tok = warp * 16 + g;
+  const int tok = warp * 16 + g, s = s0 + tok;
   const float sc0 = scales[tok], sc1 = scales[tok + 8];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    const int32_t row = row_first + r;
-    if (r % 4 != t || row >= a.n) continue;  // lane t stores rows t, t + 4, ...
-    const int32_t len = it.len[row];
-    float* out = a.logits + (int64_t{it.b} * a.n + row) * a.ld + s0 + tok;
-    if (s0 + tok < len) out[0] = sum[r][0] * sc0;
-    if (s0 + tok + 8 < len) out[8] = sum[r][1] * sc1;
+    if (r % 4 != t) continue;  // lane t stores chunk rows t and t + 4
+    const ChunkRows::Row& out = cr.row[r / 4];
+    if (out.ptr == nullptr) continue;
+    if (s < out.len) out.ptr[s] = sum[r][0] * sc0;
+    if (s + 8 < out.len) out.ptr[s + 8] = sum[r][1] * sc1;
   }
 }
 
@@ -423,6 +445,8 @@ __device__ __forceinline__ void split_chunk(const Args& a, const Item& it, uint3
   constexpr int K = 128 / NC;
   ChunkWeights<NC> wt;
   wt.load(w + col);
+  const ChunkRows cr = chunk_rows<H, NC>(a, it, col / H);
+  const int32_t begin = it.begin;
   const uint32_t qa = q_addr + uint32_t(col) * kDim;
   float acc[K][NC / 2];
 #pragma unroll
@@ -447,9 +471,8 @@ __device__ __forceinline__ void split_chunk(const Args& a, const Item& it, uint3
     const int pending_after = (u + K <= kSplitPages ? K : kSplitPages - u) - 1;
     wgmma_wait_dynamic<K>(pending_after);
     fence_registers(acc[u % K]);
-    if (u < it.pages) {
-      epilogue<H, NC>(a, acc[u % K], wt, scales + u * kTokens, it, col / H, it.begin + u * kTokens);
-    }
+    if (u < it.pages)
+      epilogue<H, NC>(acc[u % K], wt, scales + u * kTokens, cr, begin + u * kTokens);
     if (u + K < kSplitPages) {
       wgmma_fence();
       issue(acc[u % K], u + K);

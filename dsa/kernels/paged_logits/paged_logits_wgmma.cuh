@@ -14,10 +14,10 @@
 //   consumers (warpgroups 1..3) take splits in turn. For each chunk of 128 (or a last 64) q
 //     columns and each page of the split: wgmma m64nNk32 e4m3 x e4m3 -> f32 with M = the page's 64
 //     tokens (keys = A) and N = (query row, head) columns (q = B), K = 128 in four k-steps, one
-//     commit group per page, so the epilogue of a page (relu, head weights, head sum by two lane
-//     shuffles, key scale, stores for s < row_len only) can run while the next page's MMA is in
-//     flight. Keys are read once whatever n is: every row of a request is an N column of the same
-//     MMAs.
+//     commit group per page, so the epilogue of a page (relu and the head sum as a bf16 mma.sync
+//     of relu(S) by the head weights, key scale, stores for s < row_len only) can run while the
+//     next page's MMA is in flight. Keys are read once whatever n is: every row of a request is an
+//     N column of the same MMAs.
 // Releases: every consumer thread arrives on the stage's `empty` barrier once done with it (an
 // arrival releases only its own thread's reads). A q slot is reused only after the last
 // kConsumers splits of its previous request were consumed (each consumer takes its splits in
@@ -348,24 +348,64 @@ __device__ void produce(const Args& a, const Smem& sm, const CUtensorMap* keys_m
 }
 
 // ---- Consumers ---------------------------------------------------------------------------------
-// This thread's head weights of a chunk of NC q columns: columns 8c + 2t and 8c + 2t + 1.
-template <int NC>
+// The head sum on the tensor cores. The wgmma accumulator of a page (64 tokens x NC columns) is,
+// warp by warp, already the A operand layout of mma.sync m16n8k16 (16 tokens x 16 columns per
+// k-step), so relu(S) is packed to bf16 in registers (one cvt.relu per two scores) and multiplied
+// by a B of the head weights, B[k][j] = w[k] when column k belongs to row j of the chunk, else 0:
+// D[token][j] = sum_h w[j, h] relu(S[token, j, h]) for the chunk's NC / H <= 8 rows.
+// Precision (§3b, 2^-8 M): relu(S) rounded to bf16 is off by <= 2^-9 of each term; w is split
+// into bf16 hi + lo parts (two MMAs), off by ~2^-17; products and sums are fp32. So the head sum
+// is within ~2^-9 M of exact, leaving half the bound to the fp8 MMA's own accumulation.
+__device__ __forceinline__ uint32_t bf16x2(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+__device__ __forceinline__ uint32_t relu_bf16x2(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+__device__ __forceinline__ float bf16_value(float x) {  // x rounded to bf16, as fp32
+  return __uint_as_float(bf16x2(x, 0.f) << 16);
+}
+// D[16 x 8] += A[16 x 16] B[16 x 8], bf16 inputs, fp32 accumulate (sm_80+ PTX).
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// This thread's B fragments of a chunk of NC q columns (lane g, t: column pairs 2t, 2t + 1 and
+// 2t + 8, 2t + 9 of each 16-column k-step, output row j = g), hi and lo parts.
+template <int H, int NC>
 struct ChunkWeights {
-  float2 v[NC / 8];
+  uint32_t hi[NC / 16][2], lo[NC / 16][2];
   __device__ __forceinline__ void load(const float* w) {
-    const int t = threadIdx.x & 3;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int c = 0; c < NC / 8; ++c) v[c] = *reinterpret_cast<const float2*>(w + 8 * c + 2 * t);
+    for (int s = 0; s < NC / 16; ++s) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float v[2], h[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = 16 * s + 8 * half + 2 * t + e;
+          v[e] = col / H == g ? w[col] : 0.f;
+          h[e] = bf16_value(v[e]);
+        }
+        hi[s][half] = bf16x2(h[0], h[1]);
+        lo[s][half] = bf16x2(v[0] - h[0], v[1] - h[1]);
+      }
+    }
   }
 };
 
-// The epilogue of one unit: a page's 64 tokens against a chunk of NC q columns (NC / H whole
-// rows, the first being row `row_first` of request it.b). This thread holds tokens g and g + 8
-// of its warp's 16. relu(x) w = (w x + w |x|) / 2: two FFMAs (|x| is an operand modifier), no
-// max on the half-rate pipe, and two independent chains per sum; the rounding error of each
-// chain is ~2^-24 of sum |w x|, far inside §3b's 2^-8 M.
-// The rows of a chunk this thread stores (lane t: chunk rows t and t + 4), resolved once per split:
-// their output rows (null past n) and lengths.
+// The rows of a chunk this thread stores (lane t: chunk rows 2t and 2t + 1), resolved once per
+// split chunk: their output rows (null past the chunk or past n) and lengths.
 struct ChunkRows {
   struct Row {
     float* ptr;
@@ -379,7 +419,7 @@ __device__ __forceinline__ ChunkRows chunk_rows(const Args& a, const Item& it, i
   ChunkRows cr;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const int r = t + 4 * i;
+    const int r = 2 * t + i;
     const int32_t row = row_first + r;
     const bool mine = r < NC / H && row < a.n;
     cr.row[i].ptr = mine ? a.logits + (int64_t{it.b} * a.n + row) * a.ld : nullptr;
@@ -388,48 +428,40 @@ __device__ __forceinline__ ChunkRows chunk_rows(const Args& a, const Item& it, i
   return cr;
 }
 
+// The epilogue of one unit: a page's 64 tokens against a chunk of NC q columns. This thread holds
+// tokens g and g + 8 of its warp's 16 (the wgmma D layout: acc[4c + e] is token g, column
+// 8c + 2t + e; acc[4c + 2 + e] token g + 8).
 template <int H, int NC>
-__device__ __forceinline__ void epilogue(const float (&acc)[NC / 2], const ChunkWeights<NC>& wt,
+__device__ __forceinline__ void epilogue(const float (&acc)[NC / 2], const ChunkWeights<H, NC>& wt,
                                          const float* scales, const ChunkRows& cr, int32_t s0) {
-  // acc[4c + e]: token g, column 8c + 2t + e; acc[4c + 2 + e]: token g + 8 (wgmma D layout).
-  constexpr int kRows = NC / H, kBlocksPerRow = H / 8;
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int lane = threadIdx.x & 31, g = lane >> 2;
   const int warp = (threadIdx.x >> 5) & 3;
-  float lin[kRows][2], mag[kRows][2];
+  // Four independent accumulators (k-step parity x hi/lo) keep the mma chains short.
+  float d[4][4];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) lin[r][0] = lin[r][1] = mag[r][0] = mag[r][1] = 0.f;
+  for (int i = 0; i < 4; ++i) d[i][0] = d[i][1] = d[i][2] = d[i][3] = 0.f;
 #pragma unroll
-  for (int c = 0; c < NC / 8; ++c) {
-    const float2 wv = wt.v[c];
-    const int r = c / kBlocksPerRow;
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {  // e: token g (acc 4c, 4c + 1) or g + 8 (4c + 2, 4c + 3)
-      lin[r][e] = fmaf(wv.x, acc[4 * c + 2 * e], lin[r][e]);
-      mag[r][e] = fmaf(wv.x, fabsf(acc[4 * c + 2 * e]), mag[r][e]);
-      lin[r][e] = fmaf(wv.y, acc[4 * c + 2 * e + 1], lin[r][e]);
-      mag[r][e] = fmaf(wv.y, fabsf(acc[4 * c + 2 * e + 1]), mag[r][e]);
-    }
+  for (int s = 0; s < NC / 16; ++s) {
+    const int c0 = 2 * s, c1 = 2 * s + 1;  // the two 8-column blocks of k-step s
+    const uint32_t a0 = relu_bf16x2(acc[4 * c0 + 0], acc[4 * c0 + 1]);
+    const uint32_t a1 = relu_bf16x2(acc[4 * c0 + 2], acc[4 * c0 + 3]);
+    const uint32_t a2 = relu_bf16x2(acc[4 * c1 + 0], acc[4 * c1 + 1]);
+    const uint32_t a3 = relu_bf16x2(acc[4 * c1 + 2], acc[4 * c1 + 3]);
+    mma_bf16(d[(s & 1) * 2 + 0], a0, a1, a2, a3, wt.hi[s][0], wt.hi[s][1]);
+    mma_bf16(d[(s & 1) * 2 + 1], a0, a1, a2, a3, wt.lo[s][0], wt.lo[s][1]);
   }
-  float sum[kRows][2];
+  float out[4];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      float v = 0.5f * (lin[r][e] + mag[r][e]);
-      v += __shfl_xor_sync(0xffffffffu, v, 1);
-      v += __shfl_xor_sync(0xffffffffu, v, 2);
-      sum[r][e] = v;
-    }
-  }
+  for (int e = 0; e < 4; ++e) out[e] = (d[0][e] + d[2][e]) + (d[1][e] + d[3][e]);
+  // out[0], out[1]: token g, chunk rows 2t, 2t + 1; out[2], out[3]: token g + 8.
   const int tok = warp * 16 + g, s = s0 + tok;
   const float sc0 = scales[tok], sc1 = scales[tok + 8];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    if (r % 4 != t) continue;  // lane t stores chunk rows t and t + 4
-    const ChunkRows::Row& out = cr.row[r / 4];
-    if (out.ptr == nullptr) continue;
-    if (s < out.len) out.ptr[s] = sum[r][0] * sc0;
-    if (s + 8 < out.len) out.ptr[s + 8] = sum[r][1] * sc1;
+  for (int i = 0; i < 2; ++i) {
+    const ChunkRows::Row& r = cr.row[i];
+    if (r.ptr == nullptr) continue;
+    if (s < r.len) r.ptr[s] = out[i] * sc0;
+    if (s + 8 < r.len) r.ptr[s + 8] = out[2 + i] * sc1;
   }
 }
 
@@ -443,7 +475,7 @@ __device__ __forceinline__ void split_chunk(const Args& a, const Item& it, uint3
                                             const float* scales, uint32_t q_addr, const float* w,
                                             int32_t col) {
   constexpr int K = 128 / NC;
-  ChunkWeights<NC> wt;
+  ChunkWeights<H, NC> wt;
   wt.load(w + col);
   const ChunkRows cr = chunk_rows<H, NC>(a, it, col / H);
   const int32_t begin = it.begin;

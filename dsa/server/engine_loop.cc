@@ -165,8 +165,8 @@ void EngineLoop::fail_all(const Status& why) {
 }
 
 void EngineLoop::finish_channel(RequestChannel& c, RequestEvent e) {
+  --in_flight_;  // first: a reader woken by the finish sees the slot free
   c.push(std::move(e));
-  --in_flight_;
 }
 
 void EngineLoop::on_tokens(const engine::RequestState& r, std::span<const int32_t> tokens) {

@@ -151,49 +151,98 @@ StatusOr<int> run(const ServeArgs& a) {
   DSA_ASSIGN_OR_RETURN(model::ChatTemplate chat, model::load_chat_template(dir));
   // cuda: FailedPrecondition without a device, Unimplemented in a host-only build.
   DSA_ASSIGN_OR_RETURN(const kernels::OpTable* ops, kernels::ops_for(setup.backend));
-  DSA_ASSIGN_OR_RETURN(auto model, model::DsaModel::load(dir, setup.model, *ops));
-  if (signals.count() > 0) {
-    DSA_LOG_INFO("dsa serve: {} while loading: exiting", signals.last_name());
-    return 0;
-  }
 
-  engine::EngineOptions eo;
-  eo.prefill_chunk = setup.prefill_chunk;
-  eo.tokenizer = &tok;
-  server::EngineLoop loop(*model, eo,
-                          {.max_running = model->metadata_config().max_requests,
-                           .max_queued = a.max_queued_requests,
-                           .num_draft_tokens = setup.num_draft_tokens},
-                          &metrics);
-  loop.start();
   server::ServingContext ctx;
-  ctx.loop = &loop;
   ctx.tokenizer = &tok;
   ctx.chat = chat;
   ctx.model_name = model_name;
   ctx.context_length = a.engine.context_length;
   ctx.vocab_size = config.vocab_size;
-  ctx.created = std::chrono::duration_cast<std::chrono::seconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
-  http.set_ready(&ctx);
-  DSA_LOG_INFO("dsa serve: ready: model {} on {}, d = {}, {} running + {} queued requests",
-               model_name, a.engine.device, setup.num_draft_tokens, a.engine.max_running_requests,
-               a.max_queued_requests);
 
-  signals.wait(1);
+  // The engine thread loads the model and steps it: one thread owns the model from its load (the
+  // CUDA backend keeps the forward stream, on which the graphs are captured, per thread).
+  enum class State { kLoading, kReady, kFailed, kAbandoned };
+  std::mutex mu;
+  State state = State::kLoading;
+  Status load_error;
+  server::EngineLoop* loop = nullptr;
+  std::thread engine_thread([&] {
+    auto model = model::DsaModel::load(dir, setup.model, *ops);
+    std::unique_lock lock(mu);
+    if (!model.ok()) {
+      load_error = model.status();
+      state = State::kFailed;
+      return;
+    }
+    if (state == State::kAbandoned) return;  // a signal arrived while loading
+    engine::EngineOptions eo;
+    eo.prefill_chunk = setup.prefill_chunk;
+    eo.tokenizer = &tok;
+    server::EngineLoop engine_loop(**model, eo,
+                                   {.max_running = (*model)->metadata_config().max_requests,
+                                    .max_queued = a.max_queued_requests,
+                                    .num_draft_tokens = setup.num_draft_tokens},
+                                   &metrics);
+    loop = &engine_loop;
+    ctx.loop = loop;
+    ctx.created = std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+    http.set_ready(&ctx);
+    state = State::kReady;
+    lock.unlock();
+    DSA_LOG_INFO("dsa serve: ready: model {} on {}, d = {}, {} running + {} queued requests",
+                 model_name, a.engine.device, setup.num_draft_tokens, a.engine.max_running_requests,
+                 a.max_queued_requests);
+    engine_loop.run();  // until the shutdown below
+    std::lock_guard relock(mu);
+    loop = nullptr;
+  });
+
+  // Until the model is loaded (or failed to) or a signal arrives; loading cannot be interrupted.
+  while (true) {
+    {
+      std::lock_guard lock(mu);
+      if (state == State::kFailed) break;
+      if (signals.count() > 0) {
+        if (state == State::kLoading) state = State::kAbandoned;
+        break;
+      }
+    }
+    signals.wait(1, Clock::now() + std::chrono::milliseconds(50));
+  }
+  State at_stop;
+  {
+    std::lock_guard lock(mu);
+    at_stop = state;
+  }
+  if (at_stop != State::kReady) {
+    engine_thread.join();
+    http.stop();
+    http.join();
+    if (at_stop == State::kFailed) return load_error;
+    DSA_LOG_INFO("dsa serve: {} while loading: exiting", signals.last_name());
+    return 0;
+  }
+
   // Draining: new requests get 503; what runs may finish within the grace period, then is
   // aborted. A second signal ends the grace period at once.
-  DSA_LOG_INFO("dsa serve: {}: finishing {} requests (grace {} s)", signals.last_name(),
-               loop.in_flight(), a.shutdown_grace_s);
   http.set_draining();
   const auto grace = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(a.shutdown_grace_s));
-  loop.shutdown(Clock::now() + grace);
+  {
+    std::lock_guard lock(mu);
+    DSA_LOG_INFO("dsa serve: {}: finishing {} requests (grace {} s)", signals.last_name(),
+                 loop->in_flight(), a.shutdown_grace_s);
+    loop->shutdown(Clock::now() + grace);
+  }
   std::thread second([&] {
-    if (signals.wait(2, Clock::now() + grace) >= 2) loop.shutdown(Clock::now());
+    if (signals.wait(2, Clock::now() + grace) >= 2) {
+      std::lock_guard lock(mu);
+      if (loop != nullptr) loop->shutdown(Clock::now());
+    }
   });
-  loop.join();
+  engine_thread.join();
   signals.wake();
   second.join();
   // Every request has its final event; give the HTTP threads a moment to write it out.

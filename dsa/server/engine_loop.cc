@@ -41,7 +41,6 @@ EngineLoop::~EngineLoop() {
 }
 
 void EngineLoop::start() {
-  update_gauges();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -81,6 +80,7 @@ StatusOr<std::shared_ptr<RequestChannel>> EngineLoop::submit(engine::GenerationR
 }
 
 void EngineLoop::run() {
+  update_gauges();
   while (true) {
     std::vector<Submission> incoming;
     bool stopping = false;

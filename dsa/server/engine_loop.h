@@ -83,7 +83,11 @@ class EngineLoop {
              ServerMetrics* metrics);
   ~EngineLoop();  // shuts down with no grace and joins
 
+  // Runs the loop on a new thread. run() runs it on the calling thread instead, until the
+  // shutdown: the CUDA backend keeps its forward stream per thread, so the thread that loaded the
+  // model (and captured its graphs) should be the one that steps it.
   void start();
+  void run();
 
   // Queues a request for the engine. ResourceExhausted when max_running + max_queued requests
   // are already in flight (the caller answers 429), Unavailable once shutting down or after the
@@ -105,7 +109,6 @@ class EngineLoop {
     std::shared_ptr<RequestChannel> channel;
   };
 
-  void run();
   void on_tokens(const engine::RequestState& r, std::span<const int32_t> tokens);
   void on_finish(const engine::RequestState& r);
   void admit(std::vector<Submission> incoming);

@@ -107,6 +107,12 @@ class HttpServer::Impl {
     svr_.set_write_timeout(options_.write_timeout_s, 0);
     svr_.set_keep_alive_timeout(5);
     svr_.set_tcp_nodelay(true);  // stream chunks are small and should leave at once
+    // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server on the
+    // same port binds too and the kernel splits the connections between the two.
+    svr_.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
     svr_.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) {
       completion(q, r, Endpoint::kCompletions);
     });

@@ -138,6 +138,10 @@ for line in sys.stdin:
 
 # --- d = 0: shapes, SSE, equality, disconnect, malformed requests --------------------------------
 start plain --max-running-requests 4
+out=$(timeout 30 "$dsa" serve --model "$model" --port "$port" 2>&1 >/dev/null)
+rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -lt 124 ] && grep -q "port $port: cannot listen" <<<"$out" &&
+  ok "a second server on the port is refused: $out" || bad "a second server on the port: rc $rc, $out"
 models=$(curl -s "$(url /v1/models)")
 py 'import json, sys; j = json.loads(sys.argv[1]); assert j["object"] == "list" and j["data"][0]["id"] == "tiny-dsa"' "$models" &&
   ok "/v1/models: $models" || bad "/v1/models: $models"

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -166,24 +167,30 @@ StatusOr<int> run(const ServeArgs& a) {
   State state = State::kLoading;
   Status load_error;
   server::EngineLoop* loop = nullptr;
+  // Both outlive the HTTP threads (a handler may still hold the loop while the server drains):
+  // they are made on the engine thread and destroyed here, after the listener has stopped.
+  std::unique_ptr<model::DsaModel> model;
+  std::unique_ptr<server::EngineLoop> engine_loop;
   std::thread engine_thread([&] {
-    auto model = model::DsaModel::load(dir, setup.model, *ops);
+    auto loaded = model::DsaModel::load(dir, setup.model, *ops);
     std::unique_lock lock(mu);
-    if (!model.ok()) {
-      load_error = model.status();
+    if (!loaded.ok()) {
+      load_error = loaded.status();
       state = State::kFailed;
       return;
     }
+    model = std::move(*loaded);
     if (state == State::kAbandoned) return;  // a signal arrived while loading
     engine::EngineOptions eo;
     eo.prefill_chunk = setup.prefill_chunk;
     eo.tokenizer = &tok;
-    server::EngineLoop engine_loop(**model, eo,
-                                   {.max_running = (*model)->metadata_config().max_requests,
-                                    .max_queued = a.max_queued_requests,
-                                    .num_draft_tokens = setup.num_draft_tokens},
-                                   &metrics);
-    loop = &engine_loop;
+    engine_loop = std::make_unique<server::EngineLoop>(
+        *model, eo,
+        server::EngineLoopOptions{.max_running = model->metadata_config().max_requests,
+                                  .max_queued = a.max_queued_requests,
+                                  .num_draft_tokens = setup.num_draft_tokens},
+        &metrics);
+    loop = engine_loop.get();
     ctx.loop = loop;
     ctx.created = std::chrono::duration_cast<std::chrono::seconds>(
                       std::chrono::system_clock::now().time_since_epoch())
@@ -194,9 +201,7 @@ StatusOr<int> run(const ServeArgs& a) {
     DSA_LOG_INFO("dsa serve: ready: model {} on {}, d = {}, {} running + {} queued requests",
                  model_name, a.engine.device, setup.num_draft_tokens, a.engine.max_running_requests,
                  a.max_queued_requests);
-    engine_loop.run();  // until the shutdown below
-    std::lock_guard relock(mu);
-    loop = nullptr;
+    loop->run();  // until the shutdown below
   });
 
   // Until the model is loaded (or failed to) or a signal arrives; loading cannot be interrupted.
@@ -237,10 +242,7 @@ StatusOr<int> run(const ServeArgs& a) {
     loop->shutdown(Clock::now() + grace);
   }
   std::thread second([&] {
-    if (signals.wait(2, Clock::now() + grace) >= 2) {
-      std::lock_guard lock(mu);
-      if (loop != nullptr) loop->shutdown(Clock::now());
-    }
+    if (signals.wait(2, Clock::now() + grace) >= 2) loop->shutdown(Clock::now());
   });
   engine_thread.join();
   signals.wake();

@@ -188,7 +188,7 @@ class HttpServer::Impl {
   std::atomic<int64_t> busy{0};
 
  private:
-  // Counts a handler (or a stream's content provider) in progress, for the shutdown's flush.
+  // Counts a handler in progress, for the shutdown's flush.
   struct Busy {
     explicit Busy(std::atomic<int64_t>& n) : n_(n) { ++n_; }
     ~Busy() { --n_; }
@@ -292,16 +292,17 @@ class HttpServer::Impl {
     st->include_usage = include_usage;
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");  // proxies must not hold the events back
+    // The stream counts as busy from here until httplib releases it (written out or cut): the
+    // shutdown waits for it to write its last event.
+    ++busy;
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, st](size_t, httplib::DataSink& sink) {
-          Busy b(busy);
-          return write_events(*st, sink);
-        },
+        [this, st](size_t, httplib::DataSink& sink) { return write_events(*st, sink); },
         // Not done: the connection ended first (the client went away, a write failed or timed
         // out, the server stopped). The engine aborts the request at its next step.
-        [st](bool) {
+        [this, st](bool) {
           if (!st->done) st->channel->cancel();
+          --busy;
         });
   }
 

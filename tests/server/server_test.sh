@@ -134,7 +134,31 @@ for line in sys.stdin:
   else
     bad "$name: generate $want, server $got, streamed $streamed"
   fi
+  generated=$want
 }
+
+# concurrent N: N greedy requests at once (half streamed) all equal $generated: requests from many
+# connections share the running batch (and wait for it) without changing their outputs.
+concurrent() {
+  local n=$1 i got same=0
+  for i in $(seq 1 "$n"); do
+    if ((i % 2)); then
+      post /v1/completions "{\"prompt\": \"$prompt\", \"max_tokens\": 24, \"temperature\": 0}" |
+        python3 -c 'import json, sys; r = json.load(sys.stdin); print(json.dumps([r["choices"][0]["text"], r["usage"]["completion_tokens"]]))' >"$tmp/conc$i" &
+    else
+      curl -sN --max-time 60 "$(url /v1/completions)" -d "{\"prompt\": \"$prompt\", \"max_tokens\": 24, \"temperature\": 0, \"stream\": true, \"stream_options\": {\"include_usage\": true}}" |
+        python3 -c "$sse_text" | python3 -c 'import json, sys; t, n, f = json.load(sys.stdin); print(json.dumps([t, n]))' >"$tmp/conc$i" &
+    fi
+  done
+  wait_curls
+  for i in $(seq 1 "$n"); do
+    got=$(cat "$tmp/conc$i")
+    [ "$got" = "$generated" ] && same=$((same + 1)) || echo "     request $i: $got"
+  done
+  [ "$same" = "$n" ] && ok "$n concurrent requests: each equals dsa generate" ||
+    bad "$n concurrent requests: $same of $n equal dsa generate ($generated)"
+}
+wait_curls() { for j in $(jobs -p); do [ "$j" != "$pid" ] && wait "$j"; done; }
 
 # --- d = 0: shapes, SSE, equality, disconnect, malformed requests --------------------------------
 start plain --max-running-requests 4
@@ -254,6 +278,7 @@ stop_server plain
 # --- d = 3 ---------------------------------------------------------------------------------------
 start spec --speculative-algorithm NEXTN --speculative-num-steps 3 --max-running-requests 2
 check_against_generate "d = 3" --speculative-algorithm NEXTN --speculative-num-steps 3
+concurrent 6
 accept=$(metric dsa:spec_accept_length)
 drafts=$(metric dsa:spec_decode_num_draft_tokens_total)
 py 'import sys; assert float(sys.argv[1]) >= 1 and float(sys.argv[2]) > 0' "$accept" "$drafts" &&
@@ -267,7 +292,6 @@ for i in $(seq 1 12); do
   curl -s --max-time 60 -D "$tmp/h$i" -o "$tmp/b$i" -w '%{http_code}' "$(url /v1/completions)" \
     -d '{"prompt": "And the king", "max_tokens": 8, "temperature": 0, "ignore_eos": true}' >"$tmp/c$i" &
 done
-wait_curls() { for j in $(jobs -p); do [ "$j" != "$pid" ] && wait "$j"; done; }
 wait_curls
 n200=0 n429=0 other=0
 for i in $(seq 1 12); do
@@ -290,6 +314,23 @@ if [ "$n200" -ge 3 ] && [ "$n429" -ge 1 ] && [ "$other" = 0 ]; then
 else
   bad "overload: $n200 x 200, $n429 x 429, $other other"
 fi
+# A client that leaves while its request waits in the queue (behind a long one): the stream's
+# keep-alive comment finds the socket closed, the request is aborted; the long one goes on.
+aborts_before=$(metric 'dsa:num_requests_total{finish_reason="abort"}')
+curl -sN --max-time 30 "$(url /v1/completions)" -d '{"prompt": "Once", "max_tokens": 200, "ignore_eos": true, "stream": true}' >"$tmp/long" 2>/dev/null &
+sleep 0.3
+curl -sN --max-time 1 "$(url /v1/completions)" -d '{"prompt": "Once", "max_tokens": 8, "stream": true}' >/dev/null 2>&1
+aborts_after=$aborts_before
+for _ in $(seq 1 80); do
+  aborts_after=$(metric 'dsa:num_requests_total{finish_reason="abort"}')
+  [ "$aborts_after" != "$aborts_before" ] && break
+  sleep 0.1
+done
+[ "$aborts_after" != "$aborts_before" ] && ok "a client gone while queued: its request aborted" ||
+  bad "a client gone while queued: no abort ($aborts_before -> $aborts_after)"
+wait_curls
+grep -q '"finish_reason":"length"' "$tmp/long" && ok "the long request behind it completed" ||
+  bad "the long request: $(tail -c 200 "$tmp/long")"
 for i in 1 2 3; do
   curl -sN --max-time 30 "$(url /v1/completions)" -d '{"prompt": "Once", "max_tokens": 300, "ignore_eos": true, "stream": true}' >"$tmp/s$i" 2>/dev/null &
 done

@@ -133,10 +133,16 @@ class HttpServer::Impl {
           ApiError e{r.status, fmt::format("{} {}: {}", q.method, q.path, reason_phrase(r.status)),
                      r.status >= 500 ? "server_error" : "invalid_request_error", "", ""};
           if (r.status == 413) {
-            e.message = fmt::format(
-                "the request body is larger than the limit of {} bytes "
-                "(--max-request-bytes)",
-                options_.max_request_bytes);
+            // httplib caps form-encoded bodies at 8 KiB whatever the limit (curl -d sends that type
+            // unless told otherwise).
+            const bool form =
+                q.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded");
+            e.message = form ? "a body sent as application/x-www-form-urlencoded may hold at most "
+                               "8192 bytes: send it as Content-Type: application/json"
+                             : fmt::format(
+                                   "the request body is larger than the limit of {} bytes "
+                                   "(--max-request-bytes)",
+                                   options_.max_request_bytes);
             e.code = "request_too_large";
             if (metrics_) metrics_->request_rejected("too_large");
           } else if (r.status == 404) {
@@ -235,6 +241,18 @@ class HttpServer::Impl {
 
   void completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     Busy b(busy);
+    // A request refused here never reaches the engine (whose log line covers the others): it
+    // gets its line on the way out.
+    struct LogRefusal {
+      const httplib::Request& req;
+      httplib::Response& res;
+      ~LogRefusal() {
+        if (res.status >= 400) {
+          DSA_LOG_INFO("{} {} from {}: {} {}", req.method, req.path, req.remote_addr, res.status,
+                       res.body.substr(0, 300));
+        }
+      }
+    } log_refusal{req, res};
     const ServingContext* ctx = serving(res);
     if (ctx == nullptr) return;
     ApiResult<OpenAiRequest> parsed =

@@ -25,8 +25,11 @@ constexpr size_t kMaxStopBytes = 1024;
   throw bad_request(param, message);
 }
 
-// A value as it appears in the request, cut short: error messages name what was sent.
+// A value as it appears in the request, cut short: error messages name what was sent. Arrays
+// and objects are not written out (one nested a million levels deep would recurse as deep).
 std::string shown(const json& v) {
+  if (v.is_array()) return "[...]";
+  if (v.is_object()) return "{...}";
   std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
   if (s.size() > 64) s = s.substr(0, 61) + "...";
   return s;
@@ -114,7 +117,11 @@ void refuse_unsupported(const json& o, Endpoint endpoint) {
         "tool_choice", [](const json& v) { return v == "none"; }, "tool calls are not supported");
     neutral(
         "response_format",
-        [](const json& v) { return v.is_object() && v.value("type", json()) == "text"; },
+        [](const json& v) {
+          if (!v.is_object()) return false;
+          auto t = v.find("type");
+          return t != v.end() && *t == "text";
+        },
         "only {\"type\": \"text\"} is supported");
   }
   neutral("presence_penalty", is_zero, "penalties are not supported");

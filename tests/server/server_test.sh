@@ -246,6 +246,9 @@ python3 -c 'print("{\"prompt\": \"" + "the " * 5000 + "\"}")' >"$tmp/long.json"
 malformed 400 "prompt longer than the context" "${h[@]}" "$c" --data-binary @"$tmp/long.json"
 head -c 10485760 /dev/zero | tr '\0' 'a' >"$tmp/10mb.txt"
 malformed 413 "10 MB body" "${h[@]}" "$c" --data-binary @"$tmp/10mb.txt"
+python3 -c 'print("{\"prompt\": \"x\", \"logit_bias\": " + "[" * 400000 + "]" * 400000 + "}")' >"$tmp/deep.json"
+malformed 400 "arrays nested 400000 deep" "${h[@]}" "$c" --data-binary @"$tmp/deep.json"
+malformed 413 "a long form-encoded body" "$c" --data-binary @"$tmp/long.json"
 cc=$(url /v1/chat/completions)
 malformed 400 "empty messages" "${h[@]}" "$cc" -d '{"messages": []}'
 malformed 400 "unknown role" "${h[@]}" "$cc" -d '{"messages": [{"role": "wizard", "content": "x"}]}'

@@ -172,7 +172,12 @@ StatusOr<int> run(const ServeArgs& a) {
   std::unique_ptr<model::DsaModel> model;
   std::unique_ptr<server::EngineLoop> engine_loop;
   std::thread engine_thread([&] {
-    auto loaded = model::DsaModel::load(dir, setup.model, *ops);
+    StatusOr<std::unique_ptr<model::DsaModel>> loaded = internal_error("not loaded");
+    try {
+      loaded = model::DsaModel::load(dir, setup.model, *ops);
+    } catch (const std::exception& e) {  // an exception here would end the process unreported
+      loaded = internal_error(fmt::format("loading the model: {}", e.what()));
+    }
     std::unique_lock lock(mu);
     if (!loaded.ok()) {
       load_error = loaded.status();

@@ -98,7 +98,13 @@ void EngineLoop::run() {
     admit(std::move(incoming));
     abort_cancelled(stopping && std::chrono::steady_clock::now() >= deadline);
     if (engine_->has_work() && !failed_.load()) {
-      if (Status s = engine_->step(); !s.ok()) {
+      Status s;
+      try {
+        s = engine_->step();
+      } catch (const std::exception& e) {  // out of memory, a bug: this thread must not die
+        s = internal_error(fmt::format("engine step: {}", e.what()));
+      }
+      if (!s.ok()) {
         // A failed step concerns the whole batch: every request in it fails, and no more are
         // taken (the engine's state after a failed forward is not trusted).
         DSA_LOG_ERROR("engine step failed: {}", s.to_string());

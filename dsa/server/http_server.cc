@@ -315,7 +315,14 @@ class HttpServer::Impl {
     ++busy;
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, st](size_t, httplib::DataSink& sink) { return write_events(*st, sink); },
+        [this, st](size_t, httplib::DataSink& sink) {
+          try {
+            return write_events(*st, sink);
+          } catch (const std::exception& e) {  // httplib does not catch around providers
+            DSA_LOG_ERROR("{}: stream: {}", st->meta.id, e.what());
+            return false;
+          }
+        },
         // Not done: the connection ended first (the client went away, a write failed or timed
         // out, the server stopped). The engine aborts the request at its next step.
         [this, st](bool) {

@@ -137,6 +137,29 @@ for line in sys.stdin:
   generated=$want
 }
 
+# check_sampled NAME GENERATE_ARGS...: sampled output (temperature, top_p, top_k, seed, a stop
+# string) through the server equals dsa generate with the same values: the parameters reach the
+# engine unchanged.
+check_sampled() {
+  local name=$1
+  shift
+  local want got
+  want=$("$dsa" generate --model "$model" --prompt "$prompt" --max-new-tokens 32 --temperature 0.8 \
+    --top-p 0.9 --top-k 50 --seed 1234 --stop "Levites" --json "$@" 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    j = json.loads(line)
+    if "index" in j:
+        print(json.dumps([j["text"], j["completion_tokens"]]))')
+  got=$(post /v1/completions "{\"prompt\": \"$prompt\", \"max_tokens\": 32, \"temperature\": 0.8, \"top_p\": 0.9, \"top_k\": 50, \"seed\": 1234, \"stop\": \"Levites\"}" |
+    python3 -c 'import json, sys; r = json.load(sys.stdin); print(json.dumps([r["choices"][0]["text"], r["usage"]["completion_tokens"]]))')
+  if [ -n "$want" ] && [ "$want" = "$got" ]; then
+    ok "$name: sampled output (seed 1234) equals dsa generate: $want"
+  else
+    bad "$name: sampled: generate $want, server $got"
+  fi
+}
+
 # concurrent N: N greedy requests at once (half streamed) all equal $generated: requests from many
 # connections share the running batch (and wait for it) without changing their outputs.
 concurrent() {
@@ -187,6 +210,7 @@ echo "$sse" | head -1 | grep -q '"delta":{"content":"","role":"assistant"}' &&
   ok "chat stream opens with the assistant role" || bad "chat stream's first chunk: $(echo "$sse" | head -1)"
 
 check_against_generate "d = 0"
+check_sampled "d = 0"
 
 # Disconnect mid-stream: a long ignore_eos stream cut by curl's --max-time.
 free_before=$(metric dsa:kv_pages_free)
@@ -282,6 +306,7 @@ stop_server plain
 start spec --speculative-algorithm NEXTN --speculative-num-steps 3 --max-running-requests 2
 check_against_generate "d = 3" --speculative-algorithm NEXTN --speculative-num-steps 3
 concurrent 6
+check_sampled "d = 3" --speculative-algorithm NEXTN --speculative-num-steps 3
 accept=$(metric dsa:spec_accept_length)
 drafts=$(metric dsa:spec_decode_num_draft_tokens_total)
 py 'import sys; assert float(sys.argv[1]) >= 1 and float(sys.argv[2]) > 0' "$accept" "$drafts" &&

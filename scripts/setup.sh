@@ -4,7 +4,9 @@ set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev
           libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev clang-format libpcre2-dev
-          python3 jq)  # tests/cli: python3 checks generate --json, jq perplexity --json
+          libcpp-httplib-dev prometheus-cpp-dev  # dsa serve: HTTP, /metrics
+          python3 jq curl)  # tests/cli: python3 checks generate --json, jq perplexity --json;
+                            # tests/server: curl
 
 missing=()
 for p in "${packages[@]}"; do

@@ -189,6 +189,14 @@ Status Engine::step() {
   return ok_status();
 }
 
+Status Engine::abort(int64_t id) {
+  DSA_ASSIGN_OR_RETURN(RequestState * r, scheduler_.abort(id));
+  // The text ends here: a held-back partial UTF-8 sequence is not completed by a later token.
+  r->text.finish();
+  if (options_.on_finish) options_.on_finish(*r);
+  return ok_status();
+}
+
 Status Engine::run_to_completion() {
   while (has_work()) DSA_RETURN_IF_ERROR(step());
   return ok_status();

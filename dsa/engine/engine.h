@@ -59,6 +59,13 @@ class Engine {
   // Steps until every request has finished.
   Status run_to_completion();
 
+  // Finishes a waiting or running request now (FinishReason::kAborted): its pages are freed and
+  // on_finish is called before this returns; the other requests go on unaffected. Call it between
+  // steps (the engine is single-threaded). NotFound / FailedPrecondition as Scheduler::abort.
+  Status abort(int64_t id);
+  size_t num_running() const { return scheduler_.running().size(); }
+  size_t num_waiting() const { return scheduler_.num_waiting(); }
+
   // A request added and not yet released (a caller's bug otherwise: find() is the checked form).
   const RequestState& request(int64_t id) const { return scheduler_.request(id); }
   const RequestState* find(int64_t id) const { return scheduler_.find(id); }

@@ -196,6 +196,53 @@ TEST(Engine, RefusesWhatCanNeverFitAndBadRequests) {
             std::string::npos);
 }
 
+// Aborting one of three concurrent requests mid-decode frees its pages at once (the pool's free
+// count is back to its start once all finish), calls on_finish, and leaves the others' outputs
+// exactly what they are without it.
+TEST(Engine, AbortFreesPagesAndLeavesTheOthersUnchanged) {
+  auto prompts = heldout_prompts({30, 12, 20});
+  auto m = tiny_model(2, 3);
+  auto expected = generate(*m, prompts, {24, 24, 24});
+  const int32_t free_before = m->pages().num_free_pages();
+  std::vector<int64_t> finished;
+  EngineOptions o;
+  o.on_finish = [&](const RequestState& r) { finished.push_back(r.id); };
+  Engine e(*m, o);
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto id = e.add_request({prompts[i], 24, {}});
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  while (e.request(ids[1]).output.size() < 4) ASSERT_TRUE(e.step().ok());
+  const int32_t free_running = m->pages().num_free_pages();
+  ASSERT_TRUE(e.abort(ids[1]).ok());
+  EXPECT_EQ(finished, std::vector<int64_t>{ids[1]});
+  EXPECT_EQ(e.request(ids[1]).finish, FinishReason::kAborted);
+  EXPECT_GT(m->pages().num_free_pages(), free_running);
+  EXPECT_EQ(e.num_running(), 2u);
+  EXPECT_EQ(e.abort(ids[1]).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(e.abort(12345).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(e.run_to_completion().ok());
+  EXPECT_EQ(m->pages().num_free_pages(), free_before);
+  EXPECT_EQ(e.request(ids[0]).output, expected.outputs[0]);
+  EXPECT_EQ(e.request(ids[2]).output, expected.outputs[2]);
+
+  // A waiting request (max_requests 1 keeps the second one queued) leaves the queue.
+  auto one = tiny_model(0, 1);
+  Engine w(*one);
+  auto first = w.add_request({prompts[0], 8, {}});
+  auto second = w.add_request({prompts[1], 8, {}});
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_TRUE(w.step().ok());
+  EXPECT_EQ(w.num_waiting(), 1u);
+  ASSERT_TRUE(w.abort(*second).ok());
+  EXPECT_EQ(w.num_waiting(), 0u);
+  ASSERT_TRUE(w.run_to_completion().ok());
+  EXPECT_EQ(w.request(*first).output.size(), 8u);
+  EXPECT_TRUE(w.request(*second).output.empty());
+}
+
 // Stop conditions: a stop string cuts the text before it (matched across token boundaries), a
 // stop id finishes at that token, ignore_eos runs to max_new_tokens.
 TEST(Engine, StopStringsStopIdsAndIgnoreEos) {

@@ -20,6 +20,8 @@ std::string_view finish_reason_name(FinishReason r) {
       return "max_context";
     case FinishReason::kError:
       return "error";
+    case FinishReason::kAborted:
+      return "abort";
   }
   return "?";
 }

@@ -34,7 +34,8 @@ enum class FinishReason {
   kStopString,
   kMaxNewTokens,
   kMaxContext,
-  kError,  // this request failed alone (RequestState::error says why); the others go on
+  kError,    // this request failed alone (RequestState::error says why); the others go on
+  kAborted,  // the caller gave up on it (Engine::abort: a client went away, a shutdown)
 };
 std::string_view finish_reason_name(FinishReason r);
 

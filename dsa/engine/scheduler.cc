@@ -76,6 +76,26 @@ StatusOr<std::vector<RequestState*>> Scheduler::retire_finished() {
   return done;
 }
 
+StatusOr<RequestState*> Scheduler::abort(int64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return not_found(fmt::format("request {}: no such request", id));
+  RequestState& r = *it->second;
+  if (r.phase == RequestPhase::kFinished || r.finish != FinishReason::kNone) {
+    return failed_precondition(
+        fmt::format("request {}: already finished ({})", id, finish_reason_name(r.finish)));
+  }
+  if (r.phase == RequestPhase::kWaiting) {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &r));
+  } else {
+    DSA_RETURN_IF_ERROR(pages_.close_request(r.req_slot));
+    running_.erase(std::find(running_.begin(), running_.end(), &r));
+  }
+  r.finish = FinishReason::kAborted;
+  r.phase = RequestPhase::kFinished;
+  r.done = std::chrono::steady_clock::now();
+  return &r;
+}
+
 const RequestState* Scheduler::find(int64_t id) const {
   auto it = requests_.find(id);
   return it == requests_.end() ? nullptr : it->second.get();

@@ -39,6 +39,12 @@ class Scheduler {
   // set, and it leaves the running set (returned, in running order, for the caller's figures).
   StatusOr<std::vector<RequestState*>> retire_finished();
 
+  // Finishes a waiting or running request now with kAborted: it leaves the queue or the running
+  // set and its page row is closed (between steps: the phases hold the running set only within
+  // one). NotFound for an unknown id, FailedPrecondition for one already finished or refused at
+  // admission (it finishes with its own error at the next retire_finished()).
+  StatusOr<RequestState*> abort(int64_t id);
+
   // Forgets a finished request (its state was read): the map does not grow with every request.
   // Only retired requests are finished (phase kFinished), so none is freed while still queued.
   Status release(int64_t id);
@@ -47,6 +53,7 @@ class Scheduler {
 
   bool has_work() const { return !waiting_.empty() || !running_.empty() || !refused_.empty(); }
   bool has_waiting() const { return !waiting_.empty(); }
+  size_t num_waiting() const { return waiting_.size(); }
   size_t num_requests() const { return requests_.size(); }
   const std::vector<RequestState*>& running() const { return running_; }
   const RequestState& request(int64_t id) const { return *requests_.at(id); }

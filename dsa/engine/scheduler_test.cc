@@ -91,5 +91,47 @@ TEST(Scheduler, ReservationIsCappedByTheContext) {
   EXPECT_EQ(pages.pages_held(huge.req_slot), 3);
 }
 
+// Abort finishes a running request (its pages freed at once) or a waiting one (it leaves the
+// queue), and refuses unknown, finished and refused requests.
+TEST(Scheduler, AbortFreesPagesAndLeavesTheOthers) {
+  runtime::PagedCacheManager pages(9, 4, 8);
+  Scheduler s(pages, {.max_running = 1, .max_context = 512, .rows_per_request = 2});
+  RequestState& a = s.add(request_of(100, 20));  // 2 pages
+  RequestState& b = s.add(request_of(10, 5));
+  RequestState& c = s.add(request_of(10, 5));
+  ASSERT_TRUE(s.admit().ok());
+  EXPECT_EQ(pages.num_free_pages(), 6);
+  EXPECT_EQ(b.phase, RequestPhase::kWaiting);
+
+  auto aborted = s.abort(b.id);  // waiting: leaves the queue, no pages were held
+  ASSERT_TRUE(aborted.ok());
+  EXPECT_EQ(*aborted, &b);
+  EXPECT_EQ(b.finish, FinishReason::kAborted);
+  EXPECT_EQ(b.phase, RequestPhase::kFinished);
+  EXPECT_EQ(pages.num_free_pages(), 6);
+
+  ASSERT_TRUE(s.abort(a.id).ok());  // running: its row is closed now
+  EXPECT_EQ(a.finish, FinishReason::kAborted);
+  EXPECT_EQ(pages.num_free_pages(), 8);
+  EXPECT_TRUE(s.running().empty());
+  auto retired = s.retire_finished();  // aborted requests were finished by abort itself
+  ASSERT_TRUE(retired.ok());
+  EXPECT_TRUE(retired->empty());
+
+  EXPECT_EQ(s.abort(a.id).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.abort(999).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(s.admit().ok());  // c, behind both, runs
+  EXPECT_EQ(c.phase, RequestPhase::kPrefill);
+  EXPECT_TRUE(s.release(a.id).ok());
+  EXPECT_TRUE(s.release(b.id).ok());
+
+  runtime::PagedCacheManager tiny(3, 4, 8);
+  Scheduler t(tiny, {.max_running = 2, .max_context = 512, .rows_per_request = 1});
+  RequestState& big = t.add(request_of(200, 10));
+  ASSERT_TRUE(t.admit().ok());  // refused: it finishes with its own error, not aborted
+  EXPECT_EQ(t.abort(big.id).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(big.finish, FinishReason::kError);
+}
+
 }  // namespace
 }  // namespace dsa::engine

@@ -1,0 +1,320 @@
+#include "dsa/cli/serve_command.h"
+
+#include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "dsa/cli/engine_args.h"
+#include "dsa/core/log.h"
+#include "dsa/engine/engine.h"
+#include "dsa/model/chat_template.h"
+#include "dsa/model/tokenizer.h"
+#include "dsa/model/tokenizer_check.h"
+#include "dsa/server/engine_loop.h"
+#include "dsa/server/http_server.h"
+#include "dsa/server/server_metrics.h"
+
+namespace dsa::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ServeArgs {
+  EngineArgs engine;
+  std::string host = "127.0.0.1";
+  int64_t port = 30000;
+  std::string served_model_name;
+  int64_t max_queued_requests = 256;
+  int64_t max_request_bytes = int64_t(1) << 20;
+  double shutdown_grace_s = 10;
+  int64_t http_timeout_s = 30;
+  std::string chat_template;  // empty: from the model directory; else a format name
+};
+
+// SIGINT / SIGTERM are taken by one thread with sigwait (they are blocked in every other thread,
+// which inherit the mask): no async handler, so the shutdown runs as ordinary code.
+class Signals {
+ public:
+  Signals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+    // A client that closes its socket mid-write must not kill the server: the write fails.
+    std::signal(SIGPIPE, SIG_IGN);
+    thread_ = std::thread([this] {
+      while (true) {
+        int sig = 0;
+        if (sigwait(&set_, &sig) != 0) continue;
+        std::lock_guard lock(mu_);
+        if (quit_) return;
+        ++count_;
+        last_ = sig;
+        cv_.notify_all();
+      }
+    });
+  }
+  ~Signals() {
+    {
+      std::lock_guard lock(mu_);
+      quit_ = true;
+    }
+    // Wakes the sigwait thread with a signal it takes (blocked here, so it is queued for it).
+    pthread_kill(thread_.native_handle(), SIGTERM);
+    thread_.join();
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  // Waits until `n` signals arrived, `until` passes or wake() is called; the number that arrived.
+  int wait(int n, Clock::time_point until = Clock::time_point::max()) {
+    std::unique_lock lock(mu_);
+    cv_.wait_until(lock, until, [&] { return count_ >= n || woken_; });
+    return count_;
+  }
+  void wake() {
+    std::lock_guard lock(mu_);
+    woken_ = true;
+    cv_.notify_all();
+  }
+  int count() {
+    std::lock_guard lock(mu_);
+    return count_;
+  }
+  const char* last_name() {
+    std::lock_guard lock(mu_);
+    return last_ == SIGINT ? "SIGINT" : "SIGTERM";
+  }
+
+ private:
+  sigset_t set_, old_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int count_ = 0, last_ = 0;
+  bool quit_ = false, woken_ = false;
+  std::thread thread_;
+};
+
+Status check_serve_args(const ServeArgs& a) {
+  DSA_RETURN_IF_ERROR(check_range("--port", a.port, 0, 65535));
+  DSA_RETURN_IF_ERROR(check_range("--max-queued-requests", a.max_queued_requests, 0, 1 << 20));
+  DSA_RETURN_IF_ERROR(
+      check_range("--max-request-bytes", a.max_request_bytes, 1024, int64_t(1) << 30));
+  DSA_RETURN_IF_ERROR(check_range("--http-timeout-s", a.http_timeout_s, 1, 3600));
+  if (!(a.shutdown_grace_s >= 0 && a.shutdown_grace_s <= 3600)) {
+    return invalid_argument(
+        fmt::format("--shutdown-grace-s = {}: must be in [0, 3600]", a.shutdown_grace_s));
+  }
+  if (a.host.empty()) return invalid_argument("--host is empty");
+  return ok_status();
+}
+
+StatusOr<int> run(const ServeArgs& a) {
+  DSA_RETURN_IF_ERROR(check_serve_args(a));
+  if (!std::filesystem::is_directory(a.engine.model_dir)) {
+    return not_found(fmt::format("--model {}: no such model directory", a.engine.model_dir));
+  }
+  const std::filesystem::path dir = a.engine.model_dir;
+  DSA_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_model_config(dir / "config.json"));
+  DSA_ASSIGN_OR_RETURN(EngineSetup setup, resolve_engine_args(a.engine, config, 0));
+  const std::string model_name =
+      !a.served_model_name.empty()
+          ? a.served_model_name
+          : std::filesystem::absolute(dir).lexically_normal().filename().string();
+
+  Signals signals;  // before any thread starts, so every thread inherits the blocked mask
+  server::ServerMetrics metrics(setup.num_draft_tokens);
+  server::HttpOptions ho;
+  ho.host = a.host;
+  ho.port = int(a.port);
+  ho.max_request_bytes = size_t(a.max_request_bytes);
+  // A connection per running or queued request (streams hold theirs), and a few for /health,
+  // /metrics and the 429s beyond the queue.
+  ho.threads =
+      int(std::min<int64_t>(a.engine.max_running_requests + a.max_queued_requests + 16, 4096));
+  ho.read_timeout_s = ho.write_timeout_s = int(a.http_timeout_s);
+  server::HttpServer http(ho, &metrics);
+  DSA_ASSIGN_OR_RETURN(const int port, http.bind());
+  http.start();
+  DSA_LOG_INFO("dsa serve: listening on http://{}:{} (loading {})", a.host, port, dir.string());
+
+  // The listener answers 503 meanwhile (/health included).
+  DSA_ASSIGN_OR_RETURN(model::Tokenizer tok, model::Tokenizer::load(dir / "tokenizer.json"));
+  DSA_RETURN_IF_ERROR(model::check_tokenizer_matches(tok, config));
+  DSA_RETURN_IF_ERROR(
+      tok.set_special_ids(int32_t(config.bos_token_id), int32_t(config.eos_token_id)));
+  model::ChatTemplate chat;
+  if (a.chat_template.empty()) {
+    DSA_ASSIGN_OR_RETURN(chat, model::load_chat_template(dir));
+  } else {
+    StatusOr<model::ChatFormat> format = model::parse_chat_format(a.chat_template);
+    if (!format.ok()) {
+      return invalid_argument("--chat-template = " + a.chat_template + ": " +
+                              format.status().message());
+    }
+    DSA_ASSIGN_OR_RETURN(chat, model::load_chat_template(dir, *format));
+  }
+  DSA_LOG_INFO("dsa serve: chat format {}", model::chat_format_name(chat.format));
+  // cuda: FailedPrecondition without a device, Unimplemented in a host-only build.
+  DSA_ASSIGN_OR_RETURN(const kernels::OpTable* ops, kernels::ops_for(setup.backend));
+
+  server::ServingContext ctx;
+  ctx.tokenizer = &tok;
+  ctx.chat = chat;
+  ctx.model_name = model_name;
+  ctx.context_length = a.engine.context_length;
+  ctx.vocab_size = config.vocab_size;
+
+  // The engine thread loads the model and steps it: one thread owns the model from its load (the
+  // CUDA backend keeps the forward stream, on which the graphs are captured, per thread).
+  enum class State { kLoading, kReady, kFailed, kAbandoned };
+  std::mutex mu;
+  State state = State::kLoading;
+  Status load_error;
+  server::EngineLoop* loop = nullptr;
+  // Both outlive the HTTP threads (a handler may still hold the loop while the server drains):
+  // they are made on the engine thread and destroyed here, after the listener has stopped.
+  std::unique_ptr<model::DsaModel> model;
+  std::unique_ptr<server::EngineLoop> engine_loop;
+  std::thread engine_thread([&] {
+    StatusOr<std::unique_ptr<model::DsaModel>> loaded = internal_error("not loaded");
+    try {
+      loaded = model::DsaModel::load(dir, setup.model, *ops);
+    } catch (const std::exception& e) {  // an exception here would end the process unreported
+      loaded = internal_error(fmt::format("loading the model: {}", e.what()));
+    }
+    std::unique_lock lock(mu);
+    if (!loaded.ok()) {
+      load_error = loaded.status();
+      state = State::kFailed;
+      return;
+    }
+    model = std::move(*loaded);
+    if (state == State::kAbandoned) return;  // a signal arrived while loading
+    engine::EngineOptions eo;
+    eo.prefill_chunk = setup.prefill_chunk;
+    eo.tokenizer = &tok;
+    engine_loop = std::make_unique<server::EngineLoop>(
+        *model, eo,
+        server::EngineLoopOptions{.max_running = model->metadata_config().max_requests,
+                                  .max_queued = a.max_queued_requests,
+                                  .num_draft_tokens = setup.num_draft_tokens},
+        &metrics);
+    loop = engine_loop.get();
+    ctx.loop = loop;
+    ctx.created = std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+    http.set_ready(&ctx);
+    state = State::kReady;
+    lock.unlock();
+    DSA_LOG_INFO("dsa serve: ready: model {} on {}, d = {}, {} running + {} queued requests",
+                 model_name, a.engine.device, setup.num_draft_tokens, a.engine.max_running_requests,
+                 a.max_queued_requests);
+    loop->run();  // until the shutdown below
+  });
+
+  // Until the model is loaded (or failed to) or a signal arrives; loading cannot be interrupted.
+  while (true) {
+    {
+      std::lock_guard lock(mu);
+      if (state == State::kFailed) break;
+      if (signals.count() > 0) {
+        if (state == State::kLoading) state = State::kAbandoned;
+        break;
+      }
+    }
+    signals.wait(1, Clock::now() + std::chrono::milliseconds(50));
+  }
+  State at_stop;
+  {
+    std::lock_guard lock(mu);
+    at_stop = state;
+  }
+  if (at_stop != State::kReady) {
+    engine_thread.join();
+    http.stop();
+    http.join();
+    if (at_stop == State::kFailed) return load_error;
+    DSA_LOG_INFO("dsa serve: {} while loading: exiting", signals.last_name());
+    return 0;
+  }
+
+  // Draining: new requests get 503; what runs may finish within the grace period, then is
+  // aborted. A second signal ends the grace period at once.
+  http.set_draining();
+  const auto grace = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(a.shutdown_grace_s));
+  {
+    std::lock_guard lock(mu);
+    DSA_LOG_INFO("dsa serve: {}: finishing {} requests (grace {} s)", signals.last_name(),
+                 loop->in_flight(), a.shutdown_grace_s);
+    loop->shutdown(Clock::now() + grace);
+  }
+  std::thread second([&] {
+    if (signals.wait(2, Clock::now() + grace) >= 2) loop->shutdown(Clock::now());
+  });
+  engine_thread.join();
+  signals.wake();
+  second.join();
+  // Every request has its final event; give the HTTP threads a moment to write it out.
+  const auto flush_until = Clock::now() + std::chrono::seconds(2);
+  while (http.busy() > 0 && Clock::now() < flush_until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  http.stop();
+  http.join();
+  DSA_LOG_INFO("dsa serve: stopped");
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions)");
+  add_engine_options(*cmd, a->engine);
+  cmd->add_option("--host", a->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", a->port, "Port to listen on (0: any free port)")->capture_default_str();
+  cmd->add_option("--served-model-name", a->served_model_name,
+                  "Model name in responses and /v1/models (default: the model directory's name)");
+  cmd->add_option("--max-queued-requests", a->max_queued_requests,
+                  "Requests waiting beyond the running batch; more are refused with 429")
+      ->capture_default_str();
+  cmd->add_option("--max-request-bytes", a->max_request_bytes,
+                  "Largest request body; larger ones are refused with 413")
+      ->capture_default_str();
+  cmd->add_option("--shutdown-grace-s", a->shutdown_grace_s,
+                  "On SIGINT/SIGTERM, seconds in-flight requests may take to finish before they "
+                  "are aborted")
+      ->capture_default_str();
+  cmd->add_option("--chat-template", a->chat_template,
+                  "Chat format: plain, deepseek-v3.2 or glm-5 (default: detected from the "
+                  "model's chat template; plain when it has none)");
+  cmd->add_option("--http-timeout-s", a->http_timeout_s,
+                  "Seconds a connection may stay silent while a request is read or written")
+      ->capture_default_str();
+  for (const char* name :
+       {"--port", "--max-queued-requests", "--max-request-bytes", "--http-timeout-s"}) {
+    cmd->get_option(name)->check(int64_range());
+  }
+  cmd->callback([a, exit_code] {
+    StatusOr<int> rc = run(*a);
+    if (!rc.ok()) {
+      fmt::print(stderr, "dsa serve: {}\n", rc.status().to_string());
+      *exit_code = 1;
+    } else {
+      *exit_code = *rc;
+    }
+  });
+}
+
+}  // namespace dsa::cli

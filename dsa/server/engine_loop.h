@@ -1,0 +1,140 @@
+// The engine thread: the one thread that owns the engine. HTTP threads submit requests through a
+// bounded, thread-safe queue and read each request's events (text deltas, the finish) from its own
+// channel; the engine thread takes what was submitted between steps, so requests join the running
+// batch at the next step (continuous batching across connections). A channel cancelled by its
+// HTTP thread (the client went away) has its request aborted before the next step, which frees its
+// pages. Shutdown stops taking requests, lets the running ones finish until a deadline, then
+// aborts what is left.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dsa/core/status.h"
+#include "dsa/engine/engine.h"
+#include "dsa/model/dsa_model.h"
+#include "dsa/server/server_metrics.h"
+
+namespace dsa::server {
+
+struct RequestEvent {
+  enum class Kind { kDelta, kFinished };
+  Kind kind = Kind::kDelta;
+  // kDelta: text that can no longer change (never a split UTF-8 character, never the beginning of
+  // a stop string that may still complete), possibly empty; num_tokens: the tokens of this group.
+  // kFinished: the rest of the text not yet sent as deltas.
+  std::string text;
+  int32_t num_tokens = 0;
+  // kFinished only.
+  engine::FinishReason finish = engine::FinishReason::kNone;
+  Status error;  // finish == kError: why (a request the engine refused or failed alone)
+  std::string full_text;
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+};
+
+// One request's channel between the engine thread (writer) and its HTTP thread (reader).
+class RequestChannel {
+ public:
+  explicit RequestChannel(bool stream) : stream_(stream) {}
+
+  // Waits until events arrive or `timeout` passes; returns those that arrived (maybe none).
+  std::vector<RequestEvent> wait(std::chrono::milliseconds timeout);
+  // The client went away: the engine thread aborts the request before its next step.
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+  bool stream() const { return stream_; }
+
+ private:
+  friend class EngineLoop;
+  void push(RequestEvent e);
+
+  const bool stream_;
+  std::atomic<bool> cancelled_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<RequestEvent> events_;
+  // Engine thread only.
+  int64_t engine_id_ = -1;
+  size_t text_sent_ = 0;  // bytes of the request's text already sent as deltas
+  std::string tag_;       // the response id, for the log line
+};
+
+struct EngineLoopOptions {
+  int64_t max_running = 1;   // the engine's running batch (the queue bound adds to it)
+  int64_t max_queued = 256;  // requests waiting beyond the running batch before a 429
+  int32_t num_draft_tokens = 0;
+};
+
+class EngineLoop {
+ public:
+  // `options.on_tokens` / `on_finish` are replaced (the loop routes them to the channels);
+  // `metrics` may be null.
+  EngineLoop(model::DsaModel& model, engine::EngineOptions options, EngineLoopOptions limits,
+             ServerMetrics* metrics);
+  ~EngineLoop();  // shuts down with no grace and joins
+
+  // Runs the loop on a new thread. run() runs it on the calling thread instead, until the
+  // shutdown: the CUDA backend keeps its forward stream per thread, so the thread that loaded the
+  // model (and captured its graphs) should be the one that steps it.
+  void start();
+  void run();
+
+  // Queues a request for the engine. ResourceExhausted when max_running + max_queued requests
+  // are already in flight (the caller answers 429), Unavailable once shutting down or after the
+  // engine failed (503). `tag` names the request in the log.
+  StatusOr<std::shared_ptr<RequestChannel>> submit(engine::GenerationRequest req, bool stream,
+                                                   std::string tag);
+
+  // Stops taking requests; running and queued ones may finish until `deadline`, then are aborted.
+  // May be called again with an earlier deadline. join() waits for the thread to end.
+  void shutdown(std::chrono::steady_clock::time_point deadline);
+  void join();
+
+  int64_t in_flight() const { return in_flight_.load(); }
+  bool failed() const { return failed_.load(); }
+
+ private:
+  struct Submission {
+    engine::GenerationRequest req;
+    std::shared_ptr<RequestChannel> channel;
+  };
+
+  void on_tokens(const engine::RequestState& r, std::span<const int32_t> tokens);
+  void on_finish(const engine::RequestState& r);
+  void admit(std::vector<Submission> incoming);
+  void abort_cancelled(bool all);
+  void fail_all(const Status& why);
+  void finish_channel(RequestChannel& c, RequestEvent e);
+  void update_gauges();
+
+  model::DsaModel& model_;
+  EngineLoopOptions limits_;
+  ServerMetrics* metrics_;
+  std::unique_ptr<engine::Engine> engine_;
+
+  std::mutex mu_;  // guards incoming_, stopping_, deadline_
+  std::condition_variable cv_;
+  std::vector<Submission> incoming_;
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point deadline_;
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<bool> failed_{false};
+  std::thread thread_;
+
+  // Engine thread only.
+  std::map<int64_t, std::shared_ptr<RequestChannel>> active_;  // engine id -> channel
+  std::vector<int64_t> to_release_;
+  int64_t emitted_seen_ = 0;
+};
+
+}  // namespace dsa::server

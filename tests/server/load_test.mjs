@@ -1,7 +1,7 @@
 // dsa serve under load through the official OpenAI Node client: N concurrent clients (default
 // 64), half /v1/completions and half /v1/chat/completions, each sending one streamed request and
 // its non-streamed twin (same body; half the clients send the twin first), with max_tokens drawn
-// from {4, 8, 12, 16, 32}, varied prompts, mostly greedy plus some seeded sampled requests and a
+// from {4, 8, 12, 16, 24}, varied prompts, mostly greedy plus some seeded sampled requests and a
 // few stop strings. A few clients stream with raw fetch() instead of the client, to check the SSE
 // framing itself. Checks:
 //   - every request completes (finish_reason stop or length); every id is unique; each stream has
@@ -72,7 +72,7 @@ const prompts = [
   'Tell me a story',
   'What is the name of the river',
 ];
-const maxTokensMix = [4, 8, 12, 16, 32];
+const maxTokensMix = [4, 8, 12, 16, 24];
 
 function plan(i) {
   const chat = i % 2 === 1;

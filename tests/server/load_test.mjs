@@ -30,6 +30,13 @@ if (!baseURL || !Number.isInteger(numClients) || numClients < 1) {
 const root = baseURL.replace(/\/v1\/?$/, '');
 const client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 0, timeout: 300_000 });
 
+// Anything thrown outside a client's requests (the server gone, /metrics unreadable) ends the run.
+process.on('uncaughtException', (e) => {
+  console.log(`FAIL ${e.message}${e.cause ? ` (${e.cause.message ?? e.cause})` : ''}`);
+  console.log('load test: FAILED');
+  process.exit(1);
+});
+
 const failures = [];
 function fail(what) {
   failures.push(what);
@@ -38,7 +45,9 @@ function fail(what) {
 
 // --- /metrics ------------------------------------------------------------------------------------
 async function metrics() {
-  const res = await fetch(`${root}/metrics`);
+  const res = await fetch(`${root}/metrics`).catch((e) => {
+    throw new Error(`GET /metrics: ${e.message}`, { cause: e.cause });
+  });
   assert.equal(res.status, 200, `/metrics answered ${res.status}`);
   const values = new Map();
   for (const line of (await res.text()).split('\n')) {

@@ -23,10 +23,15 @@ npm_install load_test.mjs || {
 
 start load --speculative-algorithm NEXTN --speculative-num-steps 3 --max-running-requests 16
 start_s=$SECONDS
-if timeout 300 node "$tmp/load_test.mjs" "$(url /v1)" "$clients"; then
+# In the background so that the exit trap can stop it (timeout passes the SIGTERM on to node).
+timeout 300 node "$tmp/load_test.mjs" "$(url /v1)" "$clients" &
+helpers+=($!)
+rc=0
+wait "$!" || rc=$?
+if [ "$rc" = 0 ]; then
   ok "load_test.mjs: $clients clients ($((SECONDS - start_s)) s)"
 else
-  bad "load_test.mjs (exit status above); the server log's tail:"
+  bad "load_test.mjs: exit $rc; the server log's tail:"
   tail -5 "$tmp/load.log"
 fi
 if kill -0 "$pid" 2>/dev/null; then
@@ -37,8 +42,11 @@ else
 fi
 stop_server load
 n=$(grep -c 'prompt + .* completion tokens, ttft' "$tmp/load.log" || true)
-[ "$n" = $((2 * clients)) ] && ok "one log line per request ($n)" ||
+if [ "$n" = $((2 * clients)) ]; then
+  ok "one log line per request ($n)"
+else
   bad "$n per-request log lines, not $((2 * clients))"
+fi
 
 if [ "$fail" = 0 ]; then
   echo "server_load: all checks passed"

@@ -1,13 +1,17 @@
 # Helpers shared by the `dsa serve` tests (server_test.sh, load_test.sh); sourced, not run.
 # Usage: dsa=BINARY; root=REPO_ROOT; source server_lib.sh. Sets $model, $here, $tmp (removed on
-# exit), $fail; every server started is killed on exit if still running. Works under `set -u`
-# alone (server_test.sh) and under `set -euo pipefail` (load_test.sh).
+# exit), $fail; on exit every server started (in $pids) is killed if still running, and every
+# helper in $helpers (background client processes a script adds) is sent SIGTERM. Works under
+# `set -u` alone (server_test.sh) and under `set -euo pipefail` (load_test.sh).
+# shellcheck shell=bash disable=SC2034,SC2154
 model="$root/models/tiny-dsa"
 here="$root/tests/server"
 fail=0
 tmp=$(mktemp -d)
 pids=()
+helpers=()
 server_lib_cleanup() {
+  for p in "${helpers[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
   rm -rf "$tmp"
 }

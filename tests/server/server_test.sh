@@ -14,67 +14,8 @@
 set -u
 dsa="$1"
 root="$2"
-model="$root/models/tiny-dsa"
-here="$root/tests/server"
-fail=0
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# start NAME ARGS...: starts a server (log in $tmp/NAME.log), sets $port and $pid, waits for 200.
-start() {
-  local name=$1
-  shift
-  port=$(free_port)
-  "$dsa" serve --model "$model" --host 127.0.0.1 --port "$port" "$@" >"$tmp/$name.log" 2>&1 &
-  pid=$!
-  pids+=("$pid")
-  local code="" seen503=0
-  for _ in $(seq 1 300); do
-    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")
-    [ "$code" = 503 ] && seen503=1
-    [ "$code" = 200 ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ "$code" != 200 ]; then
-    bad "$name: /health never answered 200 (last $code); log:"
-    cat "$tmp/$name.log"
-    exit 1
-  fi
-  ok "$name: /health 200 on port $port (503 seen while loading: $seen503)"
-}
-
-# stop_server: SIGTERM, expect exit 0 within 20 s.
-stop_server() {
-  local name=$1 rc
-  kill -TERM "$pid"
-  for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then
-    bad "$name: still running 20 s after SIGTERM"
-    kill -KILL "$pid"
-  fi
-  wait "$pid"
-  rc=$?
-  [ "$rc" = 0 ] && ok "$name: SIGTERM -> exit 0" || { bad "$name: exit $rc after SIGTERM"; tail -5 "$tmp/$name.log"; }
-}
-
-url() { echo "http://127.0.0.1:$port$1"; }
-post() { curl -s --max-time 60 "$(url "$1")" -H 'Content-Type: application/json' -d "$2"; }
-
-# metric NAME: its value in /metrics.
-metric() { curl -s "$(url /metrics)" | awk -v n="$1" '$1 == n { print $2 }'; }
+# shellcheck source=tests/server/server_lib.sh
+source "$root/tests/server/server_lib.sh"  # $model, $here, $tmp, ok, bad, start, stop_server, ...
 
 # py CODE ARGS...: a Python check (stdin: the response); prints nothing on success.
 py() { python3 -c "$@"; }
@@ -283,17 +224,15 @@ kill -0 "$pid" 2>/dev/null && ok "alive after the malformed requests" || bad "th
 check_against_generate "d = 0 after the malformed requests"
 
 # The official OpenAI client (Node), installed from the lock file outside the source tree.
-if command -v node >/dev/null && command -v npm >/dev/null; then
-  cp "$here/package.json" "$here/package-lock.json" "$here/openai_client_test.mjs" "$tmp/"
-  if (cd "$tmp" && timeout 300 npm ci --no-audit --no-fund --loglevel=error >"$tmp/npm.log" 2>&1); then
+if have_node; then
+  if npm_install openai_client_test.mjs; then
     if node "$tmp/openai_client_test.mjs" "$(url /v1)"; then
       ok "openai Node client"
     else
       bad "openai Node client"
     fi
   else
-    bad "npm ci failed:"
-    cat "$tmp/npm.log"
+    bad "npm ci failed (its log above)"
   fi
 else
   echo "SKIP openai Node client: node or npm not installed"

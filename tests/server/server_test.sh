@@ -308,6 +308,36 @@ wait_curls
 grep -q '^data: \[DONE\]' "$tmp/s1" && ok "the stream in flight at SIGTERM was ended with [DONE]" ||
   bad "the stream in flight at SIGTERM: $(tail -c 200 "$tmp/s1")"
 
+# --- slow clients ---------------------------------------------------------------------------------
+# Eight clients send half a request and stall: a whole request still completes meanwhile, and the
+# server drops each stalled connection after its read timeout (2 s here) instead of holding a
+# thread for it forever.
+start slow --http-timeout-s 2 --max-running-requests 1
+if py '
+import socket, sys, time, urllib.request
+port = int(sys.argv[1])
+stalled = []
+for _ in range(8):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 100\r\n\r\n{\"prompt\": ")
+    stalled.append(s)
+req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions",
+                             b"{\"prompt\": \"x\", \"max_tokens\": 2}",
+                             {"Content-Type": "application/json"})
+assert urllib.request.urlopen(req, timeout=20).status == 200
+deadline = time.time() + 20
+for s in stalled:
+    s.settimeout(max(0.1, deadline - time.time()))
+    while s.recv(4096):  # a response, if any, then the close
+        pass
+' "$port"; then
+  ok "slow clients: a request completed beside 8 stalled ones, which the server dropped"
+else
+  bad "slow clients: a request blocked or a stalled connection was never dropped"
+fi
+stop_server slow
+
 # --- bad flags -----------------------------------------------------------------------------------
 out=$("$dsa" serve --model "$model" --port 70000 2>&1 >/dev/null)
 [ $? -ne 0 ] && grep -q -- '--port = 70000' <<<"$out" && ok "bad --port: $out" || bad "bad --port: $out"

@@ -42,7 +42,7 @@ std::string new_response_id(Endpoint endpoint) {
                      uint32_t(b));
 }
 
-json finish_reason_json(engine::FinishReason r) {
+std::string_view openai_finish_reason(engine::FinishReason r) {
   switch (r) {
     case engine::FinishReason::kEos:
     case engine::FinishReason::kStopToken:
@@ -58,7 +58,12 @@ json finish_reason_json(engine::FinishReason r) {
     case engine::FinishReason::kNone:
       break;
   }
-  return nullptr;
+  return "";
+}
+
+json finish_reason_json(engine::FinishReason r) {
+  const std::string_view name = openai_finish_reason(r);
+  return name.empty() ? json(nullptr) : json(std::string(name));
 }
 
 json usage_json(const Usage& u) {

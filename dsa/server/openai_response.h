@@ -31,7 +31,10 @@ struct ResponseMeta {
 std::string new_response_id(Endpoint endpoint);
 
 // OpenAI's finish_reason: "stop" (EOS, a stop string or id), "length" (max_tokens or the
-// context), "abort" (SGLang's word for a request the server gave up on); null while running.
+// context), "abort" (SGLang's word for a request the server gave up on), "error"; "" while
+// running. The one mapping, shared by the responses and the metrics' finish_reason label.
+std::string_view openai_finish_reason(engine::FinishReason r);
+// The same as JSON: null while running.
 nlohmann::json finish_reason_json(engine::FinishReason r);
 
 nlohmann::json usage_json(const Usage& u);

@@ -8,6 +8,8 @@
 
 #include <sstream>
 
+#include "dsa/server/openai_response.h"
+
 namespace dsa::server {
 
 namespace {
@@ -22,22 +24,10 @@ const prometheus::Histogram::BucketBoundaries kTpotBuckets = {
 const prometheus::Histogram::BucketBoundaries kE2eBuckets = {
     0.1, 0.25, 0.5, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 300, 600};
 
+// The finish_reason label: OpenAI's name ("error" for a request that never finished).
 std::string_view finish_label(engine::FinishReason r) {
-  switch (r) {
-    case engine::FinishReason::kEos:
-    case engine::FinishReason::kStopToken:
-    case engine::FinishReason::kStopString:
-      return "stop";
-    case engine::FinishReason::kMaxNewTokens:
-    case engine::FinishReason::kMaxContext:
-      return "length";
-    case engine::FinishReason::kAborted:
-      return "abort";
-    case engine::FinishReason::kNone:
-    case engine::FinishReason::kError:
-      break;
-  }
-  return "error";
+  const std::string_view name = openai_finish_reason(r);
+  return name.empty() ? "error" : name;
 }
 
 }  // namespace

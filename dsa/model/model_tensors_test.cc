@@ -158,7 +158,7 @@ Status check(const std::vector<FakeTensor>& ts, const ModelConfig& c, TempDir& d
              std::string* path) {
   auto p = write_file(dir / "model.safetensors", safetensors_bytes(ts));
   *path = p.string();
-  StatusOr<SafetensorsFile> f = SafetensorsFile::open(p);
+  StatusOr<Checkpoint> f = Checkpoint::open_file(p);
   DSA_CHECK(f.ok());
   return check_model_tensors(*f, c);
 }

@@ -23,6 +23,9 @@ class Reader {
       p_.bytes_total += left_[i];
     }
     p_.shards_total = f.num_files();
+    for (size_t i = 0; i < left_.size(); ++i) {
+      if (left_[i] == 0) done_.insert(int64_t(i)), ++p_.shards_done;  // nothing to read there
+    }
   }
 
   // Every read goes through here: it counts the bytes each file has left to give.

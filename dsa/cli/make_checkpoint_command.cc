@@ -348,6 +348,8 @@ Status run(const MakeArgs& a) {
         double(planned) / 1e9, a.max_gb));
   }
   if (size_t(a.shards) > units.size()) {
+    fs::remove(out / "config.json", ec);
+    if (fs::is_empty(out, ec)) fs::remove(out, ec);
     return invalid_argument(fmt::format("--shards = {}: more than the {} weights of this config",
                                         a.shards, units.size()));
   }

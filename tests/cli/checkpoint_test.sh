@@ -174,5 +174,14 @@ expect "a bad override names the field" '[ $? -eq 1 ] && grep -q "hidden_size = 
   "${narrow[@]}" >"$tmp/e.out" 2>&1
 expect "a non-empty --out is refused" '[ $? -eq 1 ] && grep -q "not an empty directory" "$tmp/e.out"'
 
+# A failed make-checkpoint leaves nothing behind.
+"$dsa" make-checkpoint --config "$root/testdata/deepseek-v3.2/config.json" --out "$tmp/many" \
+  "${narrow[@]}" --shards 100000 >"$tmp/s.out" 2>&1
+expect "--shards out of range" '[ $? -eq 1 ] && grep -q "shards = 100000" "$tmp/s.out"'
+"$dsa" make-checkpoint --config "$root/testdata/deepseek-v3.2/config.json" --out "$tmp/many" \
+  "${narrow[@]}" --shards 5000 >"$tmp/s.out" 2>&1
+expect "more shards than weights" \
+  '[ $? -eq 1 ] && grep -q "more than the" "$tmp/s.out" && [ ! -e "$tmp/many" ]'
+
 [ "$fail" -eq 0 ] && echo "PASS" || echo "FAILED"
 exit "$fail"

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -34,7 +35,21 @@ struct GenerateArgs {
   std::vector<int64_t> stop_token_ids;
   bool ignore_eos = false;
   bool json = false;
+  bool progress = false;
 };
+
+// "loading checkpoint: 3/8 files, 1.20/5.00 GB, 2.1 GB/s" on stderr: one line rewritten in place
+// on a terminal, one line per file otherwise (--progress into a log).
+void print_load_progress(const model::LoadProgress& p) {
+  const double gb = double(p.bytes_done) / 1e9, total = double(p.bytes_total) / 1e9;
+  const double rate = p.seconds > 0 ? gb / p.seconds : 0;
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  const bool last = p.shards_done == p.shards_total;
+  fmt::print(stderr, "{}loading checkpoint: {}/{} files, {:.2f}/{:.2f} GB, {:.2f} GB/s{}",
+             tty ? "\r" : "", p.shards_done, p.shards_total, gb, total, rate,
+             !tty || last ? "\n" : "");
+  std::fflush(stderr);
+}
 
 // SIGINT / SIGTERM: stop admitting work; what has finished is already written.
 volatile std::sig_atomic_t g_signal = 0;
@@ -126,7 +141,9 @@ StatusOr<int> run(const GenerateArgs& a) {
       tok.set_special_ids(int32_t(config.bos_token_id), int32_t(config.eos_token_id)));
   // cuda: FailedPrecondition without a device, Unimplemented in a host-only build.
   DSA_ASSIGN_OR_RETURN(const kernels::OpTable* ops, kernels::ops_for(setup.backend));
-  DSA_ASSIGN_OR_RETURN(auto model, model::DsaModel::load(dir, setup.model, *ops));
+  model::ModelOptions mo = setup.model;
+  if (a.progress || isatty(STDERR_FILENO)) mo.on_load_progress = print_load_progress;
+  DSA_ASSIGN_OR_RETURN(auto model, model::DsaModel::load(dir, mo, *ops));
 
   const bool stream = prompts.size() == 1 && !a.json;
   GenerateReport report(prompts, a.json, stream, setup.num_draft_tokens);
@@ -203,6 +220,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   for (const char* name : {"--max-new-tokens", "--top-k", "--seed", "--stop-token-ids"}) {
     cmd->get_option(name)->check(int64_range());
   }
+  cmd->add_flag(
+      "--progress", a->progress,
+      "Print checkpoint loading progress on stderr (on by default when it is a terminal)");
   cmd->add_flag("--json", a->json,
                 "One JSON object per request as it finishes, then a summary object");
   cmd->callback([a, exit_code] {

@@ -7,6 +7,7 @@
 
 #include "dsa/cli/check_command.h"
 #include "dsa/cli/generate_command.h"
+#include "dsa/cli/make_checkpoint_command.h"
 #include "dsa/cli/perplexity_command.h"
 #include "dsa/cli/serve_command.h"
 #include "dsa/core/log.h"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
     dsa::cli::add_perplexity_command(app, &exit_code);
     dsa::cli::add_generate_command(app, &exit_code);
     dsa::cli::add_serve_command(app, &exit_code);
+    dsa::cli::add_make_checkpoint_command(app, &exit_code);
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -115,17 +115,16 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
     in.mem_fraction_static = options.mem_fraction_static;
     // The weights are read after the plan (into host vectors, then uploaded on CUDA): the file's
     // size stands for them; the output buffers are allocated at capacity.
-    std::error_code ec;
-    const uintmax_t file_bytes = std::filesystem::file_size(dir / "model.safetensors", ec);
-    in.weight_bytes = ec ? 0 : size_t(file_bytes);
+    in.weight_bytes = size_t(checkpoint_file_bytes(dir));
     in.output_bytes = size_t(mc.row_capacity()) *
                       (size_t(config.vocab_size) * sizeof(float) + size_t(config.hidden_size) * 2);
     DSA_ASSIGN_OR_RETURN(CachePlan plan, plan_cache_pages(in, runtime::memory_ops(ops.backend)));
     mc.num_pages = plan.num_pages;
   }
   // Options and the memory plan are checked: only now is the checkpoint read.
-  DSA_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(dir / "model.safetensors"));
-  DSA_ASSIGN_OR_RETURN(ModelWeights weights, load_model_weights(file, config));
+  DSA_ASSIGN_OR_RETURN(Checkpoint file, Checkpoint::open(dir));
+  DSA_ASSIGN_OR_RETURN(ModelWeights weights,
+                       load_model_weights(file, config, options.on_load_progress));
   std::unique_ptr<DsaModel> m(
       new DsaModel(std::move(config), std::move(weights), options, mc, ops));
 

@@ -23,6 +23,7 @@
 
 #include "dsa/core/status.h"
 #include "dsa/kernels/op_table.h"
+#include "dsa/model/checkpoint.h"
 #include "dsa/model/decoder_block.h"
 #include "dsa/model/model_caches.h"
 #include "dsa/model/model_config.h"
@@ -57,6 +58,8 @@ struct ModelOptions {
   std::vector<int32_t> buckets;
   // CUDA only: capture one graph per (model, mode, bucket) at load and replay them.
   bool cuda_graphs = false;
+  // Called as each checkpoint file has been read (model/checkpoint.h); the CLI prints it.
+  LoadProgressFn on_load_progress;
 };
 
 // Host-side time of forwards (what graphs remove): host_s runs from the start of a forward until

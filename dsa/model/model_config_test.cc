@@ -81,6 +81,35 @@ TEST(ModelConfig, OptionalKeys) {
   EXPECT_TRUE(c->indexer_rope_interleave);
 }
 
+TEST(ModelConfig, Glm5IsRefusedByName) {
+  json j = v32_config_json();
+  j["model_type"] = "glm_moe_dsa";
+  j["architectures"] = {"GlmMoeDsaForCausalLM"};
+  StatusOr<ModelConfig> c = parse_model_config(j.dump(), "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(c.status().message().find("GLM-5"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("glm_moe_dsa"), std::string::npos) << c.status().message();
+  j["model_type"] = "deepseek_v32";  // the architecture alone is enough
+  c = parse_model_config(j.dump(), "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented);
+}
+
+// testdata/deepseek-v3.2/config.json (the cli_checkpoint base) holds the real V3.2 values and
+// loads.
+TEST(ModelConfig, TestdataV32Config) {
+  StatusOr<ModelConfig> c = load_model_config(std::filesystem::path(DSA_SOURCE_DIR) / "testdata" /
+                                              "deepseek-v3.2" / "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->hidden_size, 7168);
+  EXPECT_EQ(c->num_hidden_layers, 61);
+  EXPECT_EQ(c->n_routed_experts, 256);
+  EXPECT_EQ(c->index_topk, 2048);
+  EXPECT_TRUE(c->has_mtp());
+  EXPECT_TRUE(c->quantization_config.has_value());
+}
+
 TEST(ModelConfig, MissingFileIsNotFound) {
   TempDir dir;
   StatusOr<ModelConfig> c = load_model_config(dir / "config.json");

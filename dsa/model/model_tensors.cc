@@ -107,11 +107,11 @@ std::string_view kind_dtypes(TensorKind kind, bool quantized) {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Checks one present tensor; records the names it accounts for in `used`.
-Status check_one(const SafetensorsFile& f, const ExpectedTensor& x, bool quantized,
+Status check_one(const Checkpoint& f, const ExpectedTensor& x, bool quantized,
                  std::set<std::string>* used) {
   DSA_ASSIGN_OR_RETURN(TensorInfo t, f.get(x.name));
   used->insert(x.name);
-  const std::string where = f.path().string() + ": " + x.name + ": ";
+  const std::string where = f.path_of(x.name) + ": " + x.name + ": ";
   const bool fp8 = x.kind == TensorKind::kLinear && quantized && t.dtype == DType::kE4M3;
   bool dtype_ok = false;
   switch (x.kind) {
@@ -159,7 +159,7 @@ std::vector<ExpectedTensor> expected_model_tensors(const ModelConfig& c) {
   return out;
 }
 
-Status check_model_tensors(const SafetensorsFile& f, const ModelConfig& c) {
+Status check_model_tensors(const Checkpoint& f, const ModelConfig& c) {
   const bool quantized = c.quantization_config.has_value();
   std::set<std::string> used;
   for (const ExpectedTensor& x : expected_model_tensors(c)) {
@@ -170,7 +170,7 @@ Status check_model_tensors(const SafetensorsFile& f, const ModelConfig& c) {
   // expert, a scale on a bf16 config), which shapes alone would not reveal.
   for (const std::string& name : f.names()) {
     if (used.count(name) == 0) {
-      return invalid_argument(f.path().string() + ": " + clip_for_message(name) +
+      return invalid_argument(f.path_of(name) + ": " + clip_for_message(name) +
                               ": unexpected tensor (not in SPEC §8.2 for this config.json)");
     }
   }

@@ -9,8 +9,8 @@
 
 #include "dsa/core/status.h"
 #include "dsa/core/tensor.h"
+#include "dsa/model/checkpoint.h"
 #include "dsa/model/model_config.h"
-#include "dsa/model/safetensors.h"
 
 namespace dsa::model {
 
@@ -40,7 +40,8 @@ std::string scale_inv_name(const std::string& weight_name);
 // Every required tensor present with its dtype and shape; FP8 weights (only with a
 // quantization_config) carry an f32 [ceil(out/128), ceil(in/128)] scale; and no tensor that the
 // inventory does not name. The first problem found is returned: kNotFound for a missing tensor,
-// kInvalidArgument otherwise; every message names the file and the tensor.
-Status check_model_tensors(const SafetensorsFile& file, const ModelConfig& config);
+// kInvalidArgument otherwise; every message names the file (the tensor's shard when sharded) and
+// the tensor. A weight and its scale may sit in different shards.
+Status check_model_tensors(const Checkpoint& checkpoint, const ModelConfig& config);
 
 }  // namespace dsa::model

@@ -158,7 +158,7 @@ Status check(const std::vector<FakeTensor>& ts, const ModelConfig& c, TempDir& d
              std::string* path) {
   auto p = write_file(dir / "model.safetensors", safetensors_bytes(ts));
   *path = p.string();
-  StatusOr<SafetensorsFile> f = SafetensorsFile::open(p);
+  StatusOr<Checkpoint> f = Checkpoint::open_file(p);
   DSA_CHECK(f.ok());
   return check_model_tensors(*f, c);
 }
@@ -287,6 +287,52 @@ TEST(ModelTensors, AcceptsFp8WeightsWithScales) {
   put(ts, {"model.layers.2.self_attn.o_proj.weight_scale_inv", "F32", {1, 2}, 4});
   Status s = check(ts, c, dir, &path);
   EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
+// The same checks through a sharded checkpoint: each FP8 weight's scale in the other shard.
+Status check_sharded(const std::vector<FakeTensor>& ts, const ModelConfig& c, TempDir& dir) {
+  std::vector<FakeTensor> a, b;
+  nlohmann::json map = nlohmann::json::object();
+  for (const FakeTensor& t : ts) {
+    const bool scale = t.name.ends_with("_scale_inv");
+    (scale ? b : a).push_back(t);
+    map[t.name] = scale ? "model-00002-of-000002.safetensors" : "model-00001-of-000002.safetensors";
+  }
+  write_file(dir / "model-00001-of-000002.safetensors", safetensors_bytes(a));
+  write_file(dir / "model-00002-of-000002.safetensors", safetensors_bytes(b));
+  write_file(dir / "model.safetensors.index.json",
+             nlohmann::json{{"metadata", nlohmann::json::object()}, {"weight_map", map}}.dump());
+  StatusOr<Checkpoint> f = Checkpoint::open(dir / "");
+  if (!f.ok()) return f.status();
+  return check_model_tensors(*f, c);
+}
+
+TEST(ModelTensors, Fp8ScalesInAnotherShard) {
+  TempDir dir;
+  ModelConfig c = quantized_mini();
+  auto ts = checkpoint(c);
+  put(ts, {kKvB, "F8_E4M3", {512, 512}, 1});
+  put(ts, {kKvB + "_scale_inv", "F32", {4, 4}, 4});
+  Status s = check_sharded(ts, c, dir);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
+TEST(ModelTensors, ShardedMessagesNameTheTensorsShard) {
+  TempDir dir;
+  ModelConfig c = quantized_mini();
+  auto ts = checkpoint(c);
+  put(ts, {kKvB, "F8_E4M3", {512, 512}, 1});
+  put(ts, {kKvB + "_scale_inv", "F32", {4, 3}, 4});  // wrong scale shape
+  Status s = check_sharded(ts, c, dir);
+  EXPECT_NE(s.message().find("model-00002-of-000002.safetensors: " + kKvB + "_scale_inv"),
+            std::string::npos)
+      << s.to_string();
+  TempDir dir2;
+  ts = checkpoint(c);
+  put(ts, {kKvB, "F8_E4M3", {512, 512}, 1});  // no scale anywhere
+  s = check_sharded(ts, c, dir2);
+  EXPECT_EQ(s.message(), (dir2 / "model-00001-of-000002.safetensors").string() + ": " + kKvB +
+                             ": e4m3 weight without " + kKvB + "_scale_inv");
 }
 
 TEST(ModelTensors, RejectsFp8WithoutScale) {

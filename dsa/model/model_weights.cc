@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <set>
 
 #include "dsa/core/log.h"
 #include "dsa/model/model_tensors.h"
@@ -13,12 +16,42 @@ namespace {
 
 class Reader {
  public:
-  Reader(const SafetensorsFile& f) : f_(f) {}
+  Reader(const Checkpoint& f, const LoadProgressFn& progress) : f_(f), progress_(progress) {
+    left_.resize(f.num_files());
+    for (size_t i = 0; i < f.num_files(); ++i) {
+      left_[i] = f.file(i).data_bytes();
+      p_.bytes_total += left_[i];
+    }
+    p_.shards_total = f.num_files();
+    for (size_t i = 0; i < left_.size(); ++i) {
+      if (left_[i] == 0) done_.insert(int64_t(i)), ++p_.shards_done;  // nothing to read there
+    }
+  }
+
+  // Every read goes through here: it counts the bytes each file has left to give.
+  StatusOr<TensorInfo> fetch(const std::string& name) {
+    DSA_ASSIGN_OR_RETURN(TensorInfo t, f_.get(name));
+    if (p_.shards_done == 0 && p_.bytes_done == 0) start_ = std::chrono::steady_clock::now();
+    const int64_t i = f_.file_index(name);
+    p_.bytes_done += t.nbytes;
+    uint64_t& left = left_[size_t(i)];
+    left -= std::min<uint64_t>(left, t.nbytes);
+    if (left == 0 && !done_.count(i)) {
+      done_.insert(i);
+      ++p_.shards_done;
+      if (progress_) {
+        p_.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+        progress_(p_);
+      }
+    }
+    return t;
+  }
 
   StatusOr<std::vector<bf16>> bf16_tensor(const std::string& name) {
-    DSA_ASSIGN_OR_RETURN(TensorInfo t, f_.get(name));
+    DSA_ASSIGN_OR_RETURN(TensorInfo t, fetch(name));
     if (t.dtype != DType::kBF16) {
-      return invalid_argument(fmt::format("{}: {}: expected bf16", f_.path().string(), name));
+      return invalid_argument(fmt::format("{}: {}: expected bf16", f_.path_of(name), name));
     }
     std::vector<bf16> v(t.nbytes / 2);
     std::memcpy(v.data(), t.data, t.nbytes);
@@ -27,7 +60,7 @@ class Reader {
 
   // Norm vectors and biases: bf16 or f32 storage, upcast exactly.
   StatusOr<std::vector<float>> f32_vector(const std::string& name) {
-    DSA_ASSIGN_OR_RETURN(TensorInfo t, f_.get(name));
+    DSA_ASSIGN_OR_RETURN(TensorInfo t, fetch(name));
     std::vector<float> v;
     if (t.dtype == DType::kF32) {
       v.resize(t.nbytes / 4);
@@ -48,7 +81,7 @@ class Reader {
   }
 
   StatusOr<LinearWeight> linear(const std::string& name) {
-    DSA_ASSIGN_OR_RETURN(TensorInfo t, f_.get(name));
+    DSA_ASSIGN_OR_RETURN(TensorInfo t, fetch(name));
     LinearWeight w;
     w.out = static_cast<int32_t>(t.shape[0]);
     w.in = static_cast<int32_t>(t.shape[1]);
@@ -64,15 +97,33 @@ class Reader {
   }
 
  private:
-  const SafetensorsFile& f_;
+  const Checkpoint& f_;
+  const LoadProgressFn& progress_;
+  std::vector<uint64_t> left_;  // per file: data bytes not read yet
+  std::set<int64_t> done_;
+  LoadProgress p_;
+  std::chrono::steady_clock::time_point start_;
 };
 
 // kv_b_proj [H (nope + v), kv_lora] -> per head W_UK^T [kv_lora, nope] and W_UV [v, kv_lora].
-StatusOr<std::pair<std::vector<LinearWeight>, std::vector<LinearWeight>>> split_kv_b(
-    const LinearWeight& kv_b, const ModelConfig& c) {
-  if (kv_b.is_fp8()) {
-    return unimplemented("kv_b_proj in FP8: dequantising W_UK/W_UV is not supported yet");
+// An FP8 weight as bf16 (SPEC.md §8.2): W[i][j] = e4m3(W8[i][j]) * scale_inv[i/128][j/128].
+LinearWeight dequantize_fp8(const LinearWeight& w) {
+  constexpr size_t kBlock = 128;
+  const size_t out = size_t(w.out), in = size_t(w.in), col_blocks = (in + kBlock - 1) / kBlock;
+  LinearWeight d{w.out, w.in, std::vector<bf16>(out * in), {}, {}};
+  for (size_t i = 0; i < out; ++i) {
+    for (size_t j = 0; j < in; ++j) {
+      const float s = w.scale_inv[(i / kBlock) * col_blocks + j / kBlock];
+      d.bf16_w[i * in + j] = float_to_bf16(e4m3_to_float(e4m3{w.fp8_w[i * in + j]}) * s);
+    }
   }
+  return d;
+}
+
+StatusOr<std::pair<std::vector<LinearWeight>, std::vector<LinearWeight>>> split_kv_b(
+    const LinearWeight& kv_b_stored, const ModelConfig& c) {
+  // Never run as a linear (SPEC.md §8.8): an FP8 kv_b_proj is dequantised to bf16 here.
+  const LinearWeight kv_b = kv_b_stored.is_fp8() ? dequantize_fp8(kv_b_stored) : kv_b_stored;
   const int32_t H = int32_t(c.num_attention_heads), nope = int32_t(c.qk_nope_head_dim);
   const int32_t v = int32_t(c.v_head_dim), r = int32_t(c.kv_lora_rank);
   std::vector<LinearWeight> uk(static_cast<size_t>(H)), uv(static_cast<size_t>(H));
@@ -140,9 +191,10 @@ StatusOr<DecoderLayerWeights> load_block(Reader& rd, const ModelConfig& c, int64
 
 }  // namespace
 
-StatusOr<ModelWeights> load_model_weights(const SafetensorsFile& file, const ModelConfig& c) {
+StatusOr<ModelWeights> load_model_weights(const Checkpoint& file, const ModelConfig& c,
+                                          const LoadProgressFn& progress) {
   DSA_RETURN_IF_ERROR(check_model_tensors(file, c));
-  Reader rd(file);
+  Reader rd(file, progress);
   ModelWeights w;
   DSA_ASSIGN_OR_RETURN(w.embed, rd.bf16_tensor("model.embed_tokens.weight"));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -164,7 +216,7 @@ StatusOr<ModelWeights> load_model_weights(const SafetensorsFile& file, const Mod
     DSA_ASSIGN_OR_RETURN(m.embed, rd.bf16_tensor(p + "embed_tokens.weight"));
     if (std::memcmp(m.embed->data(), w.embed.data(), w.embed.size() * 2) != 0) {
       DSA_LOG_WARN("{}: the MTP layer's embed_tokens differs from model.embed_tokens",
-                   file.path().string());
+                   file.path_of(p + "embed_tokens.weight"));
     }
   }
   if (file.contains(p + "shared_head.head.weight")) {

@@ -10,8 +10,8 @@
 
 #include "dsa/core/dtype.h"
 #include "dsa/core/status.h"
+#include "dsa/model/checkpoint.h"
 #include "dsa/model/model_config.h"
-#include "dsa/model/safetensors.h"
 
 namespace dsa::model {
 
@@ -78,7 +78,9 @@ struct ModelWeights {
   const LinearWeight& mtp_head() const { return mtp && mtp->head ? *mtp->head : lm_head; }
 };
 
-// Checks the inventory (check_model_tensors) and copies every tensor out.
-StatusOr<ModelWeights> load_model_weights(const SafetensorsFile& file, const ModelConfig& config);
+// Checks the inventory (check_model_tensors) and copies every tensor out of the mappings.
+// `progress`, when set, is called each time every tensor of one more file has been read.
+StatusOr<ModelWeights> load_model_weights(const Checkpoint& checkpoint, const ModelConfig& config,
+                                          const LoadProgressFn& progress = {});
 
 }  // namespace dsa::model

@@ -60,6 +60,10 @@ class SafetensorsFile {
   std::vector<std::string> names() const;
   bool contains(std::string_view name) const { return tensors_.count(name) != 0; }
   size_t size() const { return tensors_.size(); }
+  // Bytes of the data section (the file less the 8-byte length and the header).
+  uint64_t data_bytes() const {
+    return map_size_ - static_cast<size_t>(data_ - static_cast<const unsigned char*>(map_));
+  }
   const std::map<std::string, std::string, std::less<>>& metadata() const { return metadata_; }
 
   // kNotFound "<file>: tensor <name> not found" when absent.

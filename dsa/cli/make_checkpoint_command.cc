@@ -12,6 +12,7 @@
 
 #include "dsa/cli/engine_args.h"
 #include "dsa/core/dtype.h"
+#include "dsa/core/splitmix64.h"
 #include "dsa/model/checkpoint.h"
 #include "dsa/model/model_config.h"
 #include "dsa/model/model_tensors.h"
@@ -39,17 +40,11 @@ struct MakeArgs {
 constexpr int64_t kBlock = 128;  // FP8 scale block (SPEC.md §8.2)
 constexpr float kE4m3Max = 448.0f;
 
-// splitmix64: a fixed, portable stream per (seed, tensor).
+// A fixed, portable stream per (seed, tensor).
 struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  SplitMix64 bits;
   // Uniform in [-a, a).
-  float uniform(float a) { return a * (float((next() >> 40) * 0x1p-24) * 2.0f - 1.0f); }
+  float uniform(float a) { return a * (float((bits.next() >> 40) * 0x1p-24) * 2.0f - 1.0f); }
 };
 
 uint64_t name_hash(const std::string& s) {

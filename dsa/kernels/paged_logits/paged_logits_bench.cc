@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "dsa/core/checked_mode.h"
+#include "dsa/core/splitmix64.h"
 #include "dsa/cuda/bench_cold.h"
 #include "dsa/cuda/bench_timer.h"
 #include "dsa/cuda/device_buffer.h"
@@ -40,15 +41,7 @@ using namespace dsa::kernels;  // NOLINT
 
 constexpr int32_t kHeads = 64, kDim = 128;
 
-struct SplitMix {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-};
+using SplitMix = SplitMix64;
 
 // Random e4m3 codes with bit 6 clear: |v| < 2, never NaN (0x7F / 0xFF have bit 6 set).
 void fill_codes(SplitMix& rng, uint8_t* p, size_t n) {

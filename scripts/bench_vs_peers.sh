@@ -11,18 +11,14 @@
 # Writes to $OUT (or ./peers-out): env.txt, build.log, anchors.log, dsa.log, table.md.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-out="${OUT:-peers-out}"
-mkdir -p "$out"
-build="build-gpu"
 kit=.anchors
 iters="${BENCH_ITERS:-50}"
-t0=$(date +%s)
-phase() { echo "[bench_vs_peers $(($(date +%s) - t0))s] $*"; }
 [ -x "$kit/bin/deepgemm_paged_logits" ] || {
   echo "no anchors kit at ./$kit (copy /work/shared/anchors there and carry it)"
   exit 2
 }
 . scripts/gpu_build_env.sh
+gpu_start bench_vs_peers peers-out
 gpu_env "$out/env.txt"
 
 phase "build (dsa benchmarks only)"

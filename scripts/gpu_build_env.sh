@@ -19,3 +19,14 @@ gpu_configure() {
   cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=/usr/bin/g++ \
     -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ "${pcre[@]}"
 }
+
+# gpu_start NAME DEFAULT_OUT: the preamble of a GPU script: $out ($OUT or DEFAULT_OUT, created),
+# $build (build-gpu), and phase MESSAGE, which prints "[NAME <seconds since start>s] MESSAGE".
+gpu_start() {
+  gpu_script_name=$1
+  out="${OUT:-$2}"
+  mkdir -p "$out"
+  build=build-gpu
+  gpu_t0=$(date +%s)
+  phase() { echo "[$gpu_script_name $(($(date +%s) - gpu_t0))s] $*"; }
+}

@@ -7,12 +7,8 @@
 # engine_bench.log (scripts/bench_engine.sh: the tiny model's decode with graphs on and off).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out="${OUT:-gpu-out}"
-mkdir -p "$out"
-build=build-gpu
-t0=$(date +%s)
-phase() { echo "[gpu_check $(( $(date +%s) - t0 ))s] $*"; }
 . scripts/gpu_build_env.sh
+gpu_start gpu_check gpu-out
 gpu_env "$out/env.txt"
 
 phase "configure + build"

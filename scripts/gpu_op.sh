@@ -8,12 +8,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 op="${1:?usage: scripts/gpu_op.sh OP}"
-out="${OUT:-gpu-out}"
-mkdir -p "$out"
-build=build-gpu
-t0=$(date +%s)
-phase() { echo "[gpu_op $(($(date +%s) - t0))s] $*"; }
 . scripts/gpu_build_env.sh
+gpu_start gpu_op gpu-out
 gpu_env "$out/env.txt"
 
 phase "build ${op}_cuda_test ${op}_bench"

@@ -38,8 +38,11 @@ Status validate(const LinearParams& p);
 // others and of the batch. Checked mode (FP8 only): a non-finite x (the quantiser's contract,
 // §2.1) or weight_scale_inv is OutOfRange, nothing written.
 Status linear_ref(const LinearParams& p);
-// CUDA backend (device pointers): bf16 weights through cuBLASLt, FP8 weights through a simple
-// fused quantise-and-dot kernel (correct first; cuBLASLt block scaling is the later step).
+// CUDA backend (device pointers): bf16 weights through cuBLASLt; FP8 weights through a few-token
+// wgmma kernel (up to 128 tokens) or cuBLASLt's block-scaled FP8 GEMM (more), after quantising
+// the tokens into per-stream scratch allocated on the stream's first FP8 call (so that call must
+// come before any graph capture, as the warm-up does). Checked mode takes a simple fused kernel
+// that checks every input.
 Status linear_cuda(const LinearParams& p);
 
 // §8.8's class-T bound for one output: with M = sum_j |x^_j w^_j| over the dequantised operands,

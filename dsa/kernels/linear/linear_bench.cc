@@ -1,15 +1,18 @@
 // Linear-layer benchmark at V3.2 shapes (SPEC.md §8.8, §10): bf16 x bf16 -> bf16 through
 // cuBLASLt for T in {1, 32, 4096} x (7168 -> 1536: q_a_proj) and (7168 -> 18432: the dense MLP's
-// gate/up), plus the FP8-weight path (the simple correct-first kernel) on the first shape for an
-// honest figure. FLOPs = 2 T in out; bytes = x + W + y once each. Weights rotate over several
-// copies so small ones do not run from L2. One line per shape: µs (median of 50), TFLOP/s and the
-// fraction of the measured dense-MMA ceiling (805 bf16 / 1500 fp8), TB/s and its fraction of 4.28.
-//   usage: linear_bench
+// gate/up); the FP8 block-scaled path (the few-token wgmma kernel up to 128 tokens, cuBLASLt's
+// block-scaled GEMM above) at every V3.2 FP8 projection shape for T in {1, 4, 32, 128, 4096}.
+// FLOPs = 2 T in out; bytes = x + W (+ its block scales) + y once each. Weights rotate over
+// several copies so small ones do not run from L2. One line per shape: µs (median of 50), TFLOP/s
+// and the fraction of the measured dense-MMA ceiling (805 bf16 / 1500 fp8), TB/s and its fraction
+// of 4.28, and the fraction of the roofline (max of bytes / 4.28 TB/s and FLOPs / peak).
+//   usage: linear_bench [fp8]   (fp8: the FP8 shapes only)
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "dsa/core/checked_mode.h"
@@ -71,29 +74,43 @@ Status bench_shape(int32_t tokens, int32_t in, int32_t out, bool fp8, dsa::testi
                                       },
                                       dsa::cuda::current_stream()));
   const double flops = 2.0 * tokens * in * out;
-  const double bytes = double(tokens) * in * 2 + double(w_bytes) + double(tokens) * out * 2;
+  const double scale_bytes = fp8 ? 4.0 * ((out + 127) / 128) * ((in + 127) / 128) : 0.0;
+  const double bytes =
+      double(tokens) * in * 2 + double(w_bytes) + scale_bytes + double(tokens) * out * 2;
   const double tflops = flops / (us * 1e-6) / 1e12, tbps = bytes / (us * 1e-6) / 1e12;
   const double peak = fp8 ? dsa::cuda::kH200Fp8Flops : dsa::cuda::kH200Bf16Flops;
+  const double roof_us =
+      std::max(bytes / dsa::cuda::kH200Bandwidth, flops / peak) * 1e6;  // SPEC.md §10
   std::printf(
-      "linear %-10s T=%-5d %5d -> %-5d %9.2f us %8.2f TFLOP/s %5.1f%% of %.0f  %6.3f TB/s %5.1f%% "
-      "of 4.28\n",
-      fp8 ? "fp8-simple" : "bf16-lt", tokens, in, out, us, tflops, 100.0 * tflops * 1e12 / peak,
-      peak / 1e12, tbps, 100.0 * tbps * 1e12 / dsa::cuda::kH200Bandwidth);
+      "linear %-7s T=%-5d %5d -> %-5d %9.2f us %8.2f TFLOP/s %5.1f%% of %.0f  %6.3f TB/s %5.1f%% "
+      "of 4.28  %5.1f%% of roofline\n",
+      fp8 ? "fp8" : "bf16-lt", tokens, in, out, us, tflops, 100.0 * tflops * 1e12 / peak,
+      peak / 1e12, tbps, 100.0 * tbps * 1e12 / dsa::cuda::kH200Bandwidth, 100.0 * roof_us / us);
   return dsa::ok_status();
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   // Unchecked, as a release run: checked mode would add a device-to-host read per launch.
   dsa::ScopedCheckedMode unchecked(false);
   dsa::testing::Rng rng(dsa::testing::test_seed());
+  const bool fp8_only = argc > 1 && std::string_view(argv[1]) == "fp8";
   struct Shape {
     int32_t tokens, in, out;
     bool fp8;
-  } shapes[] = {{1, 7168, 1536, false},  {32, 7168, 1536, false},  {4096, 7168, 1536, false},
-                {1, 7168, 18432, false}, {32, 7168, 18432, false}, {4096, 7168, 18432, false},
-                {1, 7168, 1536, true},   {32, 7168, 1536, true},   {4096, 7168, 1536, true}};
+  };
+  std::vector<Shape> shapes;
+  if (!fp8_only) {
+    for (int32_t out : {1536, 18432})
+      for (int32_t t : {1, 32, 4096}) shapes.push_back({t, 7168, out, false});
+  }
+  // V3.2's FP8 projections: q_a, kv_a (+ rope), the indexer's wq_b-sized 7168 -> 4096, q_b,
+  // o_proj, a dense MLP's down projection.
+  const int32_t fp8_shapes[][2] = {{7168, 1536},  {7168, 576},   {7168, 4096},
+                                   {1536, 24576}, {16384, 7168}, {2048, 7168}};
+  for (int32_t t : {1, 4, 32, 128, 4096})
+    for (const auto& fs : fp8_shapes) shapes.push_back({t, fs[0], fs[1], true});
   for (const Shape& s : shapes) {
     Status st = bench_shape(s.tokens, s.in, s.out, s.fp8, rng);
     if (!st.ok()) {

@@ -9,15 +9,23 @@
 //   alignment, so a call costs one cublasLtMatmul. Split-K is allowed only with out-of-place fp32
 //   reductions (in-place ones use atomics), so results are run-to-run deterministic. If cuBLASLt
 //   offers no algorithm, the simple kernel below runs.
-// FP8 weight (e4m3 + 128x128 block scales): correct-first, a simple fused kernel (below) that
-//   quantises x per (token, 128 columns) with the same DSA_HD code as the reference
-//   (quantize_block_pow2's rule), dequantises both operands exactly into shared memory and takes
-//   fp32 dot products per 128-block, scaled by sx * sw. The fast path (cuBLASLt's block-scaled
-//   FP8 GEMM, or a wgmma kernel) is the later optimisation.
+// FP8 weight (e4m3 + 128x128 block scales): the tokens are quantised per (token, 128 columns)
+//   with the reference's power-of-two rule into per-stream scratch (linear_fp8_cuda.h), then
+//   - up to kLtMinTokens tokens (decode, verify, small prefill chunks): the few-token wgmma kernel
+//     (linear_fp8_wgmma.cuh), 64 tokens per launch;
+//   - more: cuBLASLt's block-scaled FP8 GEMM for the first T - T % 4 tokens (the weight as A with
+//     CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, its scales in the checkpoint's own
+//     [out/128][in/128] order; the tokens as B with VEC128_32F, scales [in/128][T]: found by
+//     trying each order against the reference, tools/probe_fp8_blockscale.cu), the last T % 4
+//     by the wgmma kernel (cuBLASLt 13.1 offers no algorithm for n % 4 != 0, and computes wrong
+//     sums when in / 128 is not a multiple of 4, so those shapes stay on the wgmma kernel).
+//   Checked mode, and shapes the copy engine cannot stream (in % 16 != 0), take the simple fused
+//   kernel below, which checks every input.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +40,7 @@
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/linear/linear.h"
+#include "dsa/kernels/linear/linear_fp8_cuda.h"
 
 namespace dsa::kernels {
 
@@ -182,13 +191,14 @@ struct Plan {
   bool has_algo = false;
 };
 
-// T, in, out, fp32 output, alignment of W, x, y (bytes, capped at 256).
-using PlanKey = std::tuple<int32_t, int32_t, int32_t, bool, int, int, int>;
+// T, in, out, fp32 output, alignment of W, x, y (bytes, capped at 256), FP8 block-scaled.
+using PlanKey = std::tuple<int32_t, int32_t, int32_t, bool, int, int, int, bool>;
 
 struct LtState {
   cublasLtHandle_t handle = nullptr;
   // One workspace per stream: two streams running GEMMs at once must not share scratch.
   std::map<cudaStream_t, void*> workspaces;
+  std::map<cudaStream_t, linear_fp8::Scratch> fp8_scratch;  // the same rule for FP8 scratch
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
 };
 
@@ -222,19 +232,38 @@ StatusOr<void*> workspace_for(LtState& st, cudaStream_t stream) {
   return ws;
 }
 
+// Requires g_lt_mutex held.
+StatusOr<linear_fp8::Scratch> fp8_scratch_for(LtState& st, cudaStream_t stream) {
+  auto it = st.fp8_scratch.find(stream);
+  if (it != st.fp8_scratch.end()) return it->second;
+  DSA_ASSIGN_OR_RETURN(linear_fp8::Scratch s, linear_fp8::allocate_scratch());
+  st.fp8_scratch.emplace(stream, s);
+  return s;
+}
+
 Status build_plan(LtState& st, const LinearParams& p, const PlanKey& key, Plan& plan) {
   const auto out_type = p.y_f32 != nullptr ? CUDA_R_32F : CUDA_R_16BF;
+  const bool fp8 = std::get<7>(key);
+  const auto in_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
   DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  if (fp8) {  // the scale pointers are set per call (lt_fp8_matmul)
+    const cublasLtMatmulMatrixScale_t weight_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
+                                      token_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &weight_mode, sizeof(weight_mode)));
+    DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &token_mode, sizeof(token_mode)));
+  }
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   DSA_LT_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   DSA_LT_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   // Stored shapes (column-major): W is [in, out], x is [in, T], y is [out, T].
-  DSA_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, p.in_features,
-                                                    p.out_features, p.in_features));
   DSA_LT_RETURN_IF_ERROR(
-      cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, p.in_features, p.num_tokens, p.in_features));
+      cublasLtMatrixLayoutCreate(&plan.a, in_type, p.in_features, p.out_features, p.in_features));
+  DSA_LT_RETURN_IF_ERROR(
+      cublasLtMatrixLayoutCreate(&plan.b, in_type, p.in_features, p.num_tokens, p.in_features));
   DSA_LT_RETURN_IF_ERROR(
       cublasLtMatrixLayoutCreate(&plan.c, out_type, p.out_features, p.num_tokens, p.out_features));
 
@@ -283,7 +312,8 @@ Status lt_matmul(const LinearParams& p, bool* ran) {
                     p.y_f32 != nullptr,
                     alignment(p.weight),
                     alignment(p.x),
-                    alignment(p.y_f32 != nullptr ? static_cast<const void*>(p.y_f32) : p.y)};
+                    alignment(p.y_f32 != nullptr ? static_cast<const void*>(p.y_f32) : p.y),
+                    false};
   const cudaStream_t stream = cuda::current_stream();
   LtState* st = nullptr;
   Plan* plan = nullptr;
@@ -310,6 +340,109 @@ Status lt_matmul(const LinearParams& p, bool* ran) {
   return ok_status();
 }
 
+// The block-scaled FP8 GEMM through cuBLASLt for p's rows, from tokens quantised into x8 / sx
+// (sx[k * T + t]); *ran = false when cuBLASLt has no algorithm for the shape.
+Status lt_fp8_matmul(const LinearParams& p, const uint8_t* x8, const float* sx, bool* ran) {
+  const PlanKey key{p.num_tokens,
+                    p.in_features,
+                    p.out_features,
+                    p.y_f32 != nullptr,
+                    alignment(p.weight_fp8),
+                    alignment(x8),
+                    alignment(p.y_f32 != nullptr ? static_cast<const void*>(p.y_f32) : p.y),
+                    true};
+  const cudaStream_t stream = cuda::current_stream();
+  // Held through the call: the scale pointers are attributes of the shared descriptor.
+  std::lock_guard<std::mutex> lock(g_lt_mutex);
+  DSA_ASSIGN_OR_RETURN(LtState * st, lt_state());
+  DSA_ASSIGN_OR_RETURN(void* workspace, workspace_for(*st, stream));
+  auto it = st->plans.find(key);
+  if (it == st->plans.end()) {
+    auto fresh = std::make_unique<Plan>();
+    DSA_RETURN_IF_ERROR(build_plan(*st, p, key, *fresh));
+    it = st->plans.emplace(key, std::move(fresh)).first;
+  }
+  Plan& plan = *it->second;
+  *ran = plan.has_algo;
+  if (!plan.has_algo) return ok_status();
+  const float* weight_scales = p.weight_scale_inv;
+  DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &weight_scales, sizeof(weight_scales)));
+  DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx, sizeof(sx)));
+  const float alpha = 1.f, beta = 0.f;
+  void* y = p.y_f32 != nullptr ? static_cast<void*>(p.y_f32) : static_cast<void*>(p.y);
+  DSA_LT_RETURN_IF_ERROR(cublasLtMatmul(st->handle, plan.desc, &alpha, p.weight_fp8, plan.a, x8,
+                                        plan.b, &beta, y, plan.c, y, plan.c, &plan.algo, workspace,
+                                        kWorkspaceBytes, stream));
+  return ok_status();
+}
+
+// The fewest tokens for which cuBLASLt takes the FP8 GEMM: below it the wgmma kernel (one weight
+// pass per 64 tokens) is faster. DSA_FP8_LINEAR_LT_MIN_TOKENS overrides it (benchmarks of the
+// crossover; read once).
+int32_t lt_min_tokens() {
+  static const int32_t value = [] {
+    const char* env = std::getenv("DSA_FP8_LINEAR_LT_MIN_TOKENS");
+    const long v = env != nullptr ? std::strtol(env, nullptr, 10) : 0;
+    return v >= 4 && v <= (1L << 30) ? static_cast<int32_t>(v) : int32_t{129};
+  }();
+  return value;
+}
+
+// p restricted to its rows [row0, row0 + rows).
+LinearParams rows_of(const LinearParams& p, int32_t row0, int32_t rows) {
+  LinearParams q = p;
+  q.x = p.x + int64_t{row0} * p.in_features;
+  if (p.y != nullptr) q.y = p.y + int64_t{row0} * p.out_features;
+  if (p.y_f32 != nullptr) q.y_f32 = p.y_f32 + int64_t{row0} * p.out_features;
+  q.num_tokens = rows;
+  return q;
+}
+
+// Rows [row0, row0 + rows) by the few-token kernel, 64 at a time, quantised in passes that fit
+// the scratch.
+Status fp8_small_rows(const LinearParams& p, int32_t row0, int32_t rows,
+                      const linear_fp8::Scratch& s) {
+  const int32_t in = p.in_features;
+  const int32_t pass = static_cast<int32_t>(
+      std::min<int64_t>(int64_t(s.x8_bytes) / in / linear_fp8::kSmallMaxRows, 1 << 20) *
+      linear_fp8::kSmallMaxRows);
+  for (int32_t r0 = row0; r0 < row0 + rows; r0 += pass) {
+    const int32_t n = std::min(pass, row0 + rows - r0);
+    DSA_RETURN_IF_ERROR(linear_fp8::quantize_tokens(p.x + int64_t{r0} * in, n, in, s.x8, s.sx));
+    for (int32_t c = 0; c < n; c += linear_fp8::kSmallMaxRows) {
+      const int32_t m = std::min(linear_fp8::kSmallMaxRows, n - c);
+      DSA_RETURN_IF_ERROR(
+          linear_fp8::small_gemm(rows_of(p, r0 + c, m), m, s.x8 + int64_t{c} * in, s.sx + c, n, s));
+    }
+  }
+  return ok_status();
+}
+
+Status fp8_fast(const LinearParams& p) {
+  linear_fp8::Scratch s;
+  {
+    std::lock_guard<std::mutex> lock(g_lt_mutex);
+    DSA_ASSIGN_OR_RETURN(LtState * st, lt_state());
+    DSA_ASSIGN_OR_RETURN(s, fp8_scratch_for(*st, cuda::current_stream()));
+  }
+  const int32_t T = p.num_tokens, in = p.in_features;
+  const int32_t blocks = (in + kLinearBlock - 1) / kLinearBlock;
+  const int32_t lt_rows = (T >= lt_min_tokens() && blocks % 4 == 0) ? T - T % 4 : 0;
+  const int32_t pass =
+      static_cast<int32_t>(std::min<int64_t>(int64_t(s.x8_bytes) / in, 1 << 30) & ~int64_t{3});
+  for (int32_t r0 = 0; r0 < lt_rows; r0 += pass) {
+    const int32_t n = std::min(pass, lt_rows - r0);
+    DSA_RETURN_IF_ERROR(linear_fp8::quantize_tokens(p.x + int64_t{r0} * in, n, in, s.x8, s.sx));
+    bool ran = false;
+    DSA_RETURN_IF_ERROR(lt_fp8_matmul(rows_of(p, r0, n), s.x8, s.sx, &ran));
+    if (!ran) DSA_RETURN_IF_ERROR(fp8_small_rows(p, r0, n, s));
+  }
+  if (lt_rows < T) DSA_RETURN_IF_ERROR(fp8_small_rows(p, lt_rows, T - lt_rows, s));
+  return ok_status();
+}
+
 }  // namespace
 
 Status linear_cuda(const LinearParams& p) {
@@ -321,7 +454,9 @@ Status linear_cuda(const LinearParams& p) {
     if (ran) return ok_status();
     return launch_simple(p, nullptr);
   }
-  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked_mode()));
+  const bool checked = checked_mode();
+  if (!checked && linear_fp8::fast_path_supported(p)) return fp8_fast(p);
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
   return launch_simple(p, err);
 }
 

@@ -1,7 +1,9 @@
 // GPU tests of linear_cuda against linear_ref (SPEC.md §8.8): bf16 weights (cuBLASLt) and FP8
-// weights (the simple fused kernel), bf16 and fp32 outputs, tiny and V3.2 shapes, within
-// linear_tolerance_bounds (2^-12 M + 2^-7 |ref| for bf16 weights, 2^-8 M + 2^-7 |ref| for FP8),
-// the checked error word (FP8: non-finite x or scale), determinism.
+// weights (the few-token wgmma kernel at every N and split-K, cuBLASLt's block-scaled GEMM with
+// the wgmma kernel taking the last T % 4 tokens, the simple fused kernel in checked mode and for
+// in % 16 != 0), bf16 and fp32 outputs, tiny and V3.2 shapes, within linear_tolerance_bounds
+// (2^-12 M + 2^-7 |ref| for bf16 weights, 2^-8 M + 2^-7 |ref| for FP8), the checked error word
+// (FP8: non-finite x or scale), determinism, graph replay.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +16,8 @@
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/device_buffer.h"
+#include "dsa/cuda/graph.h"
+#include "dsa/cuda/stream.h"
 #include "dsa/kernels/linear/linear.h"
 #include "dsa/testing/bf16_values.h"
 #include "dsa/testing/compare.h"
@@ -168,6 +172,62 @@ TEST(LinearCuda, Fp8WeightWithinTolerance) {
   }
 }
 
+// Every dispatch of the unchecked FP8 path: wgmma N = 8/16/32/64 (rows 1..64), several launches
+// of 64 (65, 128, 131 tokens), split-K from 1 to many splits (1536 -> 24576 has 384 row tiles;
+// 7168 -> 576 has 9), out not a multiple of 64, a last K block of 16 columns (1552), in / 128 odd
+// (1664: cuBLASLt is not asked), and cuBLASLt for T - T % 4 tokens with the rest on the wgmma
+// kernel (130, 257, 1027).
+TEST(LinearCuda, Fp8FastPathsEveryDispatch) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  const uint64_t seed = testing::test_seed();
+  struct Shape {
+    int32_t t, in, out;
+  } shapes[] = {{1, 7168, 576},   {2, 1664, 200},   {9, 7168, 1536},   {31, 2048, 1792},
+                {64, 1552, 300},  {65, 1536, 576},  {128, 512, 1024},  {130, 2048, 640},
+                {131, 1664, 320}, {257, 7168, 576}, {1027, 1024, 512}, {1, 16384, 7168},
+                {3, 1536, 24576}, {17, 128, 64}};
+  uint64_t n = 200;
+  for (const Shape& s : shapes) {
+    Rng rng(seed + n);
+    expect_within_tolerance(make_problem(rng, s.t, s.in, s.out, true), n++);
+  }
+}
+
+// A captured FP8 linear replays what eager computes, bit for bit, for inputs written after the
+// capture (the split-K tickets are left zero by every launch, so replays do not drift).
+TEST(LinearCuda, Fp8GraphReplayEqualsEager) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  ASSERT_TRUE(cuda::use_forward_stream().ok());
+  Rng rng(testing::test_seed() + 7);
+  for (int32_t tokens : {3, 40, 133}) {
+    Problem pr = make_problem(rng, tokens, 7168, 576, true);
+    Device d(pr);
+    auto y = testing::poisoned<bf16>(size_t(tokens) * pr.out);
+    LinearParams p = d.params(pr);
+    p.y = y.data();
+    ASSERT_TRUE(linear_cuda(p).ok());  // warm-up: scratch, plans, modules
+    auto graph = cuda::Graph::capture([&] { return linear_cuda(p); });
+    ASSERT_TRUE(graph.ok()) << graph.status().to_string();
+    for (int rep = 0; rep < 3; ++rep) {
+      Problem next = make_problem(rng, tokens, 7168, 576, true);
+      ASSERT_EQ(cudaMemcpy(d.x.data(), next.x.data(), next.x.size() * sizeof(bf16),
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
+      ASSERT_TRUE(graph->launch().ok());
+      ASSERT_EQ(cudaStreamSynchronize(cuda::current_stream()), cudaSuccess);
+      const auto replayed = host(y);
+      ASSERT_TRUE(linear_cuda(p).ok());
+      ASSERT_EQ(cudaStreamSynchronize(cuda::current_stream()), cudaSuccess);
+      const auto eager = host(y);
+      for (size_t i = 0; i < eager.size(); ++i)
+        ASSERT_EQ(eager[i].bits, replayed[i].bits)
+            << "T=" << tokens << " rep " << rep << " at " << i;
+    }
+  }
+}
+
 // The reference test's hand-computed cases.
 TEST(LinearCuda, HandComputed) {
   DSA_SKIP_WITHOUT_GPU();
@@ -259,7 +319,7 @@ TEST(LinearCuda, Deterministic) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(testing::test_seed());
   for (bool fp8 : {false, true}) {
-    for (int32_t tokens : {1, 64, 512}) {
+    for (int32_t tokens : {1, 5, 64, 131, 512}) {
       Problem pr = make_problem(rng, tokens, 7168, 1536, fp8);
       Device d(pr);
       for (bool f32_out : {false, true}) {

@@ -1,0 +1,173 @@
+// The FP8 linear's token quantiser and few-token wgmma launcher (see linear_fp8_cuda.h).
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "dsa/core/fp8_quant.h"
+#include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/launch.h"
+#include "dsa/cuda/stream.h"
+#include "dsa/cuda/tensor_map.h"
+#include "dsa/kernels/linear/linear_fp8_cuda.h"
+#include "dsa/kernels/linear/linear_fp8_wgmma.cuh"
+
+namespace dsa::kernels::linear_fp8 {
+
+namespace {
+
+constexpr size_t kX8Bytes = size_t{32} << 20;       // 32 MiB of quantised tokens per pass
+constexpr size_t kPartialBytes = size_t{16} << 20;  // split-K partial sums
+constexpr int32_t kMaxTiles = 1 << 16;              // tickets: out <= 4 Mi rows with split-K
+constexpr int kQuantWarps = 8;
+
+// One warp per (token t, block k): 32 lanes x 4 values, the power-of-two rule of
+// quantize_block_pow2 (the same DSA_HD helpers as the CPU reference).
+__global__ void __launch_bounds__(kQuantWarps * 32)
+    quantize_tokens_kernel(const bf16* x, int32_t rows, int32_t in, int32_t nkb, uint8_t* x8,
+                           float* sx) {
+  const int64_t item = int64_t{blockIdx.x} * kQuantWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (item >= int64_t{rows} * nkb) return;
+  const int32_t t = static_cast<int32_t>(item / nkb), k = static_cast<int32_t>(item % nkb);
+  const int32_t j0 = k * kLinearBlock, m = min(kLinearBlock, in - j0);  // m % 16 == 0
+  const int c = lane * 4;
+  float v[4] = {0.f, 0.f, 0.f, 0.f};
+  float amax = 0.f;
+  if (c < m) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(x + int64_t{t} * in + j0 + c);
+    const bf16* h = reinterpret_cast<const bf16*>(&raw);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      v[e] = bf16_to_float(h[e]);
+      const float a = fabsf(v[e]);
+      amax = a > amax ? a : amax;
+    }
+  }
+  for (int s = 16; s > 0; s >>= 1) {
+    const float other = __shfl_xor_sync(0xFFFFFFFFu, amax, s);
+    amax = other > amax ? other : amax;
+  }
+  const int32_t e = pow2_scale_exponent(amax);
+  const float inv = pow2_float(-e);
+  if (c < m) {
+    uint32_t packed = 0;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      float y = v[q] * inv;  // exact: a power of two
+      y = y > kE4m3Max ? kE4m3Max : (y < -kE4m3Max ? -kE4m3Max : y);
+      packed |= uint32_t{float_to_e4m3(y).bits} << (8 * q);
+    }
+    *reinterpret_cast<uint32_t*>(x8 + int64_t{t} * in + j0 + c) = packed;
+  }
+  if (lane == 0) sx[int64_t{k} * rows + t] = pow2_float(e);
+}
+
+// [rows][in] bytes, one box = [box_rows][128 B]; rows past the end are zero-filled.
+Status byte_rows_map(const void* base, int32_t rows, int32_t in, int box_rows, CUtensorMap* out) {
+  cuda::ByteTensorMap m;
+  m.base = base;
+  m.rank = 2;
+  m.dims = {uint64_t(in), uint64_t(rows)};
+  m.strides = {uint64_t(in)};
+  m.box = {uint32_t{kBlock}, uint32_t(box_rows)};
+  return cuda::encode_tensor_map(m, out);
+}
+
+// Split-K: about `ctas_per_sm` CTAs per SM in all, each with at least one K block, within the
+// partial-sum scratch and the tickets.
+void choose_splits(int32_t tiles, int32_t nkb, int n, int sms, int ctas_per_sm,
+                   const Scratch& scratch, SmallArgs& a) {
+  const int64_t target = int64_t{sms} * ctas_per_sm;
+  int64_t wanted = std::clamp<int64_t>((target + tiles - 1) / tiles, 1, nkb);
+  const int64_t per_split_floats = int64_t{tiles} * kTileRows * n;
+  wanted = std::min<int64_t>(wanted, int64_t(scratch.partial_floats) / per_split_floats);
+  if (tiles > scratch.max_tiles) wanted = 1;
+  wanted = std::max<int64_t>(wanted, 1);
+  a.kb_per_split = static_cast<int32_t>((nkb + wanted - 1) / wanted);
+  a.splits = (nkb + a.kb_per_split - 1) / a.kb_per_split;
+}
+
+template <int N>
+Status launch_small(const LinearParams& p, const CUtensorMap& weights, const CUtensorMap& tokens,
+                    SmallArgs a, const Scratch& scratch) {
+  DSA_RETURN_IF_ERROR(
+      cuda::allow_dynamic_smem_once<linear_fp8_small_kernel<N>>(size_t{kSmemBytes<N>}));
+  DSA_ASSIGN_OR_RETURN(const int sms, cuda::sm_count());
+  const int32_t tiles = (p.out_features + kTileRows - 1) / kTileRows;
+  const int ctas_per_sm = std::max(1, (227 * 1024) / (kSmemBytes<N> + 1024));
+  choose_splits(tiles, a.nkb, N, sms, ctas_per_sm, scratch, a);
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.splits));
+  linear_fp8_small_kernel<N>
+      <<<grid, kThreads, kSmemBytes<N>, cuda::current_stream()>>>(weights, tokens, a);
+  return cuda::launch_error("linear_fp8_small");
+}
+
+}  // namespace
+
+StatusOr<Scratch> allocate_scratch() {
+  Scratch s;
+  s.x8_bytes = kX8Bytes;
+  s.partial_floats = kPartialBytes / sizeof(float);
+  s.max_tiles = kMaxTiles;
+  const size_t sx_bytes = kX8Bytes / kLinearBlock * sizeof(float);  // one scale per 128 codes
+  DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.x8, kX8Bytes));
+  DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.sx, sx_bytes));
+  DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.partial, kPartialBytes));
+  DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.tickets, size_t{kMaxTiles} * sizeof(uint32_t)));
+  DSA_CUDA_RETURN_IF_ERROR(cudaMemset(s.tickets, 0, size_t{kMaxTiles} * sizeof(uint32_t)));
+  return s;
+}
+
+bool fast_path_supported(const LinearParams& p) {
+  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  return p.weight_fp8 != nullptr && p.in_features % 16 == 0 && aligned16(p.weight_fp8) &&
+         aligned16(p.x) && int64_t{p.in_features} * kSmallMaxRows <= int64_t(kX8Bytes);
+}
+
+Status quantize_tokens(const bf16* x, int32_t rows, int32_t in, uint8_t* x8, float* sx) {
+  if (rows <= 0) return ok_status();
+  const int32_t nkb = (in + kLinearBlock - 1) / kLinearBlock;
+  const int64_t items = int64_t{rows} * nkb;
+  const int64_t blocks = (items + kQuantWarps - 1) / kQuantWarps;
+  if (blocks > 0x7FFFFFFF) return invalid_argument("linear: too many tokens to quantise");
+  quantize_tokens_kernel<<<static_cast<unsigned>(blocks), kQuantWarps * 32, 0,
+                           cuda::current_stream()>>>(x, rows, in, nkb, x8, sx);
+  return cuda::launch_error("linear_fp8_quantize_tokens");
+}
+
+Status small_gemm(const LinearParams& p, int32_t rows, const uint8_t* x8, const float* sx,
+                  int32_t sx_ld, const Scratch& scratch) {
+  if (rows < 1 || rows > kSmallMaxRows) {
+    return invalid_argument("linear: small_gemm rows " + std::to_string(rows) + " not in [1, 64]");
+  }
+  const int n = rows <= 8 ? 8 : rows <= 16 ? 16 : rows <= 32 ? 32 : 64;
+  CUtensorMap weights, tokens;
+  DSA_RETURN_IF_ERROR(
+      byte_rows_map(p.weight_fp8, p.out_features, p.in_features, kTileRows, &weights));
+  DSA_RETURN_IF_ERROR(byte_rows_map(x8, rows, p.in_features, n, &tokens));
+  SmallArgs a;
+  a.sw = p.weight_scale_inv;
+  a.sx = sx;
+  a.sx_ld = sx_ld;
+  a.rows = rows;
+  a.out = p.out_features;
+  a.nkb = (p.in_features + kLinearBlock - 1) / kLinearBlock;
+  a.partial = scratch.partial;
+  a.tickets = scratch.tickets;
+  a.y = p.y;
+  a.y_f32 = p.y_f32;
+  switch (n) {
+    case 8:
+      return launch_small<8>(p, weights, tokens, a, scratch);
+    case 16:
+      return launch_small<16>(p, weights, tokens, a, scratch);
+    case 32:
+      return launch_small<32>(p, weights, tokens, a, scratch);
+    default:
+      return launch_small<64>(p, weights, tokens, a, scratch);
+  }
+}
+
+}  // namespace dsa::kernels::linear_fp8

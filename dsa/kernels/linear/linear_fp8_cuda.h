@@ -1,0 +1,47 @@
+// The FP8 block-scaled linear's fast CUDA paths (SPEC.md §8.8), internal to linear_cuda.cu:
+// the token quantiser, the few-token wgmma kernel (linear_fp8_wgmma.cuh) and the per-stream
+// scratch both need. cuBLASLt's block-scaled GEMM (the many-token path) lives with the other
+// cuBLASLt code in linear_cuda.cu.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "dsa/core/status.h"
+#include "dsa/kernels/linear/linear.h"
+
+namespace dsa::kernels::linear_fp8 {
+
+// Device scratch of one stream, allocated on its first FP8 linear (warm-up, before any graph
+// capture) and reused: quantised tokens, their scales, split-K partial sums and the split-K
+// tickets (zeroed once; every launch leaves them zero again).
+struct Scratch {
+  uint8_t* x8 = nullptr;  // quantised tokens
+  size_t x8_bytes = 0;
+  float* sx = nullptr;  // their block scales
+  float* partial = nullptr;
+  size_t partial_floats = 0;
+  uint32_t* tickets = nullptr;
+  int32_t max_tiles = 0;
+};
+
+StatusOr<Scratch> allocate_scratch();
+
+// The few-token kernel's limit on tokens per launch (wgmma N <= 64).
+inline constexpr int32_t kSmallMaxRows = 64;
+
+// Whether the fast paths take this linear: FP8 weight, in a multiple of 16 (the copy engine's
+// row stride), 16-byte aligned weight and activations.
+bool fast_path_supported(const LinearParams& p);
+
+// Quantises x [rows][in] bf16 per (token, 128 columns) with §2.1's power-of-two rule into
+// x8 [rows][in] e4m3 and sx[k * rows + t] (block k of token t: the order cuBLASLt's VEC128 scales
+// take). Inputs are taken as finite (the checked-mode path is the simple kernel).
+Status quantize_tokens(const bf16* x, int32_t rows, int32_t in, uint8_t* x8, float* sx);
+
+// y rows [0, rows) of p's linear from tokens already quantised: x8 [rows][in], token t's scale of
+// block k at sx[k * sx_ld + t]; 1 <= rows <= kSmallMaxRows. p.y / p.y_f32 point at the first row.
+Status small_gemm(const LinearParams& p, int32_t rows, const uint8_t* x8, const float* sx,
+                  int32_t sx_ld, const Scratch& scratch);
+
+}  // namespace dsa::kernels::linear_fp8

@@ -1,0 +1,196 @@
+// FP8 block-scaled linear for few tokens (SPEC.md §8.8) on Hopper's fp8 tensor cores: the decode
+// shape, where the weight stream is everything and the tokens are few.
+//
+// The MMA is "swapped": the weight tile is wgmma's A (M = 64 output rows, K-major as the
+// checkpoint stores it) and the quantised tokens are B (N = the launch's rows rounded up to 8, 16,
+// 32 or 64), so a single token still fills the tensor core's M side. One CTA owns 64 output rows
+// and a range of 128-wide K blocks (split-K, so a 576-row projection still spreads over every
+// SM); per K block a producer warp streams the weight tile [64][128 B] and the token tile
+// [N][128 B] by the bulk tensor copy engine (128-byte swizzle) into a ring of stages completing
+// on mbarriers, and the consumer warpgroup runs four wgmma m64nNk32 e4m3 steps into fresh
+// accumulators, then promotes them to its fp32 sums scaled by sw[block] * sx[token][block] — the
+// per-block promotion §8.8 requires. With several splits each CTA writes its partial sums to
+// scratch; the last CTA of a row tile to finish (an atomic ticket) adds the partials in split
+// order, so the result does not depend on which CTA finishes last, and resets the ticket for the
+// next launch (or graph replay).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "dsa/core/dtype.h"
+#include "dsa/kernels/common/hopper_async.cuh"
+#include "dsa/kernels/common/wgmma_e4m3_ops.cuh"
+
+namespace dsa::kernels::linear_fp8 {
+
+using namespace hopper;  // NOLINT: the kernel's building blocks
+
+inline constexpr int kTileRows = 64;  // output rows per CTA: wgmma's M
+inline constexpr int kBlock = 128;    // K per stage: one scale block, one 128-byte swizzle row
+inline constexpr int kConsumerThreads = 128;
+inline constexpr int kThreads = kConsumerThreads + 32;  // the consumer warpgroup + a producer warp
+inline constexpr int kStages = 6;
+inline constexpr int kWeightTileBytes = kTileRows * kBlock;  // 8192
+inline constexpr int kMaxTokens = 64;                        // the largest N
+
+template <int N>
+inline constexpr int kStageBytes = kWeightTileBytes + N* kBlock;  // a multiple of 1024
+template <int N>
+inline constexpr int kSmemBytes = kStages* kStageBytes<N> + 1024;  // + the base alignment
+
+struct SmallArgs {
+  const float* sw;    // [ceil(out / 128)][nkb] weight block scales
+  const float* sx;    // token t's scale of block k: sx[k * sx_ld + t]
+  int32_t sx_ld = 0;  //
+  int32_t rows = 0;   // tokens of this launch, 1..N
+  int32_t out = 0;    // output features
+  int32_t nkb = 0;    // K blocks
+  int32_t kb_per_split = 0;
+  int32_t splits = 1;
+  float* partial = nullptr;     // [splits][tiles][128 threads][N / 2] (splits > 1)
+  uint32_t* tickets = nullptr;  // [tiles], zero between launches (splits > 1)
+  bf16* y = nullptr;            // [rows][out], or
+  float* y_f32 = nullptr;       // [rows][out]
+};
+
+// Consumer-warpgroup barrier (the producer warp has left by then).
+__device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
+}
+
+// Thread `lane` of warp `warp` holds, for each 8-column group c, D[r][t], D[r][t + 1],
+// D[r + 8][t], D[r + 8][t + 1] with r = 16 warp + lane / 4 and t = 8 c + 2 (lane % 4).
+template <int N>
+__device__ __forceinline__ void store_rows(const SmallArgs& a, int tile, const float (&v)[N / 2]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int r = tile * kTileRows + 16 * warp + lane / 4;
+#pragma unroll
+  for (int c = 0; c < N / 8; ++c) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = r + (e >= 2 ? 8 : 0), t = 8 * c + 2 * (lane % 4) + (e & 1);
+      if (row >= a.out || t >= a.rows) continue;
+      const int64_t at = int64_t{t} * a.out + row;
+      if (a.y != nullptr) {
+        a.y[at] = float_to_bf16(v[4 * c + e]);
+      } else {
+        a.y_f32[at] = v[4 * c + e];
+      }
+    }
+  }
+}
+
+template <int N>
+__global__ void __launch_bounds__(kThreads)
+    linear_fp8_small_kernel(const __grid_constant__ CUtensorMap weights,
+                            const __grid_constant__ CUtensorMap tokens, SmallArgs a) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  __shared__ uint64_t full[kStages], empty[kStages];
+  __shared__ int last_split;
+  const int tid = threadIdx.x;
+  const int tile = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
+  const int kb0 = split * a.kb_per_split;
+  const int blocks = min(a.nkb, kb0 + a.kb_per_split) - kb0;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kConsumerThreads);
+    }
+    fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (tid >= kConsumerThreads) {  // the producer warp: one lane issues every copy
+    if (tid == kConsumerThreads) {
+      prefetch_tensor_map(&weights);
+      prefetch_tensor_map(&tokens);
+      for (int i = 0; i < blocks; ++i) {
+        const int s = i % kStages;
+        if (i >= kStages) mbar_wait(&empty[s], ((i / kStages) - 1) & 1);
+        uint8_t* stage = smem + s * kStageBytes<N>;
+        mbar_arrive_expect_tx(&full[s], kStageBytes<N>);
+        const int k = (kb0 + i) * kBlock;
+        tma_load_2d(stage, &weights, &full[s], k, tile * kTileRows);
+        tma_load_2d(stage + kWeightTileBytes, &tokens, &full[s], k, 0);
+      }
+    }
+    return;
+  }
+
+  const int lane = tid % 32;
+  const int weight_block_row = tile * kTileRows / kBlock;
+  float acc[N / 2] = {};
+  float d[N / 2];
+  for (int i = 0; i < blocks; ++i) {
+    const int s = i % kStages;
+    mbar_wait(&full[s], (i / kStages) & 1);
+    const uint32_t wa = smem_u32(smem + s * kStageBytes<N>), xa = wa + kWeightTileBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < kBlock / 32; ++k) {
+      wgmma::wgmma_m64k32_e4m3<N>(d, kmajor_sw128_desc(wa + 32 * k), kmajor_sw128_desc(xa + 32 * k),
+                                  k > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_registers(d);
+    mbar_arrive(&empty[s]);  // this thread's reads of the stage are done (the MMAs completed)
+    const int kb = kb0 + i;
+    const float sw = a.sw[int64_t{weight_block_row} * a.nkb + kb];
+    const float* sxk = a.sx + int64_t{kb} * a.sx_ld;
+#pragma unroll
+    for (int c = 0; c < N / 8; ++c) {
+      const int t = 8 * c + 2 * (lane % 4);
+      const float s0 = t < a.rows ? sxk[t] * sw : 0.f;  // exact: sx is a power of two
+      const float s1 = t + 1 < a.rows ? sxk[t + 1] * sw : 0.f;
+      acc[4 * c + 0] = fmaf(d[4 * c + 0], s0, acc[4 * c + 0]);
+      acc[4 * c + 1] = fmaf(d[4 * c + 1], s1, acc[4 * c + 1]);
+      acc[4 * c + 2] = fmaf(d[4 * c + 2], s0, acc[4 * c + 2]);
+      acc[4 * c + 3] = fmaf(d[4 * c + 3], s1, acc[4 * c + 3]);
+    }
+  }
+  if (a.splits == 1) {
+    store_rows<N>(a, tile, acc);
+    return;
+  }
+
+  // Split-K: publish this split's sums; the last split of the tile adds them all in split order.
+  const int64_t tiles = gridDim.x;
+  float4* mine = reinterpret_cast<float4*>(
+      a.partial + ((int64_t{split} * tiles + tile) * kConsumerThreads + tid) * (N / 2));
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j) {
+    mine[j] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+  }
+  __threadfence();
+  consumers_sync();
+  if (tid == 0) {
+    const uint32_t before = atomicAdd(&a.tickets[tile], 1u);
+    last_split = before == static_cast<uint32_t>(a.splits - 1);
+    if (last_split) a.tickets[tile] = 0;  // every split has taken its ticket: ready for the next
+  }
+  consumers_sync();
+  if (!last_split) return;
+  __threadfence();
+  float sum[N / 2] = {};
+  for (int s = 0; s < a.splits; ++s) {
+    const float4* part = reinterpret_cast<const float4*>(
+        a.partial + ((int64_t{s} * tiles + tile) * kConsumerThreads + tid) * (N / 2));
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) {
+      const float4 v = __ldcg(part + j);  // L2: other CTAs wrote it
+      sum[4 * j] += v.x;
+      sum[4 * j + 1] += v.y;
+      sum[4 * j + 2] += v.z;
+      sum[4 * j + 3] += v.w;
+    }
+  }
+  store_rows<N>(a, tile, sum);
+}
+
+}  // namespace dsa::kernels::linear_fp8

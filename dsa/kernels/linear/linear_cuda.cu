@@ -241,7 +241,10 @@ StatusOr<linear_fp8::Scratch> fp8_scratch_for(LtState& st, cudaStream_t stream) 
   return s;
 }
 
-Status build_plan(LtState& st, const LinearParams& p, const PlanKey& key, Plan& plan) {
+// fp8_token_scales: the FP8 call's token scales (cuBLASLt offers no block-scaled algorithm while
+// the scale pointers are unset; each call sets its own before running).
+Status build_plan(LtState& st, const LinearParams& p, const PlanKey& key, Plan& plan,
+                  const float* fp8_token_scales = nullptr) {
   const auto out_type = p.y_f32 != nullptr ? CUDA_R_32F : CUDA_R_16BF;
   const bool fp8 = std::get<7>(key);
   const auto in_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
@@ -253,6 +256,12 @@ Status build_plan(LtState& st, const LinearParams& p, const PlanKey& key, Plan& 
         plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &weight_mode, sizeof(weight_mode)));
     DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &token_mode, sizeof(token_mode)));
+    const float* weight_scales = p.weight_scale_inv;
+    DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &weight_scales, sizeof(weight_scales)));
+    DSA_LT_RETURN_IF_ERROR(
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                       &fp8_token_scales, sizeof(fp8_token_scales)));
   }
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   DSA_LT_RETURN_IF_ERROR(
@@ -359,7 +368,7 @@ Status lt_fp8_matmul(const LinearParams& p, const uint8_t* x8, const float* sx, 
   auto it = st->plans.find(key);
   if (it == st->plans.end()) {
     auto fresh = std::make_unique<Plan>();
-    DSA_RETURN_IF_ERROR(build_plan(*st, p, key, *fresh));
+    DSA_RETURN_IF_ERROR(build_plan(*st, p, key, *fresh, sx));
     it = st->plans.emplace(key, std::move(fresh)).first;
   }
   Plan& plan = *it->second;

@@ -94,7 +94,8 @@ Status launch_small(const LinearParams& p, const CUtensorMap& weights, const CUt
                     SmallArgs a, const Scratch& scratch) {
   DSA_RETURN_IF_ERROR(
       cuda::allow_dynamic_smem_once<linear_fp8_small_kernel<N>>(size_t{kSmemBytes<N>}));
-  DSA_ASSIGN_OR_RETURN(const int sms, cuda::sm_count());
+  static const StatusOr<int> sm_count = cuda::sm_count();  // host calls: once, not per launch
+  DSA_ASSIGN_OR_RETURN(const int sms, sm_count);
   const int32_t tiles = (p.out_features + kTileRows - 1) / kTileRows;
   const int ctas_per_sm = std::max(1, (227 * 1024) / (kSmemBytes<N> + 1024));
   choose_splits(tiles, a.nkb, N, sms, ctas_per_sm, scratch, a);

@@ -7,11 +7,12 @@
 // and the fraction of the measured dense-MMA ceiling (805 bf16 / 1500 fp8), TB/s and its fraction
 // of 4.28, and the fraction of the roofline (max of bytes / 4.28 TB/s and FLOPs / peak). Each
 // call is timed as a CUDA-graph replay (how the engine runs it), so host enqueueing is not counted.
-//   usage: linear_bench [fp8]   (fp8: the FP8 shapes only)
+//   usage: linear_bench [fp8 [T ...]]   (fp8: the FP8 shapes only, for the token counts given)
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -122,7 +123,12 @@ int main(int argc, char** argv) {
   // o_proj, a dense MLP's down projection.
   const int32_t fp8_shapes[][2] = {{7168, 1536},  {7168, 576},   {7168, 4096},
                                    {1536, 24576}, {16384, 7168}, {2048, 7168}};
-  for (int32_t t : {1, 4, 32, 128, 4096})
+  std::vector<int32_t> fp8_tokens = {1, 4, 32, 128, 4096};
+  if (fp8_only && argc > 2) {
+    fp8_tokens.clear();
+    for (int a = 2; a < argc; ++a) fp8_tokens.push_back(static_cast<int32_t>(std::atoi(argv[a])));
+  }
+  for (int32_t t : fp8_tokens)
     for (const auto& fs : fp8_shapes) shapes.push_back({t, fs[0], fs[1], true});
   for (const Shape& s : shapes) {
     Status st = bench_shape(s.tokens, s.in, s.out, s.fp8, rng);

@@ -22,46 +22,48 @@ constexpr size_t kPartialBytes = size_t{16} << 20;  // split-K partial sums
 constexpr int32_t kMaxTiles = 1 << 16;              // tickets: out <= 4 Mi rows with split-K
 constexpr int kQuantWarps = 8;
 
-// One warp per (token t, block k): 32 lanes x 4 values, the power-of-two rule of
-// quantize_block_pow2 (the same DSA_HD helpers as the CPU reference).
+// Half a warp per (token t, block k): 16 lanes x 8 values (16-byte loads, so enough bytes are
+// in flight for a memory-bound pass), the power-of-two rule of quantize_block_pow2 (the same
+// DSA_HD helpers as the CPU reference).
 __global__ void __launch_bounds__(kQuantWarps * 32)
     quantize_tokens_kernel(const bf16* x, int32_t rows, int32_t in, int32_t nkb, uint8_t* x8,
                            float* sx) {
-  const int64_t item = int64_t{blockIdx.x} * kQuantWarps + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (item >= int64_t{rows} * nkb) return;
-  const int32_t t = static_cast<int32_t>(item / nkb), k = static_cast<int32_t>(item % nkb);
-  const int32_t j0 = k * kLinearBlock, m = min(kLinearBlock, in - j0);  // m % 16 == 0
-  const int c = lane * 4;
-  float v[4] = {0.f, 0.f, 0.f, 0.f};
+  const int64_t item = (int64_t{blockIdx.x} * kQuantWarps * 32 + threadIdx.x) / 16;
+  const int lane = threadIdx.x % 16;
+  const bool live = item < int64_t{rows} * nkb;
+  const int32_t t = live ? static_cast<int32_t>(item / nkb) : 0;
+  const int32_t k = live ? static_cast<int32_t>(item % nkb) : 0;
+  const int32_t j0 = k * kLinearBlock, m = live ? min(kLinearBlock, in - j0) : 0;  // m % 16 == 0
+  const int c = lane * 8;
+  float v[8] = {};
   float amax = 0.f;
   if (c < m) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(x + int64_t{t} * in + j0 + c);
+    const uint4 raw = *reinterpret_cast<const uint4*>(x + int64_t{t} * in + j0 + c);
     const bf16* h = reinterpret_cast<const bf16*>(&raw);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
+    for (int e = 0; e < 8; ++e) {
       v[e] = bf16_to_float(h[e]);
       const float a = fabsf(v[e]);
       amax = a > amax ? a : amax;
     }
   }
-  for (int s = 16; s > 0; s >>= 1) {
+  for (int s = 8; s > 0; s >>= 1) {  // within the half warp
     const float other = __shfl_xor_sync(0xFFFFFFFFu, amax, s);
     amax = other > amax ? other : amax;
   }
   const int32_t e = pow2_scale_exponent(amax);
   const float inv = pow2_float(-e);
   if (c < m) {
-    uint32_t packed = 0;
+    uint32_t packed[2] = {0, 0};
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
+    for (int q = 0; q < 8; ++q) {
       float y = v[q] * inv;  // exact: a power of two
       y = y > kE4m3Max ? kE4m3Max : (y < -kE4m3Max ? -kE4m3Max : y);
-      packed |= uint32_t{float_to_e4m3(y).bits} << (8 * q);
+      packed[q / 4] |= uint32_t{float_to_e4m3(y).bits} << (8 * (q % 4));
     }
-    *reinterpret_cast<uint32_t*>(x8 + int64_t{t} * in + j0 + c) = packed;
+    *reinterpret_cast<uint2*>(x8 + int64_t{t} * in + j0 + c) = make_uint2(packed[0], packed[1]);
   }
-  if (lane == 0) sx[int64_t{k} * rows + t] = pow2_float(e);
+  if (live && lane == 0) sx[int64_t{k} * rows + t] = pow2_float(e);
 }
 
 // [rows][in] bytes, one box = [box_rows][128 B]; rows past the end are zero-filled.
@@ -130,8 +132,8 @@ bool fast_path_supported(const LinearParams& p) {
 Status quantize_tokens(const bf16* x, int32_t rows, int32_t in, uint8_t* x8, float* sx) {
   if (rows <= 0) return ok_status();
   const int32_t nkb = (in + kLinearBlock - 1) / kLinearBlock;
-  const int64_t items = int64_t{rows} * nkb;
-  const int64_t blocks = (items + kQuantWarps - 1) / kQuantWarps;
+  const int64_t items = int64_t{rows} * nkb;  // two per warp
+  const int64_t blocks = (items + 2 * kQuantWarps - 1) / (2 * kQuantWarps);
   if (blocks > 0x7FFFFFFF) return invalid_argument("linear: too many tokens to quantise");
   quantize_tokens_kernel<<<static_cast<unsigned>(blocks), kQuantWarps * 32, 0,
                            cuda::current_stream()>>>(x, rows, in, nkb, x8, sx);

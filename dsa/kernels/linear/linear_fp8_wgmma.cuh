@@ -9,10 +9,12 @@
 // [N][128 B] by the bulk tensor copy engine (128-byte swizzle) into a ring of stages completing
 // on mbarriers, and the consumer warpgroup runs four wgmma m64nNk32 e4m3 steps into fresh
 // accumulators, then promotes them to its fp32 sums scaled by sw[block] * sx[token][block] — the
-// per-block promotion §8.8 requires. With several splits each CTA writes its partial sums to
-// scratch; the last CTA of a row tile to finish (an atomic ticket) adds the partials in split
-// order, so the result does not depend on which CTA finishes last, and resets the ticket for the
-// next launch (or graph replay).
+// per-block promotion §8.8 requires. Two accumulator sets alternate, so one block's MMA runs
+// while the previous block is promoted, and each block's scales are loaded before its MMA is
+// awaited (a serial wait-load-promote per block ran at 20-60% of the bandwidth). With several
+// splits each CTA writes its partial sums to scratch; the last CTA of a row tile to finish (an
+// atomic ticket) adds the partials in split order, so the result does not depend on which CTA
+// finishes last, and resets the ticket for the next launch (or graph replay).
 #pragma once
 
 #include <cuda.h>
@@ -124,9 +126,21 @@ __global__ void __launch_bounds__(kThreads)
 
   const int lane = tid % 32;
   const int weight_block_row = tile * kTileRows / kBlock;
-  float acc[N / 2] = {};
-  float d[N / 2];
-  for (int i = 0; i < blocks; ++i) {
+  // Block i's scales for this thread's columns: sw * sx[t] for t = 8 c + 2 (lane % 4) + {0, 1}.
+  // Loaded before the block's MMA is awaited, so their latency hides behind it.
+  const auto load_scales = [&](int i, float(&sc)[N / 4]) {
+    const int kb = kb0 + i;
+    const float sw = a.sw[int64_t{weight_block_row} * a.nkb + kb];
+    const float* sxk = a.sx + int64_t{kb} * a.sx_ld;
+#pragma unroll
+    for (int c = 0; c < N / 8; ++c) {
+      const int t = 8 * c + 2 * (lane % 4);
+      sc[2 * c] = t < a.rows ? sxk[t] * sw : 0.f;  // exact: sx is a power of two
+      sc[2 * c + 1] = t + 1 < a.rows ? sxk[t + 1] * sw : 0.f;
+    }
+  };
+  // Waits for block i's stage and issues its four k-steps into d (one commit group).
+  const auto issue = [&](int i, float(&d)[N / 2]) {
     const int s = i % kStages;
     mbar_wait(&full[s], (i / kStages) & 1);
     const uint32_t wa = smem_u32(smem + s * kStageBytes<N>), xa = wa + kWeightTileBytes;
@@ -137,22 +151,44 @@ __global__ void __launch_bounds__(kThreads)
                                   k > 0 ? 1 : 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
+  };
+  float acc[N / 2] = {};
+  // Block i's MMA completed into d: release its stage, add d * scales to the sums.
+  const auto promote = [&](int i, float(&d)[N / 2], const float(&sc)[N / 4]) {
     fence_registers(d);
-    mbar_arrive(&empty[s]);  // this thread's reads of the stage are done (the MMAs completed)
-    const int kb = kb0 + i;
-    const float sw = a.sw[int64_t{weight_block_row} * a.nkb + kb];
-    const float* sxk = a.sx + int64_t{kb} * a.sx_ld;
+    mbar_arrive(&empty[i % kStages]);  // this thread's reads of the stage are done
 #pragma unroll
     for (int c = 0; c < N / 8; ++c) {
-      const int t = 8 * c + 2 * (lane % 4);
-      const float s0 = t < a.rows ? sxk[t] * sw : 0.f;  // exact: sx is a power of two
-      const float s1 = t + 1 < a.rows ? sxk[t + 1] * sw : 0.f;
-      acc[4 * c + 0] = fmaf(d[4 * c + 0], s0, acc[4 * c + 0]);
-      acc[4 * c + 1] = fmaf(d[4 * c + 1], s1, acc[4 * c + 1]);
-      acc[4 * c + 2] = fmaf(d[4 * c + 2], s0, acc[4 * c + 2]);
-      acc[4 * c + 3] = fmaf(d[4 * c + 3], s1, acc[4 * c + 3]);
+      acc[4 * c + 0] = fmaf(d[4 * c + 0], sc[2 * c], acc[4 * c + 0]);
+      acc[4 * c + 1] = fmaf(d[4 * c + 1], sc[2 * c + 1], acc[4 * c + 1]);
+      acc[4 * c + 2] = fmaf(d[4 * c + 2], sc[2 * c], acc[4 * c + 2]);
+      acc[4 * c + 3] = fmaf(d[4 * c + 3], sc[2 * c + 1], acc[4 * c + 3]);
     }
+  };
+  // Two accumulator sets: block i + 1's MMA runs while block i is promoted.
+  float d0[N / 2], d1[N / 2], sc0[N / 4], sc1[N / 4];
+  if (blocks > 0) {
+    load_scales(0, sc0);
+    issue(0, d0);
+  }
+  for (int i = 0; i < blocks; i += 2) {  // block i is in flight in d0
+    if (i + 1 < blocks) {
+      load_scales(i + 1, sc1);
+      issue(i + 1, d1);
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
+    promote(i, d0, sc0);
+    if (i + 1 >= blocks) break;
+    if (i + 2 < blocks) {
+      load_scales(i + 2, sc0);
+      issue(i + 2, d0);
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
+    promote(i + 1, d1, sc1);
   }
   if (a.splits == 1) {
     store_rows<N>(a, tile, acc);

@@ -39,7 +39,7 @@ Status validate(const LinearParams& p);
 // §2.1) or weight_scale_inv is OutOfRange, nothing written.
 Status linear_ref(const LinearParams& p);
 // CUDA backend (device pointers): bf16 weights through cuBLASLt; FP8 weights through a few-token
-// wgmma kernel (up to 128 tokens) or cuBLASLt's block-scaled FP8 GEMM (more), after quantising
+// wgmma kernel (below 32 tokens) or cuBLASLt's block-scaled FP8 GEMM (more), after quantising
 // the tokens into per-stream scratch allocated on the stream's first FP8 call (so that call must
 // come before any graph capture, as the warm-up does). Checked mode takes a simple fused kernel
 // that checks every input.

@@ -5,8 +5,9 @@
 // FLOPs = 2 T in out; bytes = x + W (+ its block scales) + y once each. Weights rotate over
 // several copies so small ones do not run from L2. One line per shape: µs (median of 50), TFLOP/s
 // and the fraction of the measured dense-MMA ceiling (805 bf16 / 1500 fp8), TB/s and its fraction
-// of 4.28, and the fraction of the roofline (max of bytes / 4.28 TB/s and FLOPs / peak). Each
-// call is timed as a CUDA-graph replay (how the engine runs it), so host enqueueing is not counted.
+// of 4.28, and the fraction of the roofline (max of bytes / 4.28 TB/s and FLOPs / peak). Calls
+// are timed inside one CUDA graph of back-to-back calls (how the engine runs them), so neither
+// host enqueueing nor a launch's fixed cost is counted.
 //   usage: linear_bench [fp8 [T ...]]   (fp8: the FP8 shapes only, for the token counts given)
 #include <cuda_runtime.h>
 
@@ -36,7 +37,7 @@ constexpr size_t kRotateBytes = size_t{256} << 20;  // > 4x the 50 MB L2
 Status bench_shape(int32_t tokens, int32_t in, int32_t out, bool fp8, dsa::testing::Rng& rng) {
   const size_t wn = size_t(out) * in;
   const size_t w_bytes = wn * (fp8 ? 1 : sizeof(bf16));
-  const size_t copies = std::clamp<size_t>(kRotateBytes / w_bytes, 1, 16);
+  const size_t copies = std::clamp<size_t>(kRotateBytes / w_bytes, 2, 16);
   std::vector<bf16> hx = rng.bf16_vector(size_t(tokens) * in);
   DSA_ASSIGN_OR_RETURN(auto x, DeviceBuffer<bf16>::from_host(std::span<const bf16>(hx)));
   DSA_ASSIGN_OR_RETURN(auto y, DeviceBuffer<bf16>::alloc(size_t(tokens) * out));
@@ -58,9 +59,10 @@ Status bench_shape(int32_t tokens, int32_t in, int32_t out, bool fp8, dsa::testi
       ws.push_back(std::move(w));
     }
   }
-  // One graph per weight copy, replayed as the engine replays its forwards: the time is the GPU's,
-  // not the host's enqueueing of the quantiser and GEMM launches.
-  std::vector<dsa::cuda::Graph> graphs;
+  // One CUDA graph of `copies` back-to-back calls, each on its own weight copy, replayed as the
+  // engine replays a forward: the time per call is the GPU's, without the host's enqueueing or
+  // the graph launch's fixed cost (as the peer kit times its kernels: launch gaps hidden).
+  std::vector<dsa::kernels::LinearParams> calls;
   for (size_t c = 0; c < copies; ++c) {
     dsa::kernels::LinearParams p;
     p.x = x.data();
@@ -75,14 +77,16 @@ Status bench_shape(int32_t tokens, int32_t in, int32_t out, bool fp8, dsa::testi
     p.in_features = in;
     p.out_features = out;
     DSA_RETURN_IF_ERROR(dsa::kernels::linear_cuda(p));  // warm-up: scratch, plans, modules
-    DSA_ASSIGN_OR_RETURN(auto g,
-                         dsa::cuda::Graph::capture([&] { return dsa::kernels::linear_cuda(p); }));
-    graphs.push_back(std::move(g));
+    calls.push_back(p);
   }
-  size_t i = 0;
-  DSA_ASSIGN_OR_RETURN(double us,
-                       dsa::cuda::median_us([&] { return graphs[i++ % copies].launch(); },
-                                            dsa::cuda::current_stream()));
+  DSA_ASSIGN_OR_RETURN(auto graph, dsa::cuda::Graph::capture([&] {
+                         for (const auto& p : calls)
+                           DSA_RETURN_IF_ERROR(dsa::kernels::linear_cuda(p));
+                         return dsa::ok_status();
+                       }));
+  DSA_ASSIGN_OR_RETURN(double graph_us, dsa::cuda::median_us([&] { return graph.launch(); },
+                                                             dsa::cuda::current_stream()));
+  const double us = graph_us / double(copies);
   const double flops = 2.0 * tokens * in * out;
   const double scale_bytes = fp8 ? 4.0 * ((out + 127) / 128) * ((in + 127) / 128) : 0.0;
   const double bytes =

@@ -11,7 +11,7 @@
 //   offers no algorithm, the simple kernel below runs.
 // FP8 weight (e4m3 + 128x128 block scales): the tokens are quantised per (token, 128 columns)
 //   with the reference's power-of-two rule into per-stream scratch (linear_fp8_cuda.h), then
-//   - up to kLtMinTokens tokens (decode, verify, small prefill chunks): the few-token wgmma kernel
+//   - fewer than lt_min_tokens() tokens (decode, verify): the few-token wgmma kernel
 //     (linear_fp8_wgmma.cuh), 64 tokens per launch;
 //   - more: cuBLASLt's block-scaled FP8 GEMM for the first T - T % 4 tokens (the weight as A with
 //     CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, its scales in the checkpoint's own
@@ -394,7 +394,7 @@ int32_t lt_min_tokens() {
   static const int32_t value = [] {
     const char* env = std::getenv("DSA_FP8_LINEAR_LT_MIN_TOKENS");
     const long v = env != nullptr ? std::strtol(env, nullptr, 10) : 0;
-    return v >= 4 && v <= (1L << 30) ? static_cast<int32_t>(v) : int32_t{129};
+    return v >= 4 && v <= (1L << 30) ? static_cast<int32_t>(v) : int32_t{32};
   }();
   return value;
 }

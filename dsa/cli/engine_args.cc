@@ -155,6 +155,9 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
                  "Hidden state chained between draft steps (SPEC.md §6.5)")
       ->check(CLI::IsMember({"post_norm", "pre_norm"}))
       ->capture_default_str();
+  cmd.add_option("--simulate-accept-length", a.simulate_accept_length,
+                 "Benchmarks: every draft and verify runs, but the accepted drafts per step are "
+                 "drawn with this mean accept length (in [1, d + 1]); the output says SIMULATED");
   for (const char* name : {"--speculative-num-steps", "--speculative-eagle-topk",
                            "--speculative-num-draft-tokens", "--max-running-requests",
                            "--context-length", "--chunked-prefill-size", "--max-prefill-tokens"}) {
@@ -166,6 +169,22 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
                                           int64_t num_requests) {
   EngineSetup s;
   DSA_ASSIGN_OR_RETURN(s.num_draft_tokens, draft_steps(a, config));
+  if (a.simulate_accept_length) {
+    const double L = *a.simulate_accept_length;
+    if (s.num_draft_tokens == 0) {
+      return invalid_argument(fmt::format(
+          "--simulate-accept-length = {} needs --speculative-algorithm NEXTN (or EAGLE): it "
+          "simulates the acceptance of drafts",
+          L));
+    }
+    if (!(std::isfinite(L) && L >= 1 && L <= s.num_draft_tokens + 1)) {
+      return invalid_argument(fmt::format(
+          "--simulate-accept-length = {}: must be in [1, {}] (accepted drafts + 1, with {} draft "
+          "steps)",
+          L, s.num_draft_tokens + 1, s.num_draft_tokens));
+    }
+    s.simulate_accept_length = L;
+  }
   DSA_RETURN_IF_ERROR(
       check_range("--max-running-requests", a.max_running_requests, 1, kMaxRunningRequests));
   DSA_RETURN_IF_ERROR(

@@ -146,9 +146,14 @@ StatusOr<int> run(const GenerateArgs& a) {
   DSA_ASSIGN_OR_RETURN(auto model, model::DsaModel::load(dir, mo, *ops));
 
   const bool stream = prompts.size() == 1 && !a.json;
-  GenerateReport report(prompts, a.json, stream, setup.num_draft_tokens);
+  BenchmarkModes modes;
+  modes.simulated_accept_length = setup.simulate_accept_length;
+  for (const std::string& line : benchmark_banner(modes))
+    fmt::print(stderr, "dsa generate: {}\n", line);
+  GenerateReport report(prompts, a.json, stream, setup.num_draft_tokens, modes);
   engine::EngineOptions eo;
   eo.prefill_chunk = setup.prefill_chunk;
+  eo.simulate_accept_length = setup.simulate_accept_length;
   eo.tokenizer = &tok;
   std::map<int64_t, size_t> index_of;  // request id -> prompt index
   std::vector<int64_t> written;        // finished and written: the engine may forget them

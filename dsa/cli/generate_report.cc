@@ -20,7 +20,29 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The modes as JSON fields, added to every object the report writes.
+void add_modes(json& j, const BenchmarkModes& m) {
+  if (m.simulated_accept_length > 0) j["accept_length_simulated"] = m.simulated_accept_length;
+  if (m.random_weights) j["random_weights"] = true;
+}
+
 }  // namespace
+
+std::vector<std::string> benchmark_banner(const BenchmarkModes& m) {
+  std::vector<std::string> out;
+  if (m.simulated_accept_length > 0) {
+    out.push_back(fmt::format(
+        "accept length SIMULATED: {} (--simulate-accept-length: every draft and verify ran, the "
+        "accepted count per step was drawn, not decided by the target)",
+        m.simulated_accept_length));
+  }
+  if (m.random_weights) {
+    out.push_back(
+        "random weights (--random-weights: benchmark mode, the text is meaningless; no "
+        "checkpoint was read)");
+  }
+  return out;
+}
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -31,8 +53,8 @@ double percentile(std::vector<double> v, double q) {
 }
 
 GenerateReport::GenerateReport(const std::vector<std::string>& prompts, bool json, bool stream,
-                               int32_t num_draft_tokens)
-    : prompts_(prompts), json_(json), stream_(stream), d_(num_draft_tokens) {}
+                               int32_t num_draft_tokens, BenchmarkModes modes)
+    : prompts_(prompts), json_(json), stream_(stream), d_(num_draft_tokens), modes_(modes) {}
 
 void GenerateReport::start() {
   t0_ = std::chrono::steady_clock::now();
@@ -79,6 +101,7 @@ void GenerateReport::finished(size_t index, const engine::RequestState& r) {
               {"accept_length_mean", f.accept_length_mean},
               {"per_position_acceptance", f.per_position_acceptance},
               {"accept_histogram", f.accept_histogram}};
+    add_modes(j, modes_);
     fmt::print("{}\n", dump(j));
   } else if (stream_) {
     stream(r);
@@ -135,10 +158,14 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
                 {"graphs", gs.graphs},
                 {"graph_nodes", gs.nodes},
                 {"graph_capture_s", gs.capture_s}}}};
+    add_modes(j["summary"], modes_);
+    const std::vector<std::string> banner = benchmark_banner(modes_);
+    if (!banner.empty()) j["summary"]["warnings"] = banner;
     fmt::print("{}\n", dump(j));
     return;
   }
   fmt::print("\n");
+  for (const std::string& line : benchmark_banner(modes_)) fmt::print("[{}]\n", line);
   fmt::print(
       "[{} requests, {} tokens in {:.2f} s: {:.1f} tokens/s, {:.1f} ms per output token, mean "
       "TTFT {:.0f} ms]\n",
@@ -153,8 +180,12 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
       ms(percentile(m.ttft_s, 0.5)), ms(percentile(m.ttft_s, 0.9)), ms(percentile(m.ttft_s, 0.99)),
       ms(percentile(m.tpot_s, 0.5)), ms(percentile(m.tpot_s, 0.9)), ms(percentile(m.tpot_s, 0.99)));
   if (d_ > 0) {
-    fmt::print("[d = {}: mean accept length {:.3f} over {} verify steps; per-position acceptance",
-               d_, m.mean_accept_length(), m.verify_steps);
+    fmt::print("[d = {}: mean accept length {:.3f}{} over {} verify steps; per-position acceptance",
+               d_, m.mean_accept_length(),
+               modes_.simulated_accept_length > 0
+                   ? fmt::format(" (SIMULATED: {})", modes_.simulated_accept_length)
+                   : std::string(),
+               m.verify_steps);
     for (double x : m.per_position_acceptance()) fmt::print(" {:.3f}", x);
     fmt::print("; accept histogram (a = 0..{})", d_);
     for (int64_t c : m.accept.histogram()) fmt::print(" {}", c);

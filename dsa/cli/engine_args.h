@@ -36,6 +36,9 @@ struct EngineArgs {
   std::string mtp_chain_hidden = "post_norm";
   // Benchmarks: the mean accept length the engine simulates (engine/simulated_acceptance.h).
   std::optional<double> simulate_accept_length;
+  // Benchmarks: weights generated from config.json alone (no safetensors read).
+  bool random_weights = false;
+  int64_t random_weights_seed = 0;
 };
 
 // Registers the options on `cmd` (defaults shown in --help).

@@ -213,7 +213,10 @@ StatusOr<int> run(const GenerateArgs& a) {
     fmt::print(stderr, "dsa generate: {}\n", line);
   }
   DSA_ASSIGN_OR_RETURN(auto model, model::DsaModel::load(dir, mo, *ops));
-  fmt::print(stderr, "dsa generate: {}\n", model::describe_cache_plan(model->cache_plan()));
+  // With the load progress (a terminal, or --progress); the summary always carries it.
+  if (mo.on_load_progress) {
+    fmt::print(stderr, "dsa generate: {}\n", model::describe_cache_plan(model->cache_plan()));
+  }
 
   const bool stream = prompts.ids.size() == 1 && !a.json;
   GenerateReport report(prompts.shown, a.json, stream, setup.num_draft_tokens, modes);
@@ -254,7 +257,7 @@ StatusOr<int> run(const GenerateArgs& a) {
   }
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
-  report.summary(eng.metrics(), model->timing(), model->graph_stats());
+  report.summary(eng.metrics(), model->timing(), model->graph_stats(), model->cache_plan());
   if (g_signal != 0) {
     fmt::print(stderr, "dsa generate: interrupted ({}): {} of {} requests finished and written\n",
                g_signal == SIGINT ? "SIGINT" : "SIGTERM", report.num_written(), prompts.ids.size());

@@ -126,7 +126,7 @@ void GenerateReport::refused(size_t index, const Status& why) {
 }
 
 void GenerateReport::summary(const engine::EngineMetrics& m, const model::ForwardTiming& ft,
-                             const runtime::GraphStats& gs) {
+                             const runtime::GraphStats& gs, const model::CachePlan& cache) {
   const double secs = seconds_since(t0_);
   const double steps = double(std::max<int64_t>(1, m.steps));
   const double tokens_per_s = secs > 0 ? double(m.emitted) / secs : 0;
@@ -159,6 +159,16 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
                 {"graph_nodes", gs.nodes},
                 {"graph_capture_s", gs.capture_s}}}};
     add_modes(j["summary"], modes_);
+    j["summary"]["kv_cache"] = {{"pages", cache.num_pages},
+                                {"page_bytes", cache.page_bytes},
+                                {"tokens", cache.tokens()},
+                                {"bytes", cache.pool_bytes()},
+                                {"whole_context_requests", cache.whole_context_requests()},
+                                {"budget_bytes", cache.budget_bytes},
+                                {"available_bytes", cache.available_bytes},
+                                {"weight_bytes", cache.weight_bytes},
+                                {"output_bytes", cache.output_bytes},
+                                {"mem_fraction_static", cache.mem_fraction_static}};
     const std::vector<std::string> banner = benchmark_banner(modes_);
     if (!banner.empty()) j["summary"]["warnings"] = banner;
     fmt::print("{}\n", dump(j));
@@ -191,6 +201,7 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
     for (int64_t c : m.accept.histogram()) fmt::print(" {}", c);
     fmt::print("]\n");
   }
+  fmt::print("[{}]\n", model::describe_cache_plan(cache));
   if (failed_ > 0) fmt::print("[{} of {} requests failed]\n", failed_, prompts_.size());
 }
 

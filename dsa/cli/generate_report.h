@@ -12,6 +12,7 @@
 #include "dsa/core/status.h"
 #include "dsa/engine/engine.h"
 #include "dsa/model/dsa_model.h"
+#include "dsa/model/memory_plan.h"
 
 namespace dsa::cli {
 
@@ -38,7 +39,7 @@ class GenerateReport {
   // A request the engine refused when it was added.
   void refused(size_t index, const Status& why);
   void summary(const engine::EngineMetrics& m, const model::ForwardTiming& ft,
-               const runtime::GraphStats& gs);
+               const runtime::GraphStats& gs, const model::CachePlan& cache);
 
   size_t num_written() const { return written_; }
   size_t num_failed() const { return failed_; }

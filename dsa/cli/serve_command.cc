@@ -16,6 +16,7 @@
 #include "dsa/core/log.h"
 #include "dsa/engine/engine.h"
 #include "dsa/model/chat_template.h"
+#include "dsa/model/memory_plan.h"
 #include "dsa/model/tokenizer.h"
 #include "dsa/model/tokenizer_check.h"
 #include "dsa/server/engine_loop.h"
@@ -219,6 +220,12 @@ StatusOr<int> run(const ServeArgs& a) {
     DSA_LOG_INFO("dsa serve: ready: model {} on {}, d = {}, {} running + {} queued requests",
                  model_name, a.engine.device, setup.num_draft_tokens, a.engine.max_running_requests,
                  a.max_queued_requests);
+    DSA_LOG_INFO("dsa serve: {}", model::describe_cache_plan(model->cache_plan()));
+    if (a.engine.random_weights) {
+      DSA_LOG_WARN(
+          "dsa serve: random weights (--random-weights: benchmark mode, the text is meaningless; "
+          "no checkpoint was read)");
+    }
     if (setup.simulate_accept_length > 0) {
       DSA_LOG_WARN(
           "dsa serve: accept length SIMULATED: {} (--simulate-accept-length; benchmark mode, the "

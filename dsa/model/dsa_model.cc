@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "dsa/model/backend_random_weights.h"
 #include "dsa/model/memory_plan.h"
 #include "dsa/model/random_tensors.h"
 #include "dsa/runtime/backend_control.h"
@@ -131,11 +132,17 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
   }
   // Options and the memory plan are checked: only now is the checkpoint read (or, with random
   // weights, generated: the same tensors make-checkpoint writes, from an image in memory).
-  DSA_ASSIGN_OR_RETURN(Checkpoint file, options.random_weights
-                                            ? random_checkpoint(config, options.random_seed)
-                                            : Checkpoint::open(dir));
-  DSA_ASSIGN_OR_RETURN(ModelWeights weights,
-                       load_model_weights(file, config, options.on_load_progress));
+  const bool in_backend = options.random_weights && (options.random_weights_in_backend ||
+                                                     ops.backend != kernels::Backend::kCpu);
+  ModelWeights weights;
+  if (in_backend) {
+    weights = model_weight_layout(config);  // shapes only: the data is made in place below
+  } else {
+    DSA_ASSIGN_OR_RETURN(Checkpoint file, options.random_weights
+                                              ? random_checkpoint(config, options.random_seed)
+                                              : Checkpoint::open(dir));
+    DSA_ASSIGN_OR_RETURN(weights, load_model_weights(file, config, options.on_load_progress));
+  }
   std::unique_ptr<DsaModel> m(
       new DsaModel(std::move(config), std::move(weights), options, mc, ops));
   m->cache_plan_ = plan;
@@ -155,7 +162,12 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
   DSA_RETURN_IF_ERROR(kernels::rope_table_ref(tp));  // host-built, class E (§8.3)
   // Into the backend's memory once (for the CPU backend all of this reads the host copies).
   DSA_RETURN_IF_ERROR(m->caches_.allocate(ops.backend));
-  DSA_RETURN_IF_ERROR(m->store_.add_model(m->weights_));
+  if (in_backend) {
+    DSA_RETURN_IF_ERROR(
+        generate_backend_weights(m->store_, m->weights_, m->config_, options.random_seed));
+  } else {
+    DSA_RETURN_IF_ERROR(m->store_.add_model(m->weights_));
+  }
   DSA_RETURN_IF_ERROR(m->store_.add(m->rope_.cos));
   DSA_RETURN_IF_ERROR(m->store_.add(m->rope_.sin));
   DSA_RETURN_IF_ERROR(m->allocate_outputs());

@@ -65,6 +65,9 @@ struct ModelOptions {
   // live (model/random_tensors.h on the host; on CUDA, model/device_random_weights.h).
   bool random_weights = false;
   uint64_t random_seed = 0;
+  // Make random weights in backend memory (backend_random_weights.h) even on the CPU backend
+  // (tests of the device path); CUDA always does.
+  bool random_weights_in_backend = false;
 };
 
 // Host-side time of forwards (what graphs remove): host_s runs from the start of a forward until

@@ -54,13 +54,15 @@ if gen "$tmp/a" --model "$cfg" --random-weights --random-weights-seed 7; then
   expect "random weights: ids in the vocabulary" \
     '! ids "$tmp/a" | grep -o "[0-9]\+" | awk "\$1 >= 6144 {bad=1} END {exit !bad}"'
   expect "random weights said loudly" 'grep -q "random weights" "$tmp/a.err" && grep -q "\"random_weights\":true" "$tmp/a"'
-  expect "cache capacity printed" 'grep -Eq "KV cache: [0-9]+ pages .* tokens, .* whole-context requests .* available" "$tmp/a.err"'
+  expect "cache capacity in the JSON summary" 'grep -Eq "\"kv_cache\":\{\"available_bytes\":[1-9][0-9]*,\"budget_bytes\":[1-9]" "$tmp/a"'
 else
   echo "FAIL: generate --random-weights"
   cat "$tmp/a.err"
   fail=1
 fi
-gen "$tmp/b" --model "$cfg" --random-weights --random-weights-seed 7
+gen "$tmp/b" --model "$cfg" --random-weights --random-weights-seed 7 --progress
+expect "cache capacity printed at load with --progress" \
+  'grep -Eq "KV cache: [0-9]+ pages .* tokens, .* whole-context requests .* available" "$tmp/b.err"'
 expect "same seed, same tokens" '[ -n "$(ids "$tmp/a")" ] && [ "$(ids "$tmp/a")" = "$(ids "$tmp/b")" ]'
 gen "$tmp/c" --model "$cfg" --random-weights --random-weights-seed 8
 expect "another seed, other tokens" '[ "$(ids "$tmp/a")" != "$(ids "$tmp/c")" ]'
@@ -82,6 +84,7 @@ fi
 timeout 60 "$dsa" generate --model "$root/models/tiny-dsa" --prompt "Once" --max-new-tokens 12 \
   --ignore-eos --speculative-algorithm NEXTN --simulate-accept-length 2 >"$tmp/t" 2>&1
 expect "simulated: text summary says so" 'grep -q "accept length SIMULATED: 2" "$tmp/t" && grep -q "mean accept length 2.000 (SIMULATED: 2)" "$tmp/t"'
+expect "text summary: the cache capacity" 'grep -q "^\[KV cache: [0-9]* pages" "$tmp/t"'
 
 m=(--model "$cfg" --random-weights --random-prompt-len 4)
 refused "simulate-accept-length = 2 needs --speculative-algorithm" "${m[@]}" --simulate-accept-length 2

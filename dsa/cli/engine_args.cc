@@ -155,9 +155,18 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
                  "Hidden state chained between draft steps (SPEC.md §6.5)")
       ->check(CLI::IsMember({"post_norm", "pre_norm"}))
       ->capture_default_str();
-  for (const char* name : {"--speculative-num-steps", "--speculative-eagle-topk",
-                           "--speculative-num-draft-tokens", "--max-running-requests",
-                           "--context-length", "--chunked-prefill-size", "--max-prefill-tokens"}) {
+  cmd.add_option("--simulate-accept-length", a.simulate_accept_length,
+                 "Benchmarks: every draft and verify runs, but the accepted drafts per step are "
+                 "drawn with this mean accept length (in [1, d + 1]); the output says SIMULATED");
+  cmd.add_flag("--random-weights", a.random_weights,
+               "Benchmarks: build the model from --model DIR's config.json alone with random "
+               "weights made where they live (host, or on the GPU); no safetensors are read");
+  cmd.add_option("--random-weights-seed", a.random_weights_seed, "Seed of --random-weights")
+      ->capture_default_str();
+  for (const char* name :
+       {"--random-weights-seed", "--speculative-num-steps", "--speculative-eagle-topk",
+        "--speculative-num-draft-tokens", "--max-running-requests", "--context-length",
+        "--chunked-prefill-size", "--max-prefill-tokens"}) {
     cmd.get_option(name)->check(int64_range());
   }
 }
@@ -166,6 +175,22 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
                                           int64_t num_requests) {
   EngineSetup s;
   DSA_ASSIGN_OR_RETURN(s.num_draft_tokens, draft_steps(a, config));
+  if (a.simulate_accept_length) {
+    const double L = *a.simulate_accept_length;
+    if (s.num_draft_tokens == 0) {
+      return invalid_argument(fmt::format(
+          "--simulate-accept-length = {} needs --speculative-algorithm NEXTN (or EAGLE): it "
+          "simulates the acceptance of drafts",
+          L));
+    }
+    if (!(std::isfinite(L) && L >= 1 && L <= s.num_draft_tokens + 1)) {
+      return invalid_argument(fmt::format(
+          "--simulate-accept-length = {}: must be in [1, {}] (accepted drafts + 1, with {} draft "
+          "steps)",
+          L, s.num_draft_tokens + 1, s.num_draft_tokens));
+    }
+    s.simulate_accept_length = L;
+  }
   DSA_RETURN_IF_ERROR(
       check_range("--max-running-requests", a.max_running_requests, 1, kMaxRunningRequests));
   DSA_RETURN_IF_ERROR(
@@ -178,7 +203,10 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
     return invalid_argument(
         fmt::format("--mem-fraction-static = {}: must be in (0, 1]", a.mem_fraction_static));
   }
+  DSA_RETURN_IF_ERROR(check_range("--random-weights-seed", a.random_weights_seed, 0, INT64_MAX));
   model::ModelOptions& o = s.model;
+  o.random_weights = a.random_weights;
+  o.random_seed = uint64_t(a.random_weights_seed);
   if (a.kv_cache_dtype == "auto" || a.kv_cache_dtype == "bf16" || a.kv_cache_dtype == "bfloat16") {
     o.latent_format = kernels::LatentFormat::kBf16;
   } else if (a.kv_cache_dtype == "fp8_e4m3") {

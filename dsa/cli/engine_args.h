@@ -34,6 +34,11 @@ struct EngineArgs {
   std::string kv_cache_dtype = "auto";
   double mem_fraction_static = 0.9;
   std::string mtp_chain_hidden = "post_norm";
+  // Benchmarks: the mean accept length the engine simulates (engine/simulated_acceptance.h).
+  std::optional<double> simulate_accept_length;
+  // Benchmarks: weights generated from config.json alone (no safetensors read).
+  bool random_weights = false;
+  int64_t random_weights_seed = 0;
 };
 
 // Registers the options on `cmd` (defaults shown in --help).
@@ -44,6 +49,7 @@ struct EngineSetup {
   int32_t num_draft_tokens = 0;
   model::ModelOptions model;
   int32_t prefill_chunk = 512;
+  double simulate_accept_length = 0;  // 0 = real acceptance
 };
 
 // Every rule between the flags and against the model's config.json: ranges, the speculative

@@ -11,10 +11,13 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "dsa/cli/engine_args.h"
 #include "dsa/cli/generate_report.h"
+#include "dsa/core/splitmix64.h"
 #include "dsa/engine/engine.h"
+#include "dsa/model/memory_plan.h"
 #include "dsa/model/text_stream.h"
 #include "dsa/model/tokenizer.h"
 #include "dsa/model/tokenizer_check.h"
@@ -36,7 +39,24 @@ struct GenerateArgs {
   bool ignore_eos = false;
   bool json = false;
   bool progress = false;
+  std::optional<int64_t> random_prompt_len;  // random token-id prompts (benchmarks)
+  int64_t num_prompts = 1;                   // how many, with random_prompt_len
 };
+
+// The prompts as token ids, and as they are shown (the text, or a note for random ids).
+struct Prompts {
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<std::string> shown;
+};
+
+// `len` token ids uniform in [0, vocab) for prompt `index`: SplitMix64 seeded by (seed, index), so
+// each prompt is fixed by --seed whatever the others are.
+std::vector<int32_t> random_prompt(int64_t len, int64_t vocab, uint64_t seed, uint64_t index) {
+  SplitMix64 rng{seed ^ (index * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull)};
+  std::vector<int32_t> ids(static_cast<size_t>(len));
+  for (int32_t& t : ids) t = int32_t(rng.next() % uint64_t(vocab));
+  return ids;
+}
 
 // "loading checkpoint: 3/8 files, 1.20/5.00 GB, 2.1 GB/s" on stderr: one line rewritten in place
 // on a terminal, one line per file otherwise (--progress into a log).
@@ -124,32 +144,86 @@ StatusOr<engine::GenerationRequest> request_template(const GenerateArgs& a, int6
 
 // Runs the engine over the prompts; results are written as requests finish. Returns the exit code
 // (0, 1 when a request failed, 128 + signal when interrupted).
+// --random-prompt-len prompts (token ids), or the text prompts encoded with the tokenizer (there
+// is one unless --random-weights found no tokenizer.json).
+StatusOr<Prompts> make_prompts(const GenerateArgs& a, std::vector<std::string> texts,
+                               const model::Tokenizer* tok, const model::ModelConfig& config) {
+  Prompts p;
+  if (a.random_prompt_len) {
+    const int64_t len = *a.random_prompt_len;
+    DSA_RETURN_IF_ERROR(check_range("--random-prompt-len", len, 1, a.engine.context_length - 1));
+    for (int64_t i = 0; i < a.num_prompts; ++i) {
+      p.ids.push_back(random_prompt(len, config.vocab_size, uint64_t(a.seed), uint64_t(i)));
+      p.shown.push_back(fmt::format("[random prompt #{}: {} token ids]\n", i, len));
+    }
+    return p;
+  }
+  if (tok == nullptr) {
+    return invalid_argument(fmt::format(
+        "--random-weights: {} has no tokenizer.json, so prompts must be token ids: give "
+        "--random-prompt-len N (and --num-prompts K)",
+        a.engine.model_dir));
+  }
+  p.shown = std::move(texts);
+  for (const std::string& text : p.shown) p.ids.push_back(tok->encode(text, /*add_bos=*/true));
+  return p;
+}
+
+// Runs the engine over the prompts; results are written as requests finish. Returns the exit code
+// (0, 1 when a request failed, 128 + signal when interrupted).
 StatusOr<int> run(const GenerateArgs& a) {
   if (!std::filesystem::is_directory(a.engine.model_dir)) {
     return not_found(fmt::format("--model {}: no such model directory", a.engine.model_dir));
   }
-  DSA_ASSIGN_OR_RETURN(std::vector<std::string> prompts, read_prompts(a));
+  DSA_RETURN_IF_ERROR(check_range("--num-prompts", a.num_prompts, 1, 1 << 20));
+  if (a.num_prompts != 1 && !a.random_prompt_len) {
+    return invalid_argument(
+        fmt::format("--num-prompts = {} needs --random-prompt-len", a.num_prompts));
+  }
+  std::vector<std::string> texts;
+  if (!a.random_prompt_len) {
+    DSA_ASSIGN_OR_RETURN(texts, read_prompts(a));
+  }
   const std::filesystem::path dir = a.engine.model_dir;
   DSA_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_model_config(dir / "config.json"));
-  DSA_ASSIGN_OR_RETURN(EngineSetup setup,
-                       resolve_engine_args(a.engine, config, int64_t(prompts.size())));
+  const int64_t num_prompts = a.random_prompt_len ? a.num_prompts : int64_t(texts.size());
+  DSA_ASSIGN_OR_RETURN(EngineSetup setup, resolve_engine_args(a.engine, config, num_prompts));
   DSA_ASSIGN_OR_RETURN(engine::GenerationRequest proto,
                        request_template(a, a.engine.context_length, config.vocab_size));
-  DSA_ASSIGN_OR_RETURN(model::Tokenizer tok, model::Tokenizer::load(dir / "tokenizer.json"));
-  DSA_RETURN_IF_ERROR(model::check_tokenizer_matches(tok, config));
-  DSA_RETURN_IF_ERROR(
-      tok.set_special_ids(int32_t(config.bos_token_id), int32_t(config.eos_token_id)));
+  // Random weights need no tokenizer (prompts are then token ids and the output has no text).
+  std::optional<model::Tokenizer> tok;
+  if (!a.engine.random_weights || std::filesystem::exists(dir / "tokenizer.json")) {
+    DSA_ASSIGN_OR_RETURN(tok, model::Tokenizer::load(dir / "tokenizer.json"));
+    DSA_RETURN_IF_ERROR(model::check_tokenizer_matches(*tok, config));
+    DSA_RETURN_IF_ERROR(
+        tok->set_special_ids(int32_t(config.bos_token_id), int32_t(config.eos_token_id)));
+  } else if (!a.stop.empty()) {
+    return invalid_argument("--stop: stop strings need a tokenizer.json in --model");
+  }
+  DSA_ASSIGN_OR_RETURN(Prompts prompts,
+                       make_prompts(a, std::move(texts), tok ? &*tok : nullptr, config));
   // cuda: FailedPrecondition without a device, Unimplemented in a host-only build.
   DSA_ASSIGN_OR_RETURN(const kernels::OpTable* ops, kernels::ops_for(setup.backend));
   model::ModelOptions mo = setup.model;
   if (a.progress || isatty(STDERR_FILENO)) mo.on_load_progress = print_load_progress;
+  BenchmarkModes modes;
+  modes.simulated_accept_length = setup.simulate_accept_length;
+  modes.random_weights = a.engine.random_weights;
+  for (const std::string& line : benchmark_banner(modes)) {
+    fmt::print(stderr, "dsa generate: {}\n", line);
+  }
   DSA_ASSIGN_OR_RETURN(auto model, model::DsaModel::load(dir, mo, *ops));
+  // With the load progress (a terminal, or --progress); the summary always carries it.
+  if (mo.on_load_progress) {
+    fmt::print(stderr, "dsa generate: {}\n", model::describe_cache_plan(model->cache_plan()));
+  }
 
-  const bool stream = prompts.size() == 1 && !a.json;
-  GenerateReport report(prompts, a.json, stream, setup.num_draft_tokens);
+  const bool stream = prompts.ids.size() == 1 && !a.json;
+  GenerateReport report(prompts.shown, a.json, stream, setup.num_draft_tokens, modes);
   engine::EngineOptions eo;
   eo.prefill_chunk = setup.prefill_chunk;
-  eo.tokenizer = &tok;
+  eo.simulate_accept_length = setup.simulate_accept_length;
+  eo.tokenizer = tok ? &*tok : nullptr;
   std::map<int64_t, size_t> index_of;  // request id -> prompt index
   std::vector<int64_t> written;        // finished and written: the engine may forget them
   if (stream) {
@@ -162,9 +236,9 @@ StatusOr<int> run(const GenerateArgs& a) {
     written.push_back(r.id);
   };
   engine::Engine eng(*model, eo);
-  for (size_t i = 0; i < prompts.size(); ++i) {
+  for (size_t i = 0; i < prompts.ids.size(); ++i) {
     engine::GenerationRequest req = proto;
-    req.prompt = tok.encode(prompts[i], /*add_bos=*/true);
+    req.prompt = std::move(prompts.ids[i]);
     req.sampling.seed = proto.sampling.seed + i;
     auto id = eng.add_request(std::move(req));
     if (!id.ok()) {
@@ -183,10 +257,10 @@ StatusOr<int> run(const GenerateArgs& a) {
   }
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
-  report.summary(eng.metrics(), model->timing(), model->graph_stats());
+  report.summary(eng.metrics(), model->timing(), model->graph_stats(), model->cache_plan());
   if (g_signal != 0) {
     fmt::print(stderr, "dsa generate: interrupted ({}): {} of {} requests finished and written\n",
-               g_signal == SIGINT ? "SIGINT" : "SIGTERM", report.num_written(), prompts.size());
+               g_signal == SIGINT ? "SIGINT" : "SIGTERM", report.num_written(), prompts.ids.size());
     return 128 + int(g_signal);
   }
   return report.num_failed() > 0 ? 1 : 0;
@@ -203,6 +277,13 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   auto* f = cmd->add_option("--prompts-file", a->prompts_file,
                             "One prompt per line, run concurrently (continuous batching)");
   p->excludes(f);
+  auto* rp = cmd->add_option("--random-prompt-len", a->random_prompt_len,
+                             "Benchmarks: prompts of N random token ids (from --seed) instead of "
+                             "text; the way to prompt --random-weights without a tokenizer");
+  rp->excludes(p)->excludes(f);
+  cmd->add_option("--num-prompts", a->num_prompts,
+                  "With --random-prompt-len: how many prompts, run concurrently")
+      ->capture_default_str();
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to generate per request")
       ->capture_default_str();
   cmd->add_option("--temperature", a->temperature, "0 = greedy")->capture_default_str();
@@ -217,7 +298,8 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--stop-token-ids", a->stop_token_ids,
                   "Token ids that finish a request (kept in the output, as EOS)");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at EOS (fixed output lengths)");
-  for (const char* name : {"--max-new-tokens", "--top-k", "--seed", "--stop-token-ids"}) {
+  for (const char* name : {"--max-new-tokens", "--top-k", "--seed", "--stop-token-ids",
+                           "--random-prompt-len", "--num-prompts"}) {
     cmd->get_option(name)->check(int64_range());
   }
   cmd->add_flag(

@@ -20,7 +20,29 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The modes as JSON fields, added to every object the report writes.
+void add_modes(json& j, const BenchmarkModes& m) {
+  if (m.simulated_accept_length > 0) j["accept_length_simulated"] = m.simulated_accept_length;
+  if (m.random_weights) j["random_weights"] = true;
+}
+
 }  // namespace
+
+std::vector<std::string> benchmark_banner(const BenchmarkModes& m) {
+  std::vector<std::string> out;
+  if (m.simulated_accept_length > 0) {
+    out.push_back(fmt::format(
+        "accept length SIMULATED: {} (--simulate-accept-length: every draft and verify ran, the "
+        "accepted count per step was drawn, not decided by the target)",
+        m.simulated_accept_length));
+  }
+  if (m.random_weights) {
+    out.push_back(
+        "random weights (--random-weights: benchmark mode, the text is meaningless; no "
+        "checkpoint was read)");
+  }
+  return out;
+}
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -31,8 +53,8 @@ double percentile(std::vector<double> v, double q) {
 }
 
 GenerateReport::GenerateReport(const std::vector<std::string>& prompts, bool json, bool stream,
-                               int32_t num_draft_tokens)
-    : prompts_(prompts), json_(json), stream_(stream), d_(num_draft_tokens) {}
+                               int32_t num_draft_tokens, BenchmarkModes modes)
+    : prompts_(prompts), json_(json), stream_(stream), d_(num_draft_tokens), modes_(modes) {}
 
 void GenerateReport::start() {
   t0_ = std::chrono::steady_clock::now();
@@ -79,6 +101,7 @@ void GenerateReport::finished(size_t index, const engine::RequestState& r) {
               {"accept_length_mean", f.accept_length_mean},
               {"per_position_acceptance", f.per_position_acceptance},
               {"accept_histogram", f.accept_histogram}};
+    add_modes(j, modes_);
     fmt::print("{}\n", dump(j));
   } else if (stream_) {
     stream(r);
@@ -103,7 +126,7 @@ void GenerateReport::refused(size_t index, const Status& why) {
 }
 
 void GenerateReport::summary(const engine::EngineMetrics& m, const model::ForwardTiming& ft,
-                             const runtime::GraphStats& gs) {
+                             const runtime::GraphStats& gs, const model::CachePlan& cache) {
   const double secs = seconds_since(t0_);
   const double steps = double(std::max<int64_t>(1, m.steps));
   const double tokens_per_s = secs > 0 ? double(m.emitted) / secs : 0;
@@ -135,10 +158,24 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
                 {"graphs", gs.graphs},
                 {"graph_nodes", gs.nodes},
                 {"graph_capture_s", gs.capture_s}}}};
+    add_modes(j["summary"], modes_);
+    j["summary"]["kv_cache"] = {{"pages", cache.num_pages},
+                                {"page_bytes", cache.page_bytes},
+                                {"tokens", cache.tokens()},
+                                {"bytes", cache.pool_bytes()},
+                                {"whole_context_requests", cache.whole_context_requests()},
+                                {"budget_bytes", cache.budget_bytes},
+                                {"available_bytes", cache.available_bytes},
+                                {"weight_bytes", cache.weight_bytes},
+                                {"output_bytes", cache.output_bytes},
+                                {"mem_fraction_static", cache.mem_fraction_static}};
+    const std::vector<std::string> banner = benchmark_banner(modes_);
+    if (!banner.empty()) j["summary"]["warnings"] = banner;
     fmt::print("{}\n", dump(j));
     return;
   }
   fmt::print("\n");
+  for (const std::string& line : benchmark_banner(modes_)) fmt::print("[{}]\n", line);
   fmt::print(
       "[{} requests, {} tokens in {:.2f} s: {:.1f} tokens/s, {:.1f} ms per output token, mean "
       "TTFT {:.0f} ms]\n",
@@ -153,13 +190,18 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
       ms(percentile(m.ttft_s, 0.5)), ms(percentile(m.ttft_s, 0.9)), ms(percentile(m.ttft_s, 0.99)),
       ms(percentile(m.tpot_s, 0.5)), ms(percentile(m.tpot_s, 0.9)), ms(percentile(m.tpot_s, 0.99)));
   if (d_ > 0) {
-    fmt::print("[d = {}: mean accept length {:.3f} over {} verify steps; per-position acceptance",
-               d_, m.mean_accept_length(), m.verify_steps);
+    fmt::print("[d = {}: mean accept length {:.3f}{} over {} verify steps; per-position acceptance",
+               d_, m.mean_accept_length(),
+               modes_.simulated_accept_length > 0
+                   ? fmt::format(" (SIMULATED: {})", modes_.simulated_accept_length)
+                   : std::string(),
+               m.verify_steps);
     for (double x : m.per_position_acceptance()) fmt::print(" {:.3f}", x);
     fmt::print("; accept histogram (a = 0..{})", d_);
     for (int64_t c : m.accept.histogram()) fmt::print(" {}", c);
     fmt::print("]\n");
   }
+  fmt::print("[{}]\n", model::describe_cache_plan(cache));
   if (failed_ > 0) fmt::print("[{} of {} requests failed]\n", failed_, prompts_.size());
 }
 

@@ -12,13 +12,24 @@
 #include "dsa/core/status.h"
 #include "dsa/engine/engine.h"
 #include "dsa/model/dsa_model.h"
+#include "dsa/model/memory_plan.h"
 
 namespace dsa::cli {
+
+// Benchmark modes a run's figures depend on: said loudly in every summary (and per request in
+// JSON), so a simulated or random-weight number is never mistaken for a real one.
+struct BenchmarkModes {
+  double simulated_accept_length = 0;  // > 0: --simulate-accept-length
+  bool random_weights = false;         // --random-weights
+};
+
+// The loud lines of `m` ("accept length SIMULATED: 2.5 ...", "random weights ..."), one each.
+std::vector<std::string> benchmark_banner(const BenchmarkModes& m);
 
 class GenerateReport {
  public:
   GenerateReport(const std::vector<std::string>& prompts, bool json, bool stream,
-                 int32_t num_draft_tokens);
+                 int32_t num_draft_tokens, BenchmarkModes modes = {});
 
   void start();  // the clock of the run (after loading)
   // Streaming: writes the request's stable new text.
@@ -28,7 +39,7 @@ class GenerateReport {
   // A request the engine refused when it was added.
   void refused(size_t index, const Status& why);
   void summary(const engine::EngineMetrics& m, const model::ForwardTiming& ft,
-               const runtime::GraphStats& gs);
+               const runtime::GraphStats& gs, const model::CachePlan& cache);
 
   size_t num_written() const { return written_; }
   size_t num_failed() const { return failed_; }
@@ -39,6 +50,7 @@ class GenerateReport {
   const std::vector<std::string>& prompts_;
   bool json_, stream_;
   int32_t d_;
+  BenchmarkModes modes_;
   size_t streamed_ = 0;  // bytes of the single request's text written
   size_t written_ = 0, failed_ = 0;
   int64_t completion_tokens_ = 0;

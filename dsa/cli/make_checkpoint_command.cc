@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,10 +11,10 @@
 
 #include "dsa/cli/engine_args.h"
 #include "dsa/core/dtype.h"
-#include "dsa/core/splitmix64.h"
 #include "dsa/model/checkpoint.h"
 #include "dsa/model/model_config.h"
 #include "dsa/model/model_tensors.h"
+#include "dsa/model/random_tensors.h"
 #include "dsa/model/safetensors.h"
 
 namespace dsa::cli {
@@ -24,7 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using model::ExpectedTensor;
-using model::TensorKind;
 using nlohmann::json;
 
 struct MakeArgs {
@@ -36,22 +34,6 @@ struct MakeArgs {
   bool fp8 = false;
   double max_gb = 64;
 };
-
-constexpr int64_t kBlock = 128;  // FP8 scale block (SPEC.md §8.2)
-constexpr float kE4m3Max = 448.0f;
-
-// A fixed, portable stream per (seed, tensor).
-struct Rng {
-  SplitMix64 bits;
-  // Uniform in [-a, a).
-  float uniform(float a) { return a * (float((bits.next() >> 40) * 0x1p-24) * 2.0f - 1.0f); }
-};
-
-uint64_t name_hash(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 StatusOr<json> read_json(const fs::path& path, std::string_view flag) {
   std::ifstream in(path, std::ios::binary);
@@ -96,144 +78,8 @@ StatusOr<json> apply_overrides(json c, const MakeArgs& a) {
   return c;
 }
 
-// One stored tensor: name, dtype, shape, and how to fill it.
-struct Planned {
-  std::string name;
-  DType dtype;
-  Shape shape;
-  const ExpectedTensor* source;  // the inventory entry (the weight, for a scale)
-  bool is_scale = false;
-  uint64_t nbytes() const { return uint64_t(shape_numel(shape)) * dtype_size(dtype); }
-};
-
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Standard-deviation-preserving amplitude for a [out, in] matrix: uniform(+-sqrt(3 / in)).
-float amplitude(const ExpectedTensor& x) {
-  if (x.name == "model.embed_tokens.weight" || ends_with(x.name, ".embed_tokens.weight")) {
-    return 1.0f;
-  }
-  return std::sqrt(3.0f / float(x.shape[1]));
-}
-
-// The weight's values as float (before any quantisation).
-std::vector<float> random_matrix(const ExpectedTensor& x, uint64_t seed) {
-  Rng rng{seed ^ name_hash(x.name)};
-  const float a = amplitude(x);
-  std::vector<float> v(size_t(shape_numel(x.shape)));
-  for (float& f : v) f = rng.uniform(a);
-  return v;
-}
-
-// FP8 quantisation with one scale per 128x128 block; `pow2` rounds scales up to powers of two
-// (scale_fmt ue8m0).
-void quantize(const std::vector<float>& w, int64_t out, int64_t in, bool pow2,
-              std::vector<uint8_t>* q, std::vector<float>* scale_inv) {
-  const int64_t rb = (out + kBlock - 1) / kBlock, cb = (in + kBlock - 1) / kBlock;
-  q->assign(w.size(), 0);
-  scale_inv->assign(size_t(rb * cb), 1.0f);
-  for (int64_t bi = 0; bi < rb; ++bi) {
-    for (int64_t bj = 0; bj < cb; ++bj) {
-      const int64_t i1 = std::min(out, (bi + 1) * kBlock), j1 = std::min(in, (bj + 1) * kBlock);
-      float amax = 0;
-      for (int64_t i = bi * kBlock; i < i1; ++i) {
-        for (int64_t j = bj * kBlock; j < j1; ++j)
-          amax = std::max(amax, std::fabs(w[size_t(i * in + j)]));
-      }
-      float s = amax > 0 ? amax / kE4m3Max : 1.0f;
-      if (pow2) s = std::exp2(std::ceil(std::log2(s)));
-      (*scale_inv)[size_t(bi * cb + bj)] = s;
-      for (int64_t i = bi * kBlock; i < i1; ++i) {
-        for (int64_t j = bj * kBlock; j < j1; ++j) {
-          (*q)[size_t(i * in + j)] = float_to_e4m3(w[size_t(i * in + j)] / s).bits;
-        }
-      }
-    }
-  }
-}
-
-template <typename T>
-void append(std::string* out, const std::vector<T>& v) {
-  out->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
-
-// The bytes of one weight (and, for FP8, its scale right after it).
-std::string tensor_bytes(const Planned& p, uint64_t seed, bool pow2) {
-  const ExpectedTensor& x = *p.source;
-  std::string out;
-  const size_t n = size_t(shape_numel(x.shape));
-  switch (x.kind) {
-    case TensorKind::kVector: {
-      // Norm weights 1, the indexer's k_norm bias 0 (the initial values of the HF model).
-      const bool bias = ends_with(x.name, ".bias");
-      append(&out, std::vector<bf16>(n, float_to_bf16(bias ? 0.0f : 1.0f)));
-      return out;
-    }
-    case TensorKind::kF32:
-      append(&out, std::vector<float>(n, 0.0f));  // e_score_correction_bias
-      return out;
-    case TensorKind::kMatrix:
-    case TensorKind::kLinear:
-      break;
-  }
-  std::vector<float> w = random_matrix(x, seed);
-  if (p.dtype == DType::kE4M3) {
-    std::vector<uint8_t> q;
-    std::vector<float> s;
-    quantize(w, x.shape[0], x.shape[1], pow2, &q, &s);
-    append(&out, q);
-    append(&out, s);
-    return out;
-  }
-  std::vector<bf16> b(n);
-  for (size_t i = 0; i < n; ++i) b[i] = float_to_bf16(w[i]);
-  append(&out, b);
-  return out;
-}
-
-// A weight and its scale stay in one shard, as upstream writes them.
-struct Unit {
-  std::vector<Planned> tensors;
-  uint64_t nbytes = 0;
-};
-
-StatusOr<std::vector<Unit>> plan(const model::ModelConfig& c,
-                                 const std::vector<ExpectedTensor>& inventory) {
-  const bool fp8 = c.quantization_config.has_value();
-  std::vector<Unit> units;
-  for (const ExpectedTensor& x : inventory) {
-    if (x.optional) continue;  // the MTP layer shares the target's embed_tokens / lm_head
-    Unit u;
-    switch (x.kind) {
-      case TensorKind::kLinear:
-        if (fp8) {
-          u.tensors.push_back({x.name, DType::kE4M3, x.shape, &x});
-          u.tensors.push_back(
-              {model::scale_inv_name(x.name),
-               DType::kF32,
-               {(x.shape[0] + kBlock - 1) / kBlock, (x.shape[1] + kBlock - 1) / kBlock},
-               &x,
-               true});
-        } else {
-          u.tensors.push_back({x.name, DType::kBF16, x.shape, &x});
-        }
-        break;
-      case TensorKind::kMatrix:
-      case TensorKind::kVector:
-        u.tensors.push_back({x.name, DType::kBF16, x.shape, &x});
-        break;
-      case TensorKind::kF32:
-        u.tensors.push_back({x.name, DType::kF32, x.shape, &x});
-        break;
-    }
-    for (const Planned& p : u.tensors) u.nbytes += p.nbytes();
-    units.push_back(std::move(u));
-  }
-  return units;
-}
+using Planned = model::RandomTensor;
+using Unit = model::RandomUnit;
 
 // Shard of every unit: about total / K bytes each, none empty.
 std::vector<size_t> assign_shards(const std::vector<Unit>& units, size_t k) {
@@ -258,17 +104,7 @@ std::vector<size_t> assign_shards(const std::vector<Unit>& units, size_t k) {
 
 Status write_shard(const fs::path& path, const std::vector<const Planned*>& tensors, uint64_t seed,
                    bool pow2) {
-  json header = json::object();
-  uint64_t off = 0;
-  for (const Planned* p : tensors) {
-    header[p->name] = {{"dtype", std::string(model::safetensors_dtype_name(p->dtype))},
-                       {"shape", p->shape},
-                       {"data_offsets", {off, off + p->nbytes()}}};
-    off += p->nbytes();
-  }
-  header["__metadata__"] = {{"format", "pt"}};
-  std::string h = header.dump();
-  h.append((8 - h.size() % 8) % 8, ' ');
+  const std::string h = model::safetensors_header_for(tensors);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return internal_error(fmt::format("{}: cannot create", path.string()));
   uint64_t len = h.size();
@@ -278,7 +114,7 @@ Status write_shard(const fs::path& path, const std::vector<const Planned*>& tens
   out.write(h.data(), std::streamsize(h.size()));
   for (const Planned* p : tensors) {
     if (p->is_scale) continue;  // written with its weight, which directly precedes it
-    const std::string bytes = tensor_bytes(*p, seed, pow2);
+    const std::string bytes = model::random_tensor_bytes(*p, seed, pow2);
     out.write(bytes.data(), std::streamsize(bytes.size()));
   }
   out.close();
@@ -331,7 +167,7 @@ Status run(const MakeArgs& a) {
                   "the config with the overrides applied: " + config.status().message());
   }
   const std::vector<ExpectedTensor> inventory = model::expected_model_tensors(*config);
-  DSA_ASSIGN_OR_RETURN(std::vector<Unit> units, plan(*config, inventory));
+  const std::vector<Unit> units = model::plan_random_tensors(*config, inventory);
   uint64_t planned = 0;
   for (const Unit& u : units) planned += u.nbytes;
   if (double(planned) > a.max_gb * 1e9) {
@@ -348,8 +184,7 @@ Status run(const MakeArgs& a) {
     return invalid_argument(fmt::format("--shards = {}: more than the {} weights of this config",
                                         a.shards, units.size()));
   }
-  const bool pow2 =
-      config->quantization_config && config->quantization_config->scale_fmt == "ue8m0";
+  const bool pow2 = model::random_scales_pow2(*config);
   const size_t k = size_t(a.shards);
   const std::vector<size_t> shard = assign_shards(units, k);
   json weight_map = json::object();

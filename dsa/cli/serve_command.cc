@@ -16,6 +16,7 @@
 #include "dsa/core/log.h"
 #include "dsa/engine/engine.h"
 #include "dsa/model/chat_template.h"
+#include "dsa/model/memory_plan.h"
 #include "dsa/model/tokenizer.h"
 #include "dsa/model/tokenizer_check.h"
 #include "dsa/server/engine_loop.h"
@@ -201,6 +202,7 @@ StatusOr<int> run(const ServeArgs& a) {
     engine::EngineOptions eo;
     eo.prefill_chunk = setup.prefill_chunk;
     eo.tokenizer = &tok;
+    eo.simulate_accept_length = setup.simulate_accept_length;
     engine_loop = std::make_unique<server::EngineLoop>(
         *model, eo,
         server::EngineLoopOptions{.max_running = model->metadata_config().max_requests,
@@ -218,6 +220,18 @@ StatusOr<int> run(const ServeArgs& a) {
     DSA_LOG_INFO("dsa serve: ready: model {} on {}, d = {}, {} running + {} queued requests",
                  model_name, a.engine.device, setup.num_draft_tokens, a.engine.max_running_requests,
                  a.max_queued_requests);
+    DSA_LOG_INFO("dsa serve: {}", model::describe_cache_plan(model->cache_plan()));
+    if (a.engine.random_weights) {
+      DSA_LOG_WARN(
+          "dsa serve: random weights (--random-weights: benchmark mode, the text is meaningless; "
+          "no checkpoint was read)");
+    }
+    if (setup.simulate_accept_length > 0) {
+      DSA_LOG_WARN(
+          "dsa serve: accept length SIMULATED: {} (--simulate-accept-length; benchmark mode, the "
+          "drafts' real acceptance is not measured)",
+          setup.simulate_accept_length);
+    }
     loop->run();  // until the shutdown below
   });
 

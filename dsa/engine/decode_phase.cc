@@ -1,8 +1,10 @@
 // The decode phase of an engine step: plain DECODE when d = 0, else the speculative step of
 // SPEC.md §6.1 — TARGET_VERIFY over [x_C, g_1..g_d], acceptance (§6.2/§6.3), DRAFT_EXTEND of the
 // MTP layer over the same positions (row a's output is the first new draft), and the draft chain.
+// With EngineOptions::simulate_accept_length the count a is drawn (simulated_acceptance.h).
 #include "dsa/engine/acceptance.h"
 #include "dsa/engine/engine.h"
+#include "dsa/engine/simulated_acceptance.h"
 
 namespace dsa::engine {
 
@@ -53,9 +55,13 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   std::vector<runtime::RequestInput> mtp_inputs = inputs;
   for (size_t b = 0; b < reqs.size(); ++b) {
     RequestState& r = *reqs[b];
-    AcceptResult acc = accept_drafts(
-        std::span<const float>(&target.logits[b * n * sz(vocab_)], sz(n) * sz(vocab_)), vocab_,
-        r.drafts, r.req.sampling, int64_t(r.committed) + 1);
+    const std::span<const float> rows(&target.logits[b * n * sz(vocab_)], sz(n) * sz(vocab_));
+    const int64_t first = int64_t(r.committed) + 1;
+    const double sim = options_.simulate_accept_length;
+    AcceptResult acc =
+        sim > 0 ? force_acceptance(rows, vocab_, r.drafts, r.req.sampling, first,
+                                   simulated_accepted(sim, d_, r.req.sampling.seed, first))
+                : accept_drafts(rows, vocab_, r.drafts, r.req.sampling, first);
     const int32_t a = acc.accepted;
     const int32_t y = acc.emitted.back();
     for (int32_t j = 0; j < n; ++j) {

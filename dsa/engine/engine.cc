@@ -6,6 +6,8 @@
 #include <chrono>
 #include <optional>
 
+#include "dsa/engine/simulated_acceptance.h"
+
 namespace dsa::engine {
 
 namespace {
@@ -30,7 +32,11 @@ Engine::Engine(model::DsaModel& model, EngineOptions options)
       eos_(int32_t(model.config().eos_token_id)),
       options_status_(validate(options_)),
       scheduler_(model.pages(), limits_of(model)),
-      metrics_(d_) {}
+      metrics_(d_) {
+  if (options_status_.ok() && options_.simulate_accept_length != 0) {
+    options_status_ = validate_simulated_accept_length(options_.simulate_accept_length, d_);
+  }
+}
 
 Status validate(const EngineOptions& o) {
   if (o.prefill_chunk < 1) {

@@ -31,6 +31,9 @@ struct EngineOptions {
   // Test hook (SPEC.md §6.6 oracle / adversarial drafters): may replace a request's drafts for
   // positions C + 1..C + d after the MTP layer proposed them.
   std::function<void(const RequestState&, std::vector<int32_t>& drafts)> draft_override;
+  // Benchmarks (simulated_acceptance.h): > 0 forces the number of accepted drafts per request and
+  // step to a draw with this mean accept length, in [1, d + 1]; 0 = real acceptance.
+  double simulate_accept_length = 0;
   // Called with each request's newly emitted tokens (streaming).
   std::function<void(const RequestState&, std::span<const int32_t> tokens)> on_tokens;
   // Called once per request when it finishes (successfully or with its own error), in the step

@@ -59,9 +59,13 @@ StatusOr<Checkpoint> Checkpoint::open(const fs::path& dir) {
 
 StatusOr<Checkpoint> Checkpoint::open_file(const fs::path& file) {
   DSA_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(file));
+  return of_file(std::move(f));
+}
+
+StatusOr<Checkpoint> Checkpoint::of_file(SafetensorsFile file) {
   Checkpoint c;
-  c.root_ = file;
-  DSA_RETURN_IF_ERROR(c.add_file(std::move(f)));
+  c.root_ = file.path();
+  DSA_RETURN_IF_ERROR(c.add_file(std::move(file)));
   return c;
 }
 

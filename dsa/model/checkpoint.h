@@ -42,6 +42,10 @@ class Checkpoint {
   static StatusOr<Checkpoint> open(const std::filesystem::path& dir);
   // One safetensors file (tests, tools).
   static StatusOr<Checkpoint> open_file(const std::filesystem::path& file);
+  // One file already opened (an in-memory image: model/random_weights.h).
+  static StatusOr<Checkpoint> of_file(SafetensorsFile file);
+  // No files and no tensors (model_weight_layout reads nothing).
+  static Checkpoint empty() { return Checkpoint(); }
   // The index and its shards (the shards live next to the index).
   static StatusOr<Checkpoint> open_index(const std::filesystem::path& index);
 

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "dsa/model/backend_random_weights.h"
 #include "dsa/model/memory_plan.h"
+#include "dsa/model/random_tensors.h"
 #include "dsa/runtime/backend_control.h"
 #include "dsa/runtime/metadata_builder.h"
 
@@ -106,6 +108,7 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
   DSA_RETURN_IF_ERROR(runtime::use_forward_stream(ops.backend));
   DSA_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir / "config.json"));
   DSA_ASSIGN_OR_RETURN(runtime::MetadataConfig mc, metadata_config_for(config, options));
+  CachePlan plan;
   if (mc.num_pages == 0) {
     CachePlanInput in;
     in.cache_layers = config.num_hidden_layers + (config.has_mtp() ? 1 : 0);
@@ -115,18 +118,34 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
     in.mem_fraction_static = options.mem_fraction_static;
     // The weights are read after the plan (into host vectors, then uploaded on CUDA): the file's
     // size stands for them; the output buffers are allocated at capacity.
-    in.weight_bytes = size_t(checkpoint_file_bytes(dir));
+    in.weight_bytes =
+        size_t(options.random_weights ? random_weight_bytes(config) : checkpoint_file_bytes(dir));
     in.output_bytes = size_t(mc.row_capacity()) *
                       (size_t(config.vocab_size) * sizeof(float) + size_t(config.hidden_size) * 2);
-    DSA_ASSIGN_OR_RETURN(CachePlan plan, plan_cache_pages(in, runtime::memory_ops(ops.backend)));
+    DSA_ASSIGN_OR_RETURN(plan, plan_cache_pages(in, runtime::memory_ops(ops.backend)));
     mc.num_pages = plan.num_pages;
+  } else {
+    plan.num_pages = mc.num_pages;
+    plan.page_bytes = cache_page_bytes(config.num_hidden_layers + (config.has_mtp() ? 1 : 0),
+                                       options.latent_format);
+    plan.page_table_width = mc.page_table_width;
   }
-  // Options and the memory plan are checked: only now is the checkpoint read.
-  DSA_ASSIGN_OR_RETURN(Checkpoint file, Checkpoint::open(dir));
-  DSA_ASSIGN_OR_RETURN(ModelWeights weights,
-                       load_model_weights(file, config, options.on_load_progress));
+  // Options and the memory plan are checked: only now is the checkpoint read (or, with random
+  // weights, generated: the same tensors make-checkpoint writes, from an image in memory).
+  const bool in_backend = options.random_weights && (options.random_weights_in_backend ||
+                                                     ops.backend != kernels::Backend::kCpu);
+  ModelWeights weights;
+  if (in_backend) {
+    weights = model_weight_layout(config);  // shapes only: the data is made in place below
+  } else {
+    DSA_ASSIGN_OR_RETURN(Checkpoint file, options.random_weights
+                                              ? random_checkpoint(config, options.random_seed)
+                                              : Checkpoint::open(dir));
+    DSA_ASSIGN_OR_RETURN(weights, load_model_weights(file, config, options.on_load_progress));
+  }
   std::unique_ptr<DsaModel> m(
       new DsaModel(std::move(config), std::move(weights), options, mc, ops));
+  m->cache_plan_ = plan;
 
   kernels::RopeConfig rc;
   rc.theta = m->config_.rope_theta;
@@ -143,7 +162,12 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
   DSA_RETURN_IF_ERROR(kernels::rope_table_ref(tp));  // host-built, class E (§8.3)
   // Into the backend's memory once (for the CPU backend all of this reads the host copies).
   DSA_RETURN_IF_ERROR(m->caches_.allocate(ops.backend));
-  DSA_RETURN_IF_ERROR(m->store_.add_model(m->weights_));
+  if (in_backend) {
+    DSA_RETURN_IF_ERROR(
+        generate_backend_weights(m->store_, m->weights_, m->config_, options.random_seed));
+  } else {
+    DSA_RETURN_IF_ERROR(m->store_.add_model(m->weights_));
+  }
   DSA_RETURN_IF_ERROR(m->store_.add(m->rope_.cos));
   DSA_RETURN_IF_ERROR(m->store_.add(m->rope_.sin));
   DSA_RETURN_IF_ERROR(m->allocate_outputs());

@@ -25,6 +25,7 @@
 #include "dsa/kernels/op_table.h"
 #include "dsa/model/checkpoint.h"
 #include "dsa/model/decoder_block.h"
+#include "dsa/model/memory_plan.h"
 #include "dsa/model/model_caches.h"
 #include "dsa/model/model_config.h"
 #include "dsa/model/model_weights.h"
@@ -60,6 +61,13 @@ struct ModelOptions {
   bool cuda_graphs = false;
   // Called as each checkpoint file has been read (model/checkpoint.h); the CLI prints it.
   LoadProgressFn on_load_progress;
+  // Benchmarks: only config.json is read; the weights are generated with this seed where they
+  // live (model/random_tensors.h on the host; on CUDA, model/device_random_weights.h).
+  bool random_weights = false;
+  uint64_t random_seed = 0;
+  // Make random weights in backend memory (backend_random_weights.h) even on the CPU backend
+  // (tests of the device path); CUDA always does.
+  bool random_weights_in_backend = false;
 };
 
 // Host-side time of forwards (what graphs remove): host_s runs from the start of a forward until
@@ -96,6 +104,8 @@ class DsaModel {
   int32_t batch_pad_for(int32_t b) const { return graphs_.batch_pad_for(b); }
   const ForwardTiming& timing() const { return timing_; }
   const runtime::GraphStats& graph_stats() const { return graphs_.stats(); }
+  // How the cache pool was sized (memory_plan.h); num_pages only when options().num_pages is set.
+  const CachePlan& cache_plan() const { return cache_plan_; }
 
   // One forward of batch.model over batch (SPEC.md §4): the metadata is built here from the page
   // table (a uniform batch with batch_pad 0 is padded to its bucket). tokens: one id per real row
@@ -145,6 +155,7 @@ class DsaModel {
   runtime::Buffer<float> logits_out_;
   runtime::GraphRunner graphs_;
   ForwardTiming timing_;
+  CachePlan cache_plan_;
   std::vector<int32_t> padded_tokens_;  // a padded forward's token rows (reused)
   std::vector<bf16> padded_hidden_;
 };

@@ -69,5 +69,51 @@ TEST(CachePlan, ABudgetBelowOneRequestIsRefusedWithTheNumbers) {
             StatusCode::kInvalidArgument);
 }
 
+// Weights (and outputs) that do not fit in what is available are refused before anything is
+// read, with the weight, output, needed and available bytes.
+TEST(CachePlan, WeightsLargerThanTheAvailableMemoryAreRefusedWithTheNumbers) {
+  CachePlanInput in = input();
+  in.mem_fraction_static = 0.9;
+  in.weight_bytes = 5000000;
+  in.output_bytes = 1000;
+  auto plan = plan_cache_pages(in, with_available([]() -> StatusOr<size_t> { return 4000000; }));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kResourceExhausted);
+  const std::string& msg = plan.status().message();
+  for (const char* number : {"5000000 bytes", "1000 bytes", "5001000 bytes", "4000000 bytes"}) {
+    EXPECT_NE(msg.find(number), std::string::npos) << number << " in " << msg;
+  }
+  // Exactly as much as the weights and outputs leaves no room for a cache: refused too.
+  in.weight_bytes = 4000000 - 1000;
+  EXPECT_EQ(plan_cache_pages(in, with_available([]() -> StatusOr<size_t> { return 4000000; }))
+                .status()
+                .code(),
+            StatusCode::kResourceExhausted);
+}
+
+// The plan keeps the numbers it was made from, and its description prints them.
+TEST(CachePlan, RecordsAndDescribesTheBudget) {
+  CachePlanInput in = input();
+  in.mem_fraction_static = 0.5;
+  const size_t page = cache_page_bytes(in.cache_layers, in.latent_format);
+  static size_t available;
+  in.weight_bytes = 1 << 20;
+  in.output_bytes = 1 << 10;
+  available = in.weight_bytes + in.output_bytes + 2 * 41 * page;  // half: 41 pages
+  auto plan = plan_cache_pages(in, with_available([]() -> StatusOr<size_t> { return available; }));
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->num_pages, 41);
+  EXPECT_EQ(plan->available_bytes, available);
+  EXPECT_EQ(plan->weight_bytes, size_t(1) << 20);
+  EXPECT_EQ(plan->output_bytes, size_t(1) << 10);
+  EXPECT_EQ(plan->tokens(), 40 * kernels::kPageSize);
+  EXPECT_EQ(plan->whole_context_requests(), 4);  // 40 pages / 10 per request
+  const std::string d = describe_cache_plan(*plan);
+  EXPECT_NE(d.find("41 pages"), std::string::npos) << d;
+  EXPECT_NE(d.find("2560 tokens"), std::string::npos) << d;
+  EXPECT_NE(d.find("4 whole-context requests"), std::string::npos) << d;
+  EXPECT_NE(d.find("--mem-fraction-static 0.5"), std::string::npos) << d;
+}
+
 }  // namespace
 }  // namespace dsa::model

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <set>
 
+#include "dsa/core/check.h"
 #include "dsa/core/log.h"
 #include "dsa/model/model_tensors.h"
 
@@ -16,6 +18,13 @@ namespace {
 
 class Reader {
  public:
+  // Layout only (model_weight_layout): shapes from the inventory, no data read or made.
+  Reader(const Checkpoint& f, const LoadProgressFn& progress, const ModelConfig* layout_of)
+      : Reader(f, progress) {
+    for (const ExpectedTensor& x : expected_model_tensors(*layout_of)) layout_[x.name] = x;
+    layout_fp8_ = layout_of->quantization_config.has_value();
+    layout_only_ = true;
+  }
   Reader(const Checkpoint& f, const LoadProgressFn& progress) : f_(f), progress_(progress) {
     left_.resize(f.num_files());
     for (size_t i = 0; i < f.num_files(); ++i) {
@@ -48,7 +57,10 @@ class Reader {
     return t;
   }
 
+  bool layout_only() const { return layout_only_; }
+
   StatusOr<std::vector<bf16>> bf16_tensor(const std::string& name) {
+    if (layout_only_) return std::vector<bf16>{};
     DSA_ASSIGN_OR_RETURN(TensorInfo t, fetch(name));
     if (t.dtype != DType::kBF16) {
       return invalid_argument(fmt::format("{}: {}: expected bf16", f_.path_of(name), name));
@@ -60,6 +72,7 @@ class Reader {
 
   // Norm vectors and biases: bf16 or f32 storage, upcast exactly.
   StatusOr<std::vector<float>> f32_vector(const std::string& name) {
+    if (layout_only_) return std::vector<float>{};
     DSA_ASSIGN_OR_RETURN(TensorInfo t, fetch(name));
     std::vector<float> v;
     if (t.dtype == DType::kF32) {
@@ -81,6 +94,16 @@ class Reader {
   }
 
   StatusOr<LinearWeight> linear(const std::string& name) {
+    if (layout_only_) {
+      auto it = layout_.find(name);
+      DSA_CHECK(it != layout_.end());
+      const ExpectedTensor& x = it->second;
+      LinearWeight w;
+      w.out = int32_t(x.shape[0]);
+      w.in = int32_t(x.shape[1]);
+      w.fp8 = layout_fp8_ && x.kind == TensorKind::kLinear;
+      return w;
+    }
     DSA_ASSIGN_OR_RETURN(TensorInfo t, fetch(name));
     LinearWeight w;
     w.out = static_cast<int32_t>(t.shape[0]);
@@ -103,6 +126,8 @@ class Reader {
   std::set<int64_t> done_;
   LoadProgress p_;
   std::chrono::steady_clock::time_point start_;
+  bool layout_only_ = false, layout_fp8_ = false;
+  std::map<std::string, ExpectedTensor> layout_;
 };
 
 // kv_b_proj [H (nope + v), kv_lora] -> per head W_UK^T [kv_lora, nope] and W_UV [v, kv_lora].
@@ -161,9 +186,17 @@ StatusOr<DecoderLayerWeights> load_block(Reader& rd, const ModelConfig& c, int64
   DSA_ASSIGN_OR_RETURN(at.kv_a, rd.linear(a + "kv_a_proj_with_mqa.weight"));
   DSA_ASSIGN_OR_RETURN(at.kv_a_norm, rd.norm(a + "kv_a_layernorm.weight"));
   DSA_ASSIGN_OR_RETURN(LinearWeight kv_b, rd.linear(a + "kv_b_proj.weight"));
-  DSA_ASSIGN_OR_RETURN(auto split, split_kv_b(kv_b, c));
-  at.w_uk_t = std::move(split.first);
-  at.w_uv = std::move(split.second);
+  if (rd.layout_only()) {  // the per-head shapes, bf16 as split_kv_b makes them
+    const int32_t r = int32_t(c.kv_lora_rank);
+    at.w_uk_t.assign(size_t(c.num_attention_heads),
+                     LinearWeight{r, int32_t(c.qk_nope_head_dim), {}, {}, {}});
+    at.w_uv.assign(size_t(c.num_attention_heads),
+                   LinearWeight{int32_t(c.v_head_dim), r, {}, {}, {}});
+  } else {
+    DSA_ASSIGN_OR_RETURN(auto split, split_kv_b(kv_b, c));
+    at.w_uk_t = std::move(split.first);
+    at.w_uv = std::move(split.second);
+  }
   DSA_ASSIGN_OR_RETURN(at.o_proj, rd.linear(a + "o_proj.weight"));
   const std::string ix = a + "indexer.";
   DSA_ASSIGN_OR_RETURN(at.indexer.wq_b, rd.linear(ix + "wq_b.weight"));
@@ -191,10 +224,10 @@ StatusOr<DecoderLayerWeights> load_block(Reader& rd, const ModelConfig& c, int64
 
 }  // namespace
 
-StatusOr<ModelWeights> load_model_weights(const Checkpoint& file, const ModelConfig& c,
-                                          const LoadProgressFn& progress) {
-  DSA_RETURN_IF_ERROR(check_model_tensors(file, c));
-  Reader rd(file, progress);
+namespace {
+
+// The weights through `rd` (a checkpoint's data, or the layout alone).
+StatusOr<ModelWeights> build_weights(Reader& rd, const Checkpoint& file, const ModelConfig& c) {
   ModelWeights w;
   DSA_ASSIGN_OR_RETURN(w.embed, rd.bf16_tensor("model.embed_tokens.weight"));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -212,18 +245,35 @@ StatusOr<ModelWeights> load_model_weights(const Checkpoint& file, const ModelCon
   DSA_ASSIGN_OR_RETURN(m.eh_proj, rd.linear(p + "eh_proj.weight"));
   DSA_ASSIGN_OR_RETURN(m.shared_head_norm, rd.norm(p + "shared_head.norm.weight"));
   DSA_ASSIGN_OR_RETURN(m.block, load_block(rd, c, L));
-  if (file.contains(p + "embed_tokens.weight")) {
+  if (!rd.layout_only() && file.contains(p + "embed_tokens.weight")) {
     DSA_ASSIGN_OR_RETURN(m.embed, rd.bf16_tensor(p + "embed_tokens.weight"));
     if (std::memcmp(m.embed->data(), w.embed.data(), w.embed.size() * 2) != 0) {
       DSA_LOG_WARN("{}: the MTP layer's embed_tokens differs from model.embed_tokens",
                    file.path_of(p + "embed_tokens.weight"));
     }
   }
-  if (file.contains(p + "shared_head.head.weight")) {
+  if (!rd.layout_only() && file.contains(p + "shared_head.head.weight")) {
     DSA_ASSIGN_OR_RETURN(m.head, rd.linear(p + "shared_head.head.weight"));
   }
   w.mtp = std::move(m);
   return w;
+}
+
+}  // namespace
+
+StatusOr<ModelWeights> load_model_weights(const Checkpoint& file, const ModelConfig& c,
+                                          const LoadProgressFn& progress) {
+  DSA_RETURN_IF_ERROR(check_model_tensors(file, c));
+  Reader rd(file, progress);
+  return build_weights(rd, file, c);
+}
+
+ModelWeights model_weight_layout(const ModelConfig& c) {
+  const Checkpoint empty = Checkpoint::empty();
+  Reader rd(empty, {}, &c);
+  StatusOr<ModelWeights> w = build_weights(rd, empty, c);
+  DSA_CHECK(w.ok());  // nothing is read: it cannot fail
+  return std::move(*w);
 }
 
 }  // namespace dsa::model

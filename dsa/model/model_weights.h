@@ -22,7 +22,9 @@ struct LinearWeight {
   std::vector<bf16> bf16_w;
   std::vector<uint8_t> fp8_w;
   std::vector<float> scale_inv;
-  bool is_fp8() const { return !fp8_w.empty(); }
+  // Set for an FP8 weight whose data lives only in backend memory (model_weight_layout).
+  bool fp8 = false;
+  bool is_fp8() const { return fp8 || !fp8_w.empty(); }
 };
 
 struct IndexerWeights {
@@ -82,5 +84,10 @@ struct ModelWeights {
 // `progress`, when set, is called each time every tensor of one more file has been read.
 StatusOr<ModelWeights> load_model_weights(const Checkpoint& checkpoint, const ModelConfig& config,
                                           const LoadProgressFn& progress = {});
+
+// Every struct load_model_weights makes, with the shapes (LinearWeight out / in / fp8) and no data:
+// every vector is empty. For weights made in backend memory (backend_random_weights.h); the MTP
+// layer shares the target's embedding and head.
+ModelWeights model_weight_layout(const ModelConfig& config);
 
 }  // namespace dsa::model

@@ -93,6 +93,12 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& pat
   ::close(fd);  // the mapping keeps the file alive
   if (map == MAP_FAILED) return internal_error(file + ": mmap failed: " + std::strerror(map_errno));
 
+  return from_mapping(path, map, file_size);
+}
+
+StatusOr<SafetensorsFile> SafetensorsFile::from_mapping(const std::filesystem::path& path,
+                                                        void* map, uint64_t file_size) {
+  const std::string file = path.string();
   SafetensorsFile f;
   f.path_ = path;
   f.map_ = map;
@@ -110,6 +116,21 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& pat
   Status s = f.parse_header(header, file_size - 8 - header_len);
   if (!s.ok()) return s.with_context(file);
   return f;
+}
+
+StatusOr<SafetensorsFile> SafetensorsFile::from_image(
+    const std::filesystem::path& label, size_t size,
+    const std::function<void(unsigned char*)>& fill) {
+  const std::string file = label.string();
+  if (size < 8) return invalid_argument(file + ": an image shorter than the 8-byte length");
+  void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) {
+    return resource_exhausted(file + ": mmap of " + std::to_string(size) +
+                              " bytes failed: " + std::strerror(errno));
+  }
+  fill(static_cast<unsigned char*>(map));
+  ::mprotect(map, size, PROT_READ);  // as a file's mapping: nothing writes it after this
+  return from_mapping(label, map, size);
 }
 
 StatusOr<SafetensorsFile::Entry> SafetensorsFile::parse_entry(const std::string& name,

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -48,6 +49,12 @@ class SafetensorsFile {
   // Maps `path` and validates the header (see the file comment). kNotFound when it cannot be
   // opened; kInvalidArgument, naming the file, for any malformed header.
   static StatusOr<SafetensorsFile> open(const std::filesystem::path& path);
+  // A file image built in memory (random weights, model/random_weights.h): `fill` writes the
+  // `size` bytes of a whole file (length, header, data) into a fresh anonymous mapping, which is
+  // then made read-only and validated exactly as open() validates a file. `label` names it in
+  // messages.
+  static StatusOr<SafetensorsFile> from_image(const std::filesystem::path& label, size_t size,
+                                              const std::function<void(unsigned char*)>& fill);
 
   SafetensorsFile(SafetensorsFile&& other) noexcept;
   SafetensorsFile& operator=(SafetensorsFile&& other) noexcept;
@@ -79,6 +86,9 @@ class SafetensorsFile {
     uint64_t end;
   };
   SafetensorsFile() = default;
+  // Takes the mapping (unmapped by the destructor, also on error) and validates it.
+  static StatusOr<SafetensorsFile> from_mapping(const std::filesystem::path& path, void* map,
+                                                uint64_t size);
   Status parse_header(std::string_view header, uint64_t data_size);
   // The non-empty tensors as (begin, name) must cover [0, data_size) without gap or overlap.
   Status check_tiling(std::vector<std::pair<uint64_t, std::string>>& by_begin,

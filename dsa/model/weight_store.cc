@@ -3,6 +3,7 @@
 #include <span>
 
 #include "dsa/core/check.h"
+#include "dsa/runtime/random_fill.h"
 
 namespace dsa::model {
 
@@ -47,20 +48,30 @@ Status add_block(WeightStore& s, const DecoderLayerWeights& b) {
 
 }  // namespace
 
-Status WeightStore::add_bytes(const void* host, size_t bytes) {
+Status WeightStore::add_bytes(const void* key, const void* host, size_t bytes) {
   if (backend_ == kernels::Backend::kCpu || host == nullptr || bytes == 0) return ok_status();
-  if (copies_.contains(host)) return ok_status();
+  if (copies_.contains(key)) return ok_status();
   auto src = std::span<const uint8_t>(static_cast<const uint8_t*>(host), bytes);
   DSA_ASSIGN_OR_RETURN(auto copy, runtime::Buffer<uint8_t>::from_host(backend_, src));
-  copies_.emplace(host, std::move(copy));
+  copies_.emplace(key, std::move(copy));
   return ok_status();
 }
 
-const void* WeightStore::get_bytes(const void* host) const {
-  if (backend_ == kernels::Backend::kCpu || host == nullptr) return host;
-  auto it = copies_.find(host);
-  DSA_CHECK(it != copies_.end());
-  return it->second.data();
+Status WeightStore::generate_bytes(const void* key, size_t elem_bytes, size_t count,
+                                   const FillSpec& spec) {
+  DSA_CHECK(elem_bytes == fill_elem_bytes(spec.kind));
+  if (count == 0 || copies_.contains(key)) return ok_status();
+  DSA_ASSIGN_OR_RETURN(auto buf, runtime::Buffer<uint8_t>::alloc(backend_, count * elem_bytes));
+  DSA_RETURN_IF_ERROR(runtime::random_fill(backend_, buf.data(), count, spec));
+  copies_.emplace(key, std::move(buf));
+  return ok_status();
+}
+
+const void* WeightStore::get_bytes(const void* key, const void* host) const {
+  auto it = copies_.find(key);
+  if (it != copies_.end()) return it->second.data();
+  DSA_CHECK(backend_ == kernels::Backend::kCpu || host == nullptr);
+  return host;
 }
 
 Status WeightStore::add_expert_tables(const MoeWeights& w) {

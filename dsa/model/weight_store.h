@@ -1,12 +1,16 @@
 // The weights (and RoPE tables) where the op table reads them: for the CPU backend the host
 // vectors themselves, for CUDA one device copy of each vector, uploaded once at load. Lookups go by
-// the host vector, so the weight structs (model_weights.h) stay host-side and backend-agnostic.
+// the host vector object (its address, not its data: a weight generated in backend memory —
+// --random-weights, backend_random_weights.h — has an empty host vector and only a backend copy),
+// so the weight structs (model_weights.h) stay host-side and backend-agnostic; they must not move
+// once added.
 #pragma once
 
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
 
+#include "dsa/core/random_fill.h"
 #include "dsa/core/status.h"
 #include "dsa/model/model_weights.h"
 #include "dsa/runtime/buffer.h"
@@ -20,15 +24,22 @@ class WeightStore {
 
   template <typename T>
   Status add(const std::vector<T>& v) {
-    return add_bytes(v.data(), v.size() * sizeof(T));
+    return add_bytes(&v, v.data(), v.size() * sizeof(T));
+  }
+  // A backend buffer for `v` (which stays empty) of `count` elements filled by `spec` where it
+  // lives (runtime/random_fill.h), on any backend; sizeof(T) must be the fill's element size.
+  template <typename T>
+  Status generate(const std::vector<T>& v, size_t count, const FillSpec& spec) {
+    return generate_bytes(&v, sizeof(T), count, spec);
   }
   // Every vector of the checkpoint's weights.
   Status add_model(const ModelWeights& w);
 
-  // The backend's copy of `v` (DSA_CHECK: it was added, unless the backend is the CPU).
+  // The backend's copy of `v` (DSA_CHECK: it was added or generated, unless the backend is the CPU
+  // and `v` holds the data itself).
   template <typename T>
   const T* get(const std::vector<T>& v) const {
-    return static_cast<const T*>(get_bytes(v.data()));
+    return static_cast<const T*>(get_bytes(&v, v.data()));
   }
 
   // Per MoE layer with bf16 experts: arrays (in backend memory) of the backend's expert weight
@@ -42,8 +53,9 @@ class WeightStore {
   const ExpertTables* expert_tables(const MoeWeights& w) const;
 
  private:
-  Status add_bytes(const void* host, size_t bytes);
-  const void* get_bytes(const void* host) const;
+  Status add_bytes(const void* key, const void* host, size_t bytes);
+  Status generate_bytes(const void* key, size_t elem_bytes, size_t count, const FillSpec& spec);
+  const void* get_bytes(const void* key, const void* host) const;
 
   kernels::Backend backend_;
   std::unordered_map<const void*, runtime::Buffer<uint8_t>> copies_;

@@ -65,11 +65,11 @@ Status LocalGroup::arrive(int32_t rank, std::span<const int64_t> values, ReduceO
     op_ = op;
     acc_.assign(values.begin(), values.end());
   } else if (op != op_ || values.size() != acc_.size()) {
-    broken_ = failed_precondition(fmt::format(
-        "local group: {}: rank {} called all_reduce({}, {} values), an earlier rank "
-        "all_reduce({}, {} values): the ranks are not making the same call",
-        missing_report(generation_), rank, reduce_op_name(op), values.size(),
-        reduce_op_name(op_), acc_.size()));
+    broken_ = failed_precondition(
+        fmt::format("local group: {}: rank {} called all_reduce({}, {} values), an earlier rank "
+                    "all_reduce({}, {} values): the ranks are not making the same call",
+                    missing_report(generation_), rank, reduce_op_name(op), values.size(),
+                    reduce_op_name(op_), acc_.size()));
     return broken_;
   } else {
     reduce_into(acc_, values, op);
@@ -93,8 +93,8 @@ Status LocalGroup::all_reduce(int32_t rank, std::span<int64_t> values, ReduceOp 
     return s;
   }
   if (generation_ == call) {
-    const bool done = cv_.wait_for(lock, timeout_,
-                                   [&] { return generation_ != call || !broken_.ok(); });
+    const bool done =
+        cv_.wait_for(lock, timeout_, [&] { return generation_ != call || !broken_.ok(); });
     // A collective that completed wins over a later break: its result is valid for every rank.
     if (generation_ == call) {
       if (broken_.ok()) {

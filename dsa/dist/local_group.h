@@ -44,13 +44,13 @@ class LocalGroup {
   std::vector<std::unique_ptr<Rank>> ranks_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  int64_t generation_ = 0;         // collectives completed
-  std::vector<uint8_t> arrived_;   // [world_size] ranks in the current collective
+  int64_t generation_ = 0;        // collectives completed
+  std::vector<uint8_t> arrived_;  // [world_size] ranks in the current collective
   int32_t num_arrived_ = 0;
-  ReduceOp op_ = ReduceOp::kSum;   // the first arrival's, for the current collective
-  std::vector<int64_t> acc_;       // the current collective's partial reduction
-  std::vector<int64_t> result_;    // the last completed collective's result
-  Status broken_;                  // set once; every later call returns it
+  ReduceOp op_ = ReduceOp::kSum;  // the first arrival's, for the current collective
+  std::vector<int64_t> acc_;      // the current collective's partial reduction
+  std::vector<int64_t> result_;   // the last completed collective's result
+  Status broken_;                 // set once; every later call returns it
 };
 
 }  // namespace dsa::dist

@@ -29,10 +29,12 @@ std::vector<Status> run_ranks(LocalGroup& g, const std::function<Status(Collecti
 TEST(LocalGroup, RejectsBadArguments) {
   auto g = LocalGroup::create(0, 100ms);
   ASSERT_FALSE(g.ok());
-  EXPECT_NE(g.status().message().find("world_size = 0"), std::string::npos) << g.status().to_string();
+  EXPECT_NE(g.status().message().find("world_size = 0"), std::string::npos)
+      << g.status().to_string();
   auto t = LocalGroup::create(2, 0ms);
   ASSERT_FALSE(t.ok());
-  EXPECT_NE(t.status().message().find("timeout = 0 ms"), std::string::npos) << t.status().to_string();
+  EXPECT_NE(t.status().message().find("timeout = 0 ms"), std::string::npos)
+      << t.status().to_string();
 }
 
 TEST(LocalGroup, SumAndMaxOverManyCallsAndWorldSizes) {

@@ -25,11 +25,9 @@ TEST(DpPlacement, ABurstSpreadsOverIdleRanks) {
 
 TEST(DpPlacement, BadInputNamesTheEntry) {
   const int64_t none[] = {0};
-  EXPECT_NE(place_requests({}, none).status().message().find("loads is empty"),
-            std::string::npos);
+  EXPECT_NE(place_requests({}, none).status().message().find("loads is empty"), std::string::npos);
   const int64_t neg[] = {3, -2};
-  EXPECT_NE(place_requests(neg, none).status().message().find("loads[1] = -2"),
-            std::string::npos);
+  EXPECT_NE(place_requests(neg, none).status().message().find("loads[1] = -2"), std::string::npos);
   const int64_t bad_cost[] = {4, -1};
   EXPECT_NE(place_requests(none, bad_cost).status().message().find("costs[1] = -1"),
             std::string::npos);

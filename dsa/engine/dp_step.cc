@@ -13,10 +13,34 @@ namespace {
 using runtime::ForwardMode;
 using runtime::ModelKind;
 
-// The agreement vector: [step, -step, any prefill, extend rows, decode B, chain B, load one-hot].
-// Everything is reduced with max; the step and its negation give the max and the min at once,
-// and a load at this rank's index (0 elsewhere) gives every rank's load.
-enum : size_t { kStep, kMinusStep, kAnyPrefill, kExtendRows, kDecode, kChain, kLoads };
+// Every DP collective opens with its tag and the tag's negation: after the max-reduce the two
+// agree only if every rank made the same kind of call, so a rank that skipped one collective and
+// went on to the next is reported instead of its values pairing with another call's.
+constexpr int64_t kAgreementTag = 0x53544550;  // "STEP"
+constexpr int64_t kForwardTag = 0x46574421;    // "FWD!"
+
+// The agreement vector: [tag, -tag, step, -step, any prefill, extend rows, decode B, chain B,
+// load one-hot]. Everything is reduced with max; a value and its negation give the max and the
+// min at once, and a load at this rank's index (0 elsewhere) gives every rank's load.
+enum : size_t {
+  kTag,
+  kMinusTag,
+  kStep,
+  kMinusStep,
+  kAnyPrefill,
+  kExtendRows,
+  kDecode,
+  kChain,
+  kLoads
+};
+
+Status check_tag(std::span<const int64_t> v, int64_t tag, int32_t rank, std::string_view what) {
+  if (v[0] == tag && v[1] == -tag) return ok_status();
+  return failed_precondition(fmt::format(
+      "dp {}: rank {} made this collective while another rank made a different one (tags {:#x} "
+      "and {:#x}): a rank skipped a collective or took a branch the others did not (SPEC.md §7)",
+      what, rank, -v[1], v[0]));
+}
 
 Status validate_config(const DpStepConfig& c) {
   if (c.num_draft_tokens < 0 || c.num_draft_tokens > runtime::kMaxDraftTokens) {
@@ -24,9 +48,9 @@ Status validate_config(const DpStepConfig& c) {
                                         c.num_draft_tokens, runtime::kMaxDraftTokens));
   }
   if (c.max_requests < 1 || c.max_extend_rows < 1) {
-    return invalid_argument(fmt::format(
-        "dp step: max_requests = {}, max_extend_rows = {}: both must be >= 1", c.max_requests,
-        c.max_extend_rows));
+    return invalid_argument(
+        fmt::format("dp step: max_requests = {}, max_extend_rows = {}: both must be >= 1",
+                    c.max_requests, c.max_extend_rows));
   }
   for (size_t i = 0; i < c.buckets.size(); ++i) {
     if (c.buckets[i] < 1 || c.buckets[i] > c.max_requests ||
@@ -80,6 +104,8 @@ StatusOr<StepPlan> agree_step(dist::Collective& group, const StepProposal& p,
   DSA_RETURN_IF_ERROR(validate(p, c));
   const int32_t world = group.world_size();
   std::vector<int64_t> v(kLoads + static_cast<size_t>(world), 0);
+  v[kTag] = kAgreementTag;
+  v[kMinusTag] = -kAgreementTag;
   v[kStep] = p.step;
   v[kMinusStep] = -p.step;
   v[kAnyPrefill] = p.prefill_requests > 0;
@@ -88,6 +114,7 @@ StatusOr<StepPlan> agree_step(dist::Collective& group, const StepProposal& p,
   v[kChain] = p.chain_requests;
   v[kLoads + static_cast<size_t>(group.rank())] = p.load;
   DSA_RETURN_IF_ERROR(group.all_reduce(v, dist::ReduceOp::kMax));
+  DSA_RETURN_IF_ERROR(check_tag(v, kAgreementTag, group.rank(), "step agreement"));
   if (v[kStep] != -v[kMinusStep]) {
     return failed_precondition(fmt::format(
         "dp step: rank {} is at step {} but the ranks span steps [{}, {}]: a rank skipped or "
@@ -126,11 +153,11 @@ std::vector<ForwardShape> step_forwards(const StepPlan& plan, const DpStepConfig
       }
       break;
     case StepKind::kExtend:
-      out.push_back({ForwardRole::kTarget, 0, ModelKind::kTarget, ForwardMode::kExtend, 0,
-                     plan.rows_pad, 0});
+      out.push_back(
+          {ForwardRole::kTarget, 0, ModelKind::kTarget, ForwardMode::kExtend, 0, plan.rows_pad, 0});
       if (d > 0) {
-        out.push_back({ForwardRole::kMtp, 0, ModelKind::kMtp, ForwardMode::kExtend, 0,
-                       plan.rows_pad, 0});
+        out.push_back(
+            {ForwardRole::kMtp, 0, ModelKind::kMtp, ForwardMode::kExtend, 0, plan.rows_pad, 0});
       }
       break;
   }
@@ -152,9 +179,9 @@ StatusOr<runtime::ForwardBatch> make_batch(const ForwardShape& shape,
     int64_t rows = 0;
     for (const runtime::RequestInput& q : requests) rows += q.new_len;
     if (rows > shape.rows_pad) {
-      return invalid_argument(fmt::format(
-          "dp make_batch (extend): {} rows: more than the agreed rows_pad = {}", rows,
-          shape.rows_pad));
+      return invalid_argument(
+          fmt::format("dp make_batch (extend): {} rows: more than the agreed rows_pad = {}", rows,
+                      shape.rows_pad));
     }
     b.mode = ForwardMode::kExtend;
     b.rows_pad = shape.rows_pad;
@@ -192,22 +219,26 @@ ForwardShape shape_of(const runtime::MetadataHeader& h, ForwardRole role, int32_
 }
 
 Status cross_check_forward(dist::Collective& group, const ForwardShape& s) {
-  const int64_t fields[] = {int64_t(s.role),  s.chain_step, int64_t(s.model),     int64_t(s.mode),
-                            s.batch_pad,      s.rows_pad,   s.rows_per_request};
-  static constexpr const char* kNames[] = {"role",     "chain_step", "model",           "mode",
-                                           "batch_pad", "rows_pad",  "rows_per_request"};
+  const int64_t fields[] = {int64_t(s.role), s.chain_step, int64_t(s.model),  int64_t(s.mode),
+                            s.batch_pad,     s.rows_pad,   s.rows_per_request};
+  static constexpr const char* kNames[] = {"role",      "chain_step", "model",           "mode",
+                                           "batch_pad", "rows_pad",   "rows_per_request"};
   constexpr size_t kFields = std::size(fields);
-  std::vector<int64_t> v(2 * kFields);
+  // [tag, -tag, fields, -fields].
+  std::vector<int64_t> v(2 + 2 * kFields);
+  v[0] = kForwardTag;
+  v[1] = -kForwardTag;
   for (size_t i = 0; i < kFields; ++i) {
-    v[i] = fields[i];
-    v[kFields + i] = -fields[i];
+    v[2 + i] = fields[i];
+    v[2 + kFields + i] = -fields[i];
   }
   DSA_RETURN_IF_ERROR(group.all_reduce(v, dist::ReduceOp::kMax));
+  DSA_RETURN_IF_ERROR(check_tag(v, kForwardTag, group.rank(), "forward cross-check"));
   for (size_t i = 0; i < kFields; ++i) {
-    if (v[i] != -v[kFields + i]) {
-      return failed_precondition(fmt::format(
-          "dp forward: ranks run different forwards: {} spans [{}, {}] (rank {}: {})", kNames[i],
-          -v[kFields + i], v[i], group.rank(), fields[i]));
+    if (v[2 + i] != -v[2 + kFields + i]) {
+      return failed_precondition(
+          fmt::format("dp forward: ranks run different forwards: {} spans [{}, {}] (rank {}: {})",
+                      kNames[i], -v[2 + kFields + i], v[2 + i], group.rank(), fields[i]));
     }
   }
   return ok_status();

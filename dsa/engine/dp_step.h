@@ -45,9 +45,9 @@ enum class StepKind {
 
 struct StepPlan {
   StepKind kind = StepKind::kNone;
-  int32_t batch_pad = 0;  // kUniform: bucket >= max B (max B itself above the largest bucket)
-  int32_t rows_pad = 0;   // kExtend: the largest extend_rows
-  int32_t chain_pad = 0;  // draft chain B_pad (d > 1); 0: no chain this step
+  int32_t batch_pad = 0;       // kUniform: bucket >= max B (max B itself above the largest bucket)
+  int32_t rows_pad = 0;        // kExtend: the largest extend_rows
+  int32_t chain_pad = 0;       // draft chain B_pad (d > 1); 0: no chain this step
   std::vector<int64_t> loads;  // [world_size] every rank's load, as proposed
 };
 

@@ -31,9 +31,8 @@ std::vector<StatusOr<StepPlan>> agree(const std::vector<StepProposal>& props,
                                       const DpStepConfig& c) {
   auto g = dist::LocalGroup::create(int32_t(props.size()), 2000ms);
   DSA_CHECK(g.ok());
-  return testing::run_ranks<StatusOr<StepPlan>>(**g, [&](dist::Collective& col) {
-    return agree_step(col, props[size_t(col.rank())], c);
-  });
+  return testing::run_ranks<StatusOr<StepPlan>>(
+      **g, [&](dist::Collective& col) { return agree_step(col, props[size_t(col.rank())], c); });
 }
 
 StepProposal decoding(int32_t b, int32_t d, int64_t load = 0) {
@@ -111,13 +110,11 @@ TEST(DpStep, InconsistentProposalsNameTheField) {
     StepProposal p;
     const char* expect;
   } cases[] = {
-      {{-1, 0, 0, 0, 0, 0}, "step = -1"},
-      {{0, 0, 0, 0, 0, -5}, "load = -5"},
+      {{-1, 0, 0, 0, 0, 0}, "step = -1"},         {{0, 0, 0, 0, 0, -5}, "load = -5"},
       {{0, 0, 3, 1, 1, 0}, "extend_rows = 3"},   // one decode request is 4 rows
       {{0, 2, 5, 1, 1, 0}, "extend_rows = 5"},   // 4 carried + >= 2 for the chunks
       {{0, 1, 2000, 0, 1, 0}, "exceeds T_ext"},  // over T_ext
-      {{0, 1, 9, 2, 4, 0}, "chain_requests = 4"},
-      {{0, 20, 40, 5, 5, 0}, "exceeds B_max"},
+      {{0, 1, 9, 2, 4, 0}, "chain_requests = 4"}, {{0, 20, 40, 5, 5, 0}, "exceeds B_max"},
   };
   for (const Case& k : cases) {
     Status s = validate(k.p, c);
@@ -130,8 +127,8 @@ TEST(DpStep, InconsistentProposalsNameTheField) {
 }
 
 TEST(DpStep, MakeBatchRefusesRequestsBeyondTheAgreedShape) {
-  const ForwardShape verify{ForwardRole::kTarget, 0, ModelKind::kTarget,
-                            ForwardMode::kTargetVerify, 2, 8, 4};
+  const ForwardShape verify{
+      ForwardRole::kTarget, 0, ModelKind::kTarget, ForwardMode::kTargetVerify, 2, 8, 4};
   std::vector<runtime::RequestInput> three(3, {1, 10, 4, 0, -1});
   auto b = make_batch(verify, three, 0);
   ASSERT_FALSE(b.ok());
@@ -139,8 +136,8 @@ TEST(DpStep, MakeBatchRefusesRequestsBeyondTheAgreedShape) {
             std::string::npos);
   auto rows = make_batch(verify, {{1, 10, 3, 0, -1}}, 0);
   EXPECT_NE(rows.status().message().find("requests[0].new_len = 3"), std::string::npos);
-  const ForwardShape extend{ForwardRole::kTarget, 0, ModelKind::kTarget, ForwardMode::kExtend, 0,
-                            50, 0};
+  const ForwardShape extend{
+      ForwardRole::kTarget, 0, ModelKind::kTarget, ForwardMode::kExtend, 0, 50, 0};
   auto ext = make_batch(extend, {{1, 0, 51, 50, 1}}, 0);
   EXPECT_NE(ext.status().message().find("51 rows: more than the agreed rows_pad = 50"),
             std::string::npos);

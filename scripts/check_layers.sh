@@ -141,8 +141,8 @@ check_links() {
   for target in "${!deps[@]}"; do
     case $target in
       *_check) ;;
-      dsa_core | dsa_cuda | dsa_op_* | dsa_kernels | dsa_runtime | dsa_dist | dsa_model_io | \
-        dsa_model | dsa_engine | dsa_server) production+=("$target") ;;
+      dsa_core | dsa_cuda | dsa_op_* | dsa_kernels | dsa_runtime | dsa_dist | dsa_dist_nccl | \
+        dsa_model_io | dsa_model | dsa_engine | dsa_server) production+=("$target") ;;
     esac
   done
 

@@ -68,15 +68,9 @@ StatusOr<std::unique_ptr<NcclGroup>> NcclGroup::create(int32_t rank, int32_t wor
 }
 
 NcclGroup::~NcclGroup() {
-  // Teardown errors have nowhere to go; a broken communicator is aborted rather than destroyed
+  // Teardown errors have nowhere to go. A broken group's communicator was aborted already
   // (ncclCommDestroy would wait for peers that may be gone).
-  if (h_->comm != nullptr) {
-    if (broken_.ok()) {
-      ncclCommDestroy(h_->comm);
-    } else {
-      ncclCommAbort(h_->comm);
-    }
-  }
+  if (h_->comm != nullptr) ncclCommDestroy(h_->comm);
   if (h_->pinned != nullptr) cudaFreeHost(h_->pinned);
   if (h_->device != nullptr) cudaFree(h_->device);
   if (h_->stream != nullptr) cudaStreamDestroy(h_->stream);
@@ -131,6 +125,10 @@ Status NcclGroup::all_reduce(std::span<int64_t> values, ReduceOp op) {
   }();
   ++calls_;
   if (!s.ok()) {
+    // The collective may still be spinning on the device waiting for a peer: abort it now, so
+    // this rank's stream drains and the error reaches the caller in a usable process.
+    ncclCommAbort(h_->comm);
+    h_->comm = nullptr;
     broken_ = s;
     return s;
   }

@@ -8,21 +8,18 @@
 // returns an error, like LocalGroup's watchdog; a broken group fails every later call.
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
 
+#include "dsa/dist/bootstrap.h"
 #include "dsa/dist/collective.h"
 
 namespace dsa::dist {
 
-// NCCL's ncclUniqueId, as bytes: what the bootstrap sends from rank 0 to every other rank.
-inline constexpr size_t kNcclIdBytes = 128;
-using NcclId = std::array<uint8_t, kNcclIdBytes>;
-
-// Rank 0 creates the id (before any rank initialises).
+// Rank 0 creates the id (before any rank initialises); exchange_unique_id (bootstrap.h) carries
+// it to the others.
 StatusOr<NcclId> nccl_unique_id();
 
 class NcclGroup final : public Collective {

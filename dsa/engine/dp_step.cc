@@ -144,12 +144,13 @@ std::vector<ForwardShape> step_forwards(const StepPlan& plan, const DpStepConfig
     case StepKind::kNone:
       return out;
     case StepKind::kUniform:
+      // Verify samples every row (n per request); decode and draft-extend one row per request.
       out.push_back({ForwardRole::kTarget, 0, ModelKind::kTarget,
                      d == 0 ? ForwardMode::kDecode : ForwardMode::kTargetVerify, plan.batch_pad,
-                     plan.batch_pad * n, n});
+                     plan.batch_pad * n, n, plan.batch_pad * n});
       if (d > 0) {
         out.push_back({ForwardRole::kMtp, 0, ModelKind::kMtp, ForwardMode::kDraftExtend,
-                       plan.batch_pad, plan.batch_pad * n, n});
+                       plan.batch_pad, plan.batch_pad * n, n, plan.batch_pad});
       }
       break;
     case StepKind::kExtend:
@@ -163,7 +164,7 @@ std::vector<ForwardShape> step_forwards(const StepPlan& plan, const DpStepConfig
   }
   for (int32_t s = 1; plan.chain_pad > 0 && s < d; ++s) {
     out.push_back({ForwardRole::kDraftChain, s, ModelKind::kMtp, ForwardMode::kDecode,
-                   plan.chain_pad, plan.chain_pad, 1});
+                   plan.chain_pad, plan.chain_pad, 1, plan.chain_pad});
   }
   return out;
 }
@@ -215,14 +216,16 @@ ForwardShape shape_of(const runtime::MetadataHeader& h, ForwardRole role, int32_
           extend ? ForwardMode::kExtend : runtime::graph_key(h).mode,
           extend ? 0 : h.batch_pad,
           h.rows_pad,
-          extend ? 0 : h.rows_per_request};
+          extend ? 0 : h.rows_per_request,
+          extend ? 0 : h.num_samples};
 }
 
 Status cross_check_forward(dist::Collective& group, const ForwardShape& s) {
-  const int64_t fields[] = {int64_t(s.role), s.chain_step, int64_t(s.model),  int64_t(s.mode),
-                            s.batch_pad,     s.rows_pad,   s.rows_per_request};
-  static constexpr const char* kNames[] = {"role",      "chain_step", "model",           "mode",
-                                           "batch_pad", "rows_pad",   "rows_per_request"};
+  const int64_t fields[] = {int64_t(s.role), s.chain_step, int64_t(s.model),   int64_t(s.mode),
+                            s.batch_pad,     s.rows_pad,   s.rows_per_request, s.samples};
+  static constexpr const char* kNames[] = {
+      "role",     "chain_step",       "model",  "mode", "batch_pad",
+      "rows_pad", "rows_per_request", "samples"};
   constexpr size_t kFields = std::size(fields);
   // [tag, -tag, fields, -fields].
   std::vector<int64_t> v(2 + 2 * kFields);

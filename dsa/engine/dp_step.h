@@ -74,6 +74,9 @@ struct ForwardShape {
   int32_t batch_pad = 0;         // uniform: B_pad; EXTEND: 0 (B or B + 1 differs per rank)
   int32_t rows_pad = 0;          // rows every rank runs (uniform B_pad * n)
   int32_t rows_per_request = 0;  // n; 0 in EXTEND
+  // LM-head rows: uniform B_pad (DECODE, DRAFT_EXTEND) or B_pad * n (TARGET_VERIFY), padded
+  // entries -1; EXTEND 0 (each rank samples its own rows; the LM head holds no collective).
+  int32_t samples = 0;
   bool operator==(const ForwardShape&) const = default;
 };
 

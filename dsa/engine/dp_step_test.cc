@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "dsa/engine/dp_test_util.h"
+#include "dsa/runtime/graph_runner.h"
 #include "dsa/runtime/metadata_builder.h"
 #include "dsa/runtime/metadata_validator.h"
 #include "dsa/runtime/page_pool.h"
@@ -76,7 +77,9 @@ TEST(DpStep, DecodeOnlyStepsShareTheBucketOfTheLargestBatch) {
   ASSERT_EQ(f.size(), 3u);
   EXPECT_EQ(f[0].mode, ForwardMode::kTargetVerify);
   EXPECT_EQ(f[0].rows_pad, 24);
+  EXPECT_EQ(f[0].samples, 24);  // verify samples every row
   EXPECT_EQ(f[1].mode, ForwardMode::kDraftExtend);
+  EXPECT_EQ(f[1].samples, 8);
   EXPECT_EQ(f[2].rows_per_request, 1);
   // Above the largest bucket the step runs eagerly at the largest B itself.
   auto eager = agree({decoding(3, 0), decoding(5, 0)}, config(0, {1, 2}));
@@ -170,6 +173,19 @@ TEST(DpStep, IdleRankForwardsAreAllPaddingAndValid) {
         ASSERT_TRUE(runtime::build_forward_metadata(*batch, mc, pages.page_table(), m).ok());
         ASSERT_TRUE(runtime::validate_forward_metadata(m, mc, pages.page_table()).ok());
         EXPECT_EQ(shape_of(m.header, shape.role, shape.chain_step), shape);
+        // The same forward as the graph capture builds it (the mode itself, no requests): an
+        // idle rank's header launches what a busy rank's graph of that key launches.
+        if (shape.mode != ForwardMode::kExtend) {
+          runtime::ForwardBatch capture;
+          capture.model = shape.model;
+          capture.mode = shape.mode;
+          capture.batch_pad = shape.batch_pad;
+          runtime::ForwardMetadata c(mc);
+          ASSERT_TRUE(runtime::build_forward_metadata(capture, mc, pages.page_table(), c).ok());
+          EXPECT_EQ(c.header.num_samples, m.header.num_samples);
+          EXPECT_EQ(c.header.rows_pad, m.header.rows_pad);
+          EXPECT_EQ(runtime::graph_key(c.header), runtime::graph_key(m.header));
+        }
         EXPECT_EQ(m.header.rows, 0);
         ASSERT_EQ(m.header.rows_pad, shape.rows_pad);
         for (int32_t r = 0; r < m.header.rows_pad; ++r) {

@@ -52,6 +52,14 @@ Status validate_config(const DpStepConfig& c) {
         fmt::format("dp step: max_requests = {}, max_extend_rows = {}: both must be >= 1",
                     c.max_requests, c.max_extend_rows));
   }
+  // An EXTEND step carries every decode request with n rows, so a rank must fit all of them.
+  const int64_t carried = int64_t{c.max_requests} * (c.num_draft_tokens + 1);
+  if (c.max_extend_rows < carried) {
+    return invalid_argument(fmt::format(
+        "dp step: max_extend_rows = {}: must be >= max_requests * (d + 1) = {} (an EXTEND step "
+        "carries every decode request)",
+        c.max_extend_rows, carried));
+  }
   for (size_t i = 0; i < c.buckets.size(); ++i) {
     if (c.buckets[i] < 1 || c.buckets[i] > c.max_requests ||
         (i > 0 && c.buckets[i] <= c.buckets[i - 1])) {

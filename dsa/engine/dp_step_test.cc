@@ -127,6 +127,10 @@ TEST(DpStep, InconsistentProposalsNameTheField) {
   DpStepConfig bad = c;
   bad.buckets = {1, 4, 2};
   EXPECT_NE(validate(decoding(1, 3), bad).message().find("buckets[2] = 2"), std::string::npos);
+  DpStepConfig narrow = c;
+  narrow.max_extend_rows = 95;  // 24 decode requests of 4 rows need 96
+  EXPECT_NE(validate(decoding(1, 3), narrow).message().find("max_extend_rows = 95"),
+            std::string::npos);
 }
 
 TEST(DpStep, MakeBatchRefusesRequestsBeyondTheAgreedShape) {

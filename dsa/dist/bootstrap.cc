@@ -185,12 +185,12 @@ StatusOr<Socket> connect_to_root(const BootstrapConfig& c, Clock::time_point dea
     ::freeaddrinfo(ai);
     if (rc != 0 && errno == EINPROGRESS) {
       pollfd pfd{s.fd(), POLLOUT, 0};
-      int err = 0;
+      int err = ETIMEDOUT;  // what it is if poll gives up before the connection resolves
       socklen_t len = sizeof(err);
-      rc = ::poll(&pfd, 1, ms_left(deadline)) == 1 &&
-                   ::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0
-               ? 0
-               : -1;
+      if (::poll(&pfd, 1, ms_left(deadline)) == 1) {
+        ::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
+      }
+      rc = err == 0 ? 0 : -1;
       errno = err;
     }
     if (rc == 0) return s;

@@ -3,7 +3,7 @@
 #
 #   check_layers.sh includes SOURCE_DIR   every #include "dsa/..." under SOURCE_DIR/dsa obeys:
 #     1. Layers include only their own or lower layers:
-#          cli > server > engine > model > runtime > kernels > cuda > core.
+#          cli > server > engine > model > dist > runtime > kernels > cuda > core.
 #     2. dsa/testing (comparisons, random inputs, pools, the GPU skip) sits beside the layers. It is
 #        included only by test-side files: *_test.cc, *_test_*.h (test utils, test cases),
 #        *_bench.cc, and in kernels/ and runtime/ the check code: *_check.h, *_check.cc and the
@@ -21,14 +21,15 @@
 #     through its link dependencies. GRAPH_FILE is written at configure time by
 #     dsa_write_link_graph (cmake/DsaLayers.cmake): one line per target, "<target> <type> <deps>",
 #     deps as written in LINK_LIBRARIES and INTERFACE_LINK_LIBRARIES. Production libraries:
-#     dsa_core, dsa_cuda, dsa_op_* (not dsa_op_*_check), dsa_kernels, dsa_runtime, dsa_model_io,
-#     dsa_model, dsa_engine, dsa_server (when built). Check libraries (dsa_op_*_check,
+#     dsa_core, dsa_cuda, dsa_op_* (not dsa_op_*_check), dsa_kernels, dsa_runtime, dsa_dist,
+#     dsa_model_io, dsa_model, dsa_engine, dsa_server (when built). Check libraries (dsa_op_*_check,
 #     dsa_kernels_check, dsa_runtime_check) are linked only by the CLI and the tests.
 #
 # Each violation is printed (file and include, or the link chain); the exit status is 1 if any.
 set -uo pipefail
 
-declare -A kRank=([core]=0 [cuda]=1 [kernels]=2 [runtime]=3 [model]=4 [engine]=5 [server]=6 [cli]=7)
+declare -A kRank=([core]=0 [cuda]=1 [kernels]=2 [runtime]=3 [dist]=4 [model]=5 [engine]=6 [server]=7
+                  [cli]=8)
 
 is_test_side() {  # path relative to the source dir
   local path=$1 base=${1##*/}
@@ -133,15 +134,15 @@ check_links() {
   done <"$graph"
 
   local production=() required
-  for required in dsa_core dsa_kernels dsa_runtime dsa_model_io dsa_model dsa_engine; do
+  for required in dsa_core dsa_kernels dsa_runtime dsa_dist dsa_model_io dsa_model dsa_engine; do
     [[ -n ${deps[$required]+set} ]] ||
       { echo "check_layers links: production library $required is not in $graph"; return 1; }
   done
   for target in "${!deps[@]}"; do
     case $target in
       *_check) ;;
-      dsa_core | dsa_cuda | dsa_op_* | dsa_kernels | dsa_runtime | dsa_model_io | dsa_model | \
-        dsa_engine | dsa_server) production+=("$target") ;;
+      dsa_core | dsa_cuda | dsa_op_* | dsa_kernels | dsa_runtime | dsa_dist | dsa_dist_nccl | \
+        dsa_model_io | dsa_model | dsa_engine | dsa_server) production+=("$target") ;;
     esac
   done
 

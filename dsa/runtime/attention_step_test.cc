@@ -200,6 +200,37 @@ TEST(AttentionStep, IdleRankWritesNothingAndOutputsNothing) {
   EXPECT_TRUE(w.layers[1]->latent.bytes() == latent_before);
 }
 
+// An idle rank in a DP step that runs as EXTEND (another rank prefills): one padded request of
+// rows_pad rows, the agreed row count. Every row is inert and no cache changes.
+TEST(AttentionStep, IdleRankInAnExtendStepWritesNothing) {
+  const uint64_t seed = dsa::testing::test_seed();
+  AttentionWorld w(attention_config(3), 2, kernels::LatentFormat::kFp8_656, seed);
+  dsa::testing::Rng rng(seed);
+  Scenario s = open_requests(w, rng, 3, 4);
+  ASSERT_TRUE(prefill(w, s).ok());
+  std::vector<std::vector<uint8_t>> before;
+  for (auto& l : w.layers) {
+    before.push_back(l->indexer.bytes());
+    before.push_back(l->latent.bytes());
+  }
+  ForwardBatch idle;
+  idle.mode = ForwardMode::kExtend;
+  idle.rows_pad = 37;
+  std::vector<StepBuffers> res;
+  ForwardMetadata m(w.config);
+  ASSERT_TRUE(w.run(idle, {}, &res, &m).ok());
+  EXPECT_EQ(m.header.num_requests, 0);
+  EXPECT_EQ(m.header.batch_pad, 1);
+  ASSERT_EQ(m.header.rows_pad, 37);
+  for (auto& layer : res) {
+    for (int32_t r = 0; r < 37; ++r) expect_inert_row(layer, r, 128, "idle extend row");
+  }
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    EXPECT_TRUE(w.layers[l]->indexer.bytes() == before[2 * l]) << "layer " << l;
+    EXPECT_TRUE(w.layers[l]->latent.bytes() == before[2 * l + 1]) << "layer " << l;
+  }
+}
+
 // d = 6 (n = 7): draft-extend over requests of one committed token (peers' seq_len = 1 padding
 // case) in a padded bucket: no negative length anywhere, padded rows inert, validator clean.
 TEST(AttentionStep, DraftExtendNSevenWithSeqLenOneInPaddedBucket) {

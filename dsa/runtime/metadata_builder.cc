@@ -73,15 +73,19 @@ std::pair<int32_t, int32_t> sample_range(const ForwardBatch& batch, const Reques
 }
 
 // Per padded request of a uniform mode, the LM head still sees a fixed number of (-1) entries.
-int32_t padded_samples(ForwardMode mode, int32_t n) {
+// IDLE takes those of the mode it stands in for (n = 1 a DECODE, else the target's verify or the
+// MTP's draft-extend, as graph_key maps it): its forward then launches exactly what that mode's
+// graph does, eager or not, so an idle DP rank takes every step a busy rank takes.
+int32_t padded_samples(ForwardMode mode, ModelKind model, int32_t n) {
   switch (mode) {
     case ForwardMode::kDecode:
     case ForwardMode::kDraftExtend:
       return 1;
     case ForwardMode::kTargetVerify:
       return n;
-    case ForwardMode::kExtend:
     case ForwardMode::kIdle:
+      return n == 1 || model == ModelKind::kMtp ? 1 : n;
+    case ForwardMode::kExtend:
       return 0;
   }
   return 0;
@@ -193,7 +197,8 @@ Status build_forward_metadata(const ForwardBatch& batch, const MetadataConfig& c
     out.req_slot[b] = 0;
     out.req_kv_len[b] = 0;
     fill_padded_rows(a, b, out.cu_q[b], count);
-    for (int32_t j = 0; j < padded_samples(batch.mode, n); ++j) out.sample_row[samples++] = -1;
+    const int32_t padded = padded_samples(batch.mode, batch.model, n);
+    for (int32_t j = 0; j < padded; ++j) out.sample_row[samples++] = -1;
   }
   std::fill(out.sample_row.begin() + samples, out.sample_row.end(), -1);
 

@@ -112,6 +112,16 @@ TEST(MetadataBuilder, IdleRankBuildsAllPaddingBatch) {
   for (int r = 0; r < 32; ++r) EXPECT_EQ(m.write_slot[r], -1);
   EXPECT_EQ(m.schedule[7], 0) << "T_seg of an all-padding batch";
   EXPECT_TRUE(validate_forward_metadata(m, w.config, w.pages.page_table()).ok());
+  // The LM head of the verify it stands in for: n (-1) samples per padded request, as the
+  // TARGET_VERIFY graph captured over padding has; as the MTP's draft-extend, one each.
+  EXPECT_EQ(m.header.num_samples, 32);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(m.sample_row[i], -1);
+  batch.model = ModelKind::kMtp;
+  ASSERT_TRUE(build_forward_metadata(batch, w.config, w.pages.page_table(), m).ok());
+  EXPECT_EQ(m.header.num_samples, 8);
+  batch.idle_rows_per_request = 1;
+  ASSERT_TRUE(build_forward_metadata(batch, w.config, w.pages.page_table(), m).ok());
+  EXPECT_EQ(m.header.num_samples, 8);
 }
 
 // EXTEND: a short request (<= d + 1 rows) takes the paged sub-batch, a long one the ragged path;

@@ -1,0 +1,139 @@
+#include "dsa/dist/nccl_group.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <thread>
+
+#include "dsa/cuda/cuda_check.h"
+
+namespace dsa::dist {
+
+namespace {
+
+static_assert(sizeof(ncclUniqueId) == kNcclIdBytes);
+
+Status nccl_status(ncclResult_t r, const char* call) {
+  return internal_error(fmt::format("{}: {} ({})", call, ncclGetErrorString(r), int(r)));
+}
+
+#define DSA_NCCL_RETURN_IF_ERROR(call)                                      \
+  do {                                                                      \
+    ncclResult_t dsa_nccl_r_ = (call);                                      \
+    if (dsa_nccl_r_ != ncclSuccess) return nccl_status(dsa_nccl_r_, #call); \
+  } while (0)
+
+}  // namespace
+
+struct NcclGroup::Handles {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  int64_t* device = nullptr;  // [kMaxValues]
+  int64_t* pinned = nullptr;  // [kMaxValues], page-locked so the copies are asynchronous
+};
+
+StatusOr<NcclId> nccl_unique_id() {
+  ncclUniqueId id;
+  DSA_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+  NcclId out;
+  std::memcpy(out.data(), &id, kNcclIdBytes);
+  return out;
+}
+
+NcclGroup::NcclGroup(int32_t rank, int32_t world_size, std::chrono::milliseconds timeout)
+    : rank_(rank), world_size_(world_size), timeout_(timeout), h_(std::make_unique<Handles>()) {}
+
+StatusOr<std::unique_ptr<NcclGroup>> NcclGroup::create(int32_t rank, int32_t world_size,
+                                                       const NcclId& id,
+                                                       std::chrono::milliseconds timeout) {
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return invalid_argument(fmt::format(
+        "nccl group: rank = {}, world_size = {}: need 0 <= rank < world_size", rank, world_size));
+  }
+  if (timeout.count() <= 0) {
+    return invalid_argument(
+        fmt::format("nccl group: timeout = {} ms: must be > 0", timeout.count()));
+  }
+  std::unique_ptr<NcclGroup> g(new NcclGroup(rank, world_size, timeout));
+  Handles& h = *g->h_;
+  DSA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&h.stream, cudaStreamNonBlocking));
+  DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&h.device, kMaxValues * sizeof(int64_t)));
+  DSA_CUDA_RETURN_IF_ERROR(cudaMallocHost(&h.pinned, kMaxValues * sizeof(int64_t)));
+  ncclUniqueId nid;
+  std::memcpy(&nid, id.data(), kNcclIdBytes);
+  DSA_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&h.comm, world_size, nid, rank));
+  return g;
+}
+
+NcclGroup::~NcclGroup() {
+  // Teardown errors have nowhere to go. A broken group's communicator was aborted already
+  // (ncclCommDestroy would wait for peers that may be gone).
+  if (h_->comm != nullptr) ncclCommDestroy(h_->comm);
+  if (h_->pinned != nullptr) cudaFreeHost(h_->pinned);
+  if (h_->device != nullptr) cudaFree(h_->device);
+  if (h_->stream != nullptr) cudaStreamDestroy(h_->stream);
+}
+
+// Polls the stream instead of cudaStreamSynchronize: a peer that never arrives must end in an
+// error after the timeout, not a hang.
+Status NcclGroup::wait(const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    const cudaError_t q = cudaStreamQuery(h_->stream);
+    if (q == cudaSuccess) return ok_status();
+    if (q != cudaErrorNotReady) return cuda::cuda_status(q, what, __FILE__, __LINE__);
+    ncclResult_t async = ncclSuccess;
+    DSA_NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(h_->comm, &async));
+    if (async != ncclSuccess) return nccl_status(async, what);
+    if (std::chrono::steady_clock::now() > deadline) {
+      return internal_error(fmt::format(
+          "nccl group: watchdog: rank {} waited {} ms in {} (collective #{}): a rank skipped a "
+          "collective or took a branch the others did not (SPEC.md §7)",
+          rank_, timeout_.count(), what, calls_));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+Status NcclGroup::all_reduce(std::span<int64_t> values, ReduceOp op) {
+  if (!broken_.ok()) return broken_;
+  if (values.size() > kMaxValues) {
+    return invalid_argument(
+        fmt::format("nccl all_reduce: {} values: at most {}", values.size(), kMaxValues));
+  }
+  const size_t bytes = values.size() * sizeof(int64_t);
+  std::memcpy(h_->pinned, values.data(), bytes);
+  ncclRedOp_t nop = ncclSum;
+  switch (op) {
+    case ReduceOp::kSum:
+      nop = ncclSum;
+      break;
+    case ReduceOp::kMax:
+      nop = ncclMax;
+      break;
+  }
+  Status s = [&]() -> Status {
+    DSA_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(h_->device, h_->pinned, bytes, cudaMemcpyHostToDevice, h_->stream));
+    DSA_NCCL_RETURN_IF_ERROR(
+        ncclAllReduce(h_->device, h_->device, values.size(), ncclInt64, nop, h_->comm, h_->stream));
+    DSA_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(h_->pinned, h_->device, bytes, cudaMemcpyDeviceToHost, h_->stream));
+    return wait("all_reduce");
+  }();
+  ++calls_;
+  if (!s.ok()) {
+    // The collective may still be spinning on the device waiting for a peer: abort it now, so
+    // this rank's stream drains and the error reaches the caller in a usable process.
+    ncclCommAbort(h_->comm);
+    h_->comm = nullptr;
+    broken_ = s;
+    return s;
+  }
+  std::memcpy(values.data(), h_->pinned, bytes);
+  return ok_status();
+}
+
+}  // namespace dsa::dist

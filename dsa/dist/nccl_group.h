@@ -1,0 +1,53 @@
+// The product process group on GPUs (docs/multi_gpu.md): Collective over NCCL, one process per GPU.
+// Built only with CUDA (library dsa_dist_nccl, linked by what runs several GPUs; the rest of dsa
+// does not need libnccl at run time). The header holds no CUDA or NCCL types.
+//
+// all_reduce copies the values to the device, runs ncclAllReduce on the group's own stream and
+// copies them back: a host synchronisation, taken once per step by every rank at the same point,
+// outside any graph. It never waits forever: past the timeout it aborts the communicator and
+// returns an error, like LocalGroup's watchdog; a broken group fails every later call.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "dsa/dist/bootstrap.h"
+#include "dsa/dist/collective.h"
+
+namespace dsa::dist {
+
+// Rank 0 creates the id (before any rank initialises); exchange_unique_id (bootstrap.h) carries
+// it to the others.
+StatusOr<NcclId> nccl_unique_id();
+
+class NcclGroup final : public Collective {
+ public:
+  // Most int64 values one all_reduce takes (the step agreement needs 8 + world size).
+  static constexpr size_t kMaxValues = 4096;
+
+  // Joins the group on the current CUDA device; every rank calls it with the same id and world
+  // size. InvalidArgument for rank outside [0, world_size) or a timeout <= 0.
+  static StatusOr<std::unique_ptr<NcclGroup>> create(int32_t rank, int32_t world_size,
+                                                     const NcclId& id,
+                                                     std::chrono::milliseconds timeout);
+  ~NcclGroup() override;
+
+  int32_t rank() const override { return rank_; }
+  int32_t world_size() const override { return world_size_; }
+  Status all_reduce(std::span<int64_t> values, ReduceOp op) override;
+
+ private:
+  struct Handles;
+  NcclGroup(int32_t rank, int32_t world_size, std::chrono::milliseconds timeout);
+  Status wait(const char* what);
+
+  int32_t rank_, world_size_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<Handles> h_;
+  int64_t calls_ = 0;
+  Status broken_;
+};
+
+}  // namespace dsa::dist

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <optional>
 
 #include "dsa/engine/simulated_acceptance.h"
+#include "dsa/model/tokenizer_check.h"
 
 namespace dsa::engine {
 
@@ -29,6 +31,7 @@ Engine::Engine(model::DsaModel& model, EngineOptions options)
       options_(std::move(options)),
       d_(model.options().num_draft_tokens),
       vocab_(int32_t(model.config().vocab_size)),
+      sampleable_(int32_t(model::sampleable_vocab(options_.tokenizer, model.config()))),
       eos_(int32_t(model.config().eos_token_id)),
       options_status_(validate(options_)),
       scheduler_(model.pages(), limits_of(model)),
@@ -92,7 +95,21 @@ Status Engine::run_forward(runtime::ForwardMode mode, runtime::ModelKind kind,
   b.mode = mode;
   b.model = kind;
   b.requests = std::move(reqs);
-  return model_.forward(std::move(b), tokens, hidden, out);
+  DSA_RETURN_IF_ERROR(model_.forward(std::move(b), tokens, hidden, out));
+  mask_padding_logits(out->logits);
+  return ok_status();
+}
+
+// A padded vocabulary (model/tokenizer_check.h): the LM head's rows past the tokenizer's ids are
+// padding, so their logits are -inf before anything samples, drafts or accepts: no such id is
+// ever emitted, whatever the weights say.
+void Engine::mask_padding_logits(std::vector<float>& logits) const {
+  if (sampleable_ >= vocab_) return;
+  const size_t V = sz(vocab_), rows = logits.size() / V;
+  for (size_t r = 0; r < rows; ++r) {
+    std::fill(logits.begin() + long(r * V + sz(sampleable_)), logits.begin() + long((r + 1) * V),
+              -std::numeric_limits<float>::infinity());
+  }
 }
 
 int32_t Engine::greedy_draft(const float* logits) const {

@@ -85,6 +85,7 @@ class Engine {
   std::optional<size_t> find_stop(const RequestState& r, size_t before) const;
   void fail(RequestState& r, Status why);
   int32_t sample(const RequestState& r, const float* logits, int32_t position) const;
+  void mask_padding_logits(std::vector<float>& logits) const;
   // The MTP layer's top-1 draft from one row of logits (token 0 if no logit is above -inf).
   int32_t greedy_draft(const float* logits) const;
   // One forward of `kind` in `mode` over these requests (the model pads uniform batches).
@@ -96,6 +97,8 @@ class Engine {
   EngineOptions options_;
   int32_t d_;
   int32_t vocab_;
+  int32_t
+      sampleable_;  // ids [0, sampleable_) may be sampled; the rest of the vocabulary is padding
   int32_t eos_;
   Status options_status_;
   int64_t prefilled_ = 0;  // prompt tokens prefilled so far (the progress guard)

@@ -1,5 +1,6 @@
 #include "dsa/model/tokenizer_check.h"
 
+#include <algorithm>
 #include <string>
 
 namespace dsa::model {
@@ -30,27 +31,28 @@ Status check_tokenizer_matches(const Tokenizer& t, const ModelConfig& c) {
   const std::string sizes =
       src + " has " + std::to_string(have) +
       " token ids (1 + its largest id), config.json vocab_size = " + std::to_string(c.vocab_size);
-  if (have < c.vocab_size) {
-    return invalid_argument(sizes + ": the model could sample ids [" + std::to_string(have) + ", " +
-                            std::to_string(c.vocab_size) + ") that do not decode");
-  }
   if (have > c.vocab_size) {
     return invalid_argument(sizes + ": encode could give ids [" + std::to_string(c.vocab_size) +
                             ", " + std::to_string(have) + ") past the embedding's rows");
   }
   int64_t holes = 0, first_hole = -1;
-  for (int64_t id = 0; id < c.vocab_size; ++id) {
+  for (int64_t id = 0; id < have; ++id) {
     if (t.has_token(static_cast<int32_t>(id))) continue;
     if (holes++ == 0) first_hole = id;
   }
   if (holes > 0) {
-    return invalid_argument(src + ": " + std::to_string(holes) + " ids below config.json " +
-                            "vocab_size = " + std::to_string(c.vocab_size) +
-                            " name no token (the first is " + std::to_string(first_hole) +
+    return invalid_argument(src + ": " + std::to_string(holes) + " ids below its largest id " +
+                            std::to_string(have - 1) + " name no token (the first is " +
+                            std::to_string(first_hole) +
                             "): the model could sample them and they would not decode");
   }
   DSA_RETURN_IF_ERROR(check_special(t, "bos_token_id", c.bos_token_id, t.bos_id(), "BOS"));
   return check_special(t, "eos_token_id", c.eos_token_id, t.eos_id(), "EOS");
+}
+
+int64_t sampleable_vocab(const Tokenizer* tokenizer, const ModelConfig& c) {
+  if (tokenizer == nullptr) return c.vocab_size;
+  return std::min<int64_t>(tokenizer->vocab_size(), c.vocab_size);
 }
 
 }  // namespace dsa::model

@@ -60,10 +60,15 @@ TEST(TokenizerCheck, EqualSizesAndSpecialIdsPass) {
   EXPECT_TRUE(check_tokenizer_matches(small_tokenizer(), config_with(258, 256, 257)).ok());
 }
 
-TEST(TokenizerCheck, FewerIdsThanTheVocabulary) {
-  EXPECT_EQ(rejection(small_tokenizer(), config_with(300, 256, 257)),
-            "tokenizer.json has 258 token ids (1 + its largest id), config.json vocab_size = 300: "
-            "the model could sample ids [258, 300) that do not decode");
+// A padded vocabulary (V3.2: 128,815 ids, vocab_size 129,280) loads; the padding is not sampled.
+TEST(TokenizerCheck, FewerIdsThanTheVocabularyIsAPaddedVocabulary) {
+  const Tokenizer t = small_tokenizer();
+  const ModelConfig c = config_with(300, 256, 257);
+  Status s = check_tokenizer_matches(t, c);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(sampleable_vocab(&t, c), 258);
+  EXPECT_EQ(sampleable_vocab(nullptr, c), 300);
+  EXPECT_EQ(sampleable_vocab(&t, config_with(258, 256, 257)), 258);
 }
 
 TEST(TokenizerCheck, MoreIdsThanTheVocabulary) {
@@ -75,8 +80,8 @@ TEST(TokenizerCheck, MoreIdsThanTheVocabulary) {
 TEST(TokenizerCheck, HolesInTheIds) {
   Tokenizer t = small_tokenizer({{261, "<x>"}});  // 258, 259 and 260 name nothing
   EXPECT_EQ(rejection(t, config_with(262, 256, 257)),
-            "tokenizer.json: 3 ids below config.json vocab_size = 262 name no token (the first is "
-            "258): the model could sample them and they would not decode");
+            "tokenizer.json: 3 ids below its largest id 261 name no token (the first is 258): the "
+            "model could sample them and they would not decode");
 }
 
 TEST(TokenizerCheck, SpecialIdsMustAgree) {

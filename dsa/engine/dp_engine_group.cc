@@ -16,22 +16,23 @@ Status check_same_options(const model::DsaModel& a, const model::DsaModel& b, si
   if (x.num_draft_tokens != y.num_draft_tokens || x.buckets != y.buckets ||
       a.metadata_config().max_requests != b.metadata_config().max_requests ||
       a.metadata_config().max_extend_rows != b.metadata_config().max_extend_rows) {
-    return invalid_argument(fmt::format(
-        "dp group: models[{}] differs from models[0] in d, buckets, max_requests or "
-        "max_extend_rows (every rank must run the same step plans)",
-        rank));
+    return invalid_argument(
+        fmt::format("dp group: models[{}] differs from models[0] in d, buckets, max_requests or "
+                    "max_extend_rows (every rank must run the same step plans)",
+                    rank));
   }
   return ok_status();
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<DpEngineGroup>> DpEngineGroup::create(
-    std::vector<model::DsaModel*> models, const EngineOptions& options,
-    std::chrono::milliseconds timeout) {
+StatusOr<std::unique_ptr<DpEngineGroup>> DpEngineGroup::create(std::vector<model::DsaModel*> models,
+                                                               const EngineOptions& options,
+                                                               std::chrono::milliseconds timeout) {
   if (models.empty()) return invalid_argument("dp group: models is empty (no ranks)");
   for (size_t r = 0; r < models.size(); ++r) {
-    if (models[r] == nullptr) return invalid_argument(fmt::format("dp group: models[{}] is null", r));
+    if (models[r] == nullptr)
+      return invalid_argument(fmt::format("dp group: models[{}] is null", r));
     DSA_RETURN_IF_ERROR(check_same_options(*models[0], *models[r], r));
   }
   DSA_ASSIGN_OR_RETURN(std::unique_ptr<dist::LocalGroup> group,

@@ -5,13 +5,12 @@
 // going idle mid-run; every rank runs the same forwards (mode, B_pad, rows_pad) in every step;
 // and a rank idle for over a thousand steps beside a decoding one neither hangs nor errs under
 // the group's watchdog.
-#include "dsa/engine/dp_engine_group.h"
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
+#include "dsa/engine/dp_engine_group.h"
 #include "dsa/engine/engine_test_util.h"
 
 namespace dsa::engine {

@@ -28,7 +28,8 @@ SchedulerLimits limits_of(const model::DsaModel& m) {
 DpStepConfig dp_config_of(const model::DsaModel& m) {
   DpStepConfig c;
   c.num_draft_tokens = m.options().num_draft_tokens;
-  c.buckets = m.options().buckets;
+  c.buckets = m.options().buckets;  // ascending (the model checks); repeats change no bucket
+  c.buckets.erase(std::unique(c.buckets.begin(), c.buckets.end()), c.buckets.end());
   c.max_requests = m.metadata_config().max_requests;
   c.max_extend_rows = m.metadata_config().max_extend_rows;
   c.extend_carries_decodes = false;

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <map>
+#include <thread>
 
 #include "dsa/engine/dp_engine_group.h"
 #include "dsa/engine/engine_test_util.h"
@@ -164,6 +165,29 @@ TEST(DpEngine, RankIdleForAThousandStepsBesideADecodingRank) {
   EXPECT_GE(padded_forwards(idle), 1000);
   EXPECT_EQ(padded_forwards((*group)->engine(0)), 0);
   expect_same_forwards(**group);
+}
+
+// Bug class 10 at the engine: a rank that stops stepping (it crashed, or skipped the step
+// because it was idle) leaves the others in the step agreement; the watchdog ends their step
+// with an error naming the missing rank instead of a hang.
+TEST(DpEngine, ARankThatStopsSteppingIsReportedNotWaitedFor) {
+  const Models models = tiny_models(2, 0, 2, {});
+  auto group = DpEngineGroup::create(ptrs(models), {}, 2s);  // far above a forward
+  ASSERT_TRUE(group.ok()) << group.status().message();
+  auto id = (*group)->add_request_on(0, {heldout_prompts({5})[0], 6, {}});
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  Status busy, idle;
+  std::thread t0([&] {
+    while ((*group)->engine(0).has_work() && busy.ok()) busy = (*group)->engine(0).step();
+  });
+  std::thread t1([&] { idle = (*group)->engine(1).step(); });  // one step, then gone
+  t0.join();
+  t1.join();
+  EXPECT_TRUE(idle.ok()) << idle.message();
+  ASSERT_FALSE(busy.ok());
+  EXPECT_NE(busy.message().find("watchdog"), std::string::npos) << busy.message();
+  EXPECT_NE(busy.message().find("ranks [1] missing"), std::string::npos) << busy.message();
+  EXPECT_LT((*group)->engine(0).request(id->id).output.size(), 6u);
 }
 
 TEST(DpEngine, CreateNamesTheBadArgument) {

@@ -2,6 +2,7 @@
 // SPEC.md §6.1 — TARGET_VERIFY over [x_C, g_1..g_d], acceptance (§6.2/§6.3), DRAFT_EXTEND of the
 // MTP layer over the same positions (row a's output is the first new draft), and the draft chain.
 // With EngineOptions::simulate_accept_length the count a is drawn (simulated_acceptance.h).
+// The forwards are the agreed plan's (engine.h), at the B_pad of the largest B over the ranks.
 #include "dsa/engine/acceptance.h"
 #include "dsa/engine/engine.h"
 #include "dsa/engine/simulated_acceptance.h"
@@ -9,9 +10,6 @@
 namespace dsa::engine {
 
 namespace {
-
-using runtime::ForwardMode;
-using runtime::ModelKind;
 
 size_t sz(int64_t v) { return static_cast<size_t>(v); }
 
@@ -25,8 +23,15 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
       reqs.push_back(r);
     }
   }
-  if (reqs.empty()) return ok_status();
   const int32_t n = d_ + 1;
+  StepProposal p;
+  p.step = 2 * metrics_.steps + 1;
+  p.decode_requests = int32_t(reqs.size());
+  p.extend_rows = p.decode_requests * n;
+  p.chain_requests = p.decode_requests;
+  p.load = load();
+  DSA_ASSIGN_OR_RETURN(const std::vector<ForwardShape> plan, agree(p));
+  if (plan.empty()) return ok_status();  // no rank decodes
   std::vector<runtime::RequestInput> inputs;
   std::vector<int32_t> tokens;
   for (RequestState* r : reqs) {
@@ -35,8 +40,7 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
     for (int32_t j = 0; j < d_; ++j) tokens.push_back(r->drafts[sz(j)]);
   }
   model::ForwardOutput target;
-  DSA_RETURN_IF_ERROR(run_forward(d_ == 0 ? ForwardMode::kDecode : ForwardMode::kTargetVerify,
-                                  ModelKind::kTarget, inputs, tokens, {}, &target));
+  DSA_RETURN_IF_ERROR(run_forward(plan[0], inputs, tokens, {}, &target));
   if (d_ == 0) {
     for (size_t b = 0; b < reqs.size(); ++b) {
       RequestState& r = *reqs[b];
@@ -78,8 +82,7 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
     emit(r, acc.emitted);
   }
   model::ForwardOutput mtp;
-  DSA_RETURN_IF_ERROR(run_forward(ForwardMode::kDraftExtend, ModelKind::kMtp, std::move(mtp_inputs),
-                                  mtp_tokens, target.hidden, &mtp));
+  DSA_RETURN_IF_ERROR(run_forward(plan[1], std::move(mtp_inputs), mtp_tokens, target.hidden, &mtp));
   std::vector<int32_t> first;
   std::vector<bf16> hidden;
   const int32_t D = int32_t(model_.config().hidden_size);
@@ -89,7 +92,8 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
     hidden.insert(hidden.end(), mtp.hidden.begin() + long(row) * D,
                   mtp.hidden.begin() + long(row + 1) * D);
   }
-  return draft_chain(reqs, std::move(first), std::move(hidden), std::move(committed));
+  return draft_chain(reqs, std::move(first), std::move(hidden), std::move(committed),
+                     std::span<const ForwardShape>(plan).subspan(2));
 }
 
 }  // namespace dsa::engine

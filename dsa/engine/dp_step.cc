@@ -54,7 +54,7 @@ Status validate_config(const DpStepConfig& c) {
   }
   // An EXTEND step carries every decode request with n rows, so a rank must fit all of them.
   const int64_t carried = int64_t{c.max_requests} * (c.num_draft_tokens + 1);
-  if (c.max_extend_rows < carried) {
+  if (c.extend_carries_decodes && c.max_extend_rows < carried) {
     return invalid_argument(fmt::format(
         "dp step: max_extend_rows = {}: must be >= max_requests * (d + 1) = {} (an EXTEND step "
         "carries every decode request)",

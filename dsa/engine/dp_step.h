@@ -24,6 +24,10 @@ struct DpStepConfig {
   std::vector<int32_t> buckets;  // CUDA-graph buckets, ascending (empty: B_pad = B)
   int32_t max_requests = 1;      // B_max per rank
   int32_t max_extend_rows = 1;   // T_ext per rank
+  // true: an EXTEND step carries every decode request with n rows (the merged step), so T_ext
+  // must hold B_max (d + 1) rows. false: the engine's phased steps (docs/multi_gpu.md) agree on
+  // the prefill part and the decode part separately, and EXTEND carries prompt chunks only.
+  bool extend_carries_decodes = true;
 };
 
 // What one rank needs from the coming step. If the step runs as EXTEND, every decode request

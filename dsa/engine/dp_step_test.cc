@@ -131,6 +131,10 @@ TEST(DpStep, InconsistentProposalsNameTheField) {
   narrow.max_extend_rows = 95;  // 24 decode requests of 4 rows need 96
   EXPECT_NE(validate(decoding(1, 3), narrow).message().find("max_extend_rows = 95"),
             std::string::npos);
+  // Phased steps (the engine's): EXTEND carries prompt chunks only, so T_ext needs no room for
+  // the decodes.
+  narrow.extend_carries_decodes = false;
+  EXPECT_TRUE(validate(decoding(1, 3), narrow).ok());
 }
 
 TEST(DpStep, MakeBatchRefusesRequestsBeyondTheAgreedShape) {

@@ -1,17 +1,20 @@
 // The d - 1 MTP DECODE steps that complete a request's drafts (SPEC.md §6.1 step 4), after a
 // prefill completes or a speculative step commits: step s at position C' - 1 + s consumes
-// (g_s, m_s), the previous draft and the MTP layer's own hidden state.
+// (g_s, m_s), the previous draft and the MTP layer's own hidden state. The plan names the steps
+// (`chain`, at its agreed B_pad); a rank with no request to draft runs them all padding.
 #include "dsa/engine/engine.h"
 
 namespace dsa::engine {
 
 Status Engine::draft_chain(const std::vector<RequestState*>& reqs, std::vector<int32_t> drafts,
-                           std::vector<bf16> hidden, std::vector<int32_t> committed) {
+                           std::vector<bf16> hidden, std::vector<int32_t> committed,
+                           std::span<const ForwardShape> chain) {
   const size_t B = reqs.size();
   const size_t V = static_cast<size_t>(vocab_);
   std::vector<std::vector<int32_t>> chains(B);
   for (size_t b = 0; b < B; ++b) chains[b].push_back(drafts[b]);
-  for (int32_t s = 1; s < d_; ++s) {
+  for (const ForwardShape& shape : chain) {
+    const int32_t s = shape.chain_step;
     std::vector<runtime::RequestInput> inputs;
     std::vector<int32_t> tokens;
     for (size_t b = 0; b < B; ++b) {
@@ -19,8 +22,7 @@ Status Engine::draft_chain(const std::vector<RequestState*>& reqs, std::vector<i
       tokens.push_back(chains[b].back());
     }
     model::ForwardOutput out;
-    DSA_RETURN_IF_ERROR(run_forward(runtime::ForwardMode::kDecode, runtime::ModelKind::kMtp,
-                                    std::move(inputs), tokens, hidden, &out));
+    DSA_RETURN_IF_ERROR(run_forward(shape, std::move(inputs), tokens, hidden, &out));
     for (size_t b = 0; b < B; ++b) chains[b].push_back(greedy_draft(&out.logits[b * V]));
     hidden = std::move(out.hidden);
   }

@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 
+#include "dsa/engine/dp_placement.h"
 #include "dsa/engine/simulated_acceptance.h"
 #include "dsa/model/tokenizer_check.h"
 
@@ -24,9 +25,22 @@ SchedulerLimits limits_of(const model::DsaModel& m) {
   return l;
 }
 
+// Phased steps (docs/multi_gpu.md): the prefill part and the decode part are agreed separately,
+// so an EXTEND never carries decode rows.
+DpStepConfig dp_config_of(const model::DsaModel& m) {
+  DpStepConfig c;
+  c.num_draft_tokens = m.options().num_draft_tokens;
+  c.buckets = m.options().buckets;  // ascending (the model checks); repeats change no bucket
+  c.buckets.erase(std::unique(c.buckets.begin(), c.buckets.end()), c.buckets.end());
+  c.max_requests = m.metadata_config().max_requests;
+  c.max_extend_rows = m.metadata_config().max_extend_rows;
+  c.extend_carries_decodes = false;
+  return c;
+}
+
 }  // namespace
 
-Engine::Engine(model::DsaModel& model, EngineOptions options)
+Engine::Engine(model::DsaModel& model, EngineOptions options, dist::Collective* group)
     : model_(model),
       options_(std::move(options)),
       d_(model.options().num_draft_tokens),
@@ -35,10 +49,14 @@ Engine::Engine(model::DsaModel& model, EngineOptions options)
       eos_(int32_t(model.config().eos_token_id)),
       options_status_(validate(options_)),
       scheduler_(model.pages(), limits_of(model)),
-      metrics_(d_) {
+      metrics_(d_),
+      group_(group != nullptr ? group : &solo_),
+      dp_config_(dp_config_of(model)) {
   if (options_status_.ok() && options_.simulate_accept_length != 0) {
     options_status_ = validate_simulated_accept_length(options_.simulate_accept_length, d_);
   }
+  // The step configuration is checked once here (an empty proposal is valid for any good one).
+  if (options_status_.ok()) options_status_ = validate(StepProposal{}, dp_config_);
 }
 
 Status validate(const EngineOptions& o) {
@@ -88,16 +106,42 @@ StatusOr<int64_t> Engine::add_request(GenerationRequest req) {
   return r.id;
 }
 
-Status Engine::run_forward(runtime::ForwardMode mode, runtime::ModelKind kind,
-                           std::vector<runtime::RequestInput> reqs, std::span<const int32_t> tokens,
-                           std::span<const bf16> hidden, model::ForwardOutput* out) {
-  runtime::ForwardBatch b;
-  b.mode = mode;
-  b.model = kind;
-  b.requests = std::move(reqs);
+Status Engine::run_forward(const ForwardShape& shape, std::vector<runtime::RequestInput> reqs,
+                           std::span<const int32_t> tokens, std::span<const bf16> hidden,
+                           model::ForwardOutput* out) {
+  const int32_t real = int32_t(reqs.size());
+  DSA_ASSIGN_OR_RETURN(runtime::ForwardBatch b, make_batch(shape, std::move(reqs), forwards_++));
+  if (options_.check_forwards) DSA_RETURN_IF_ERROR(cross_check_forward(*group_, shape));
   DSA_RETURN_IF_ERROR(model_.forward(std::move(b), tokens, hidden, out));
   mask_padding_logits(out->logits);
+  // The model must run the agreed shape, not one it derived from this rank's rows: a mismatch
+  // here would pair this rank's MoE collectives with another forward's on the other ranks.
+  const ForwardShape ran = shape_of(out->header, shape.role, shape.chain_step);
+  if (!(ran == shape)) {
+    return internal_error(fmt::format(
+        "engine: forward {} ran {} at B_pad {} / rows_pad {}; the plan named {} at {} / {}",
+        forwards_ - 1, runtime::mode_name(ran.mode), ran.batch_pad, ran.rows_pad,
+        runtime::mode_name(shape.mode), shape.batch_pad, shape.rows_pad));
+  }
+  if (options_.record_forwards) trace_.push_back({metrics_.steps, ran, real});
   return ok_status();
+}
+
+StatusOr<std::vector<ForwardShape>> Engine::agree(const StepProposal& proposal) {
+  DSA_ASSIGN_OR_RETURN(const StepPlan plan, agree_step(*group_, proposal, dp_config_));
+  return step_forwards(plan, dp_config_);
+}
+
+int64_t Engine::load() const {
+  int64_t load = 0;
+  for (const RequestState* r : scheduler_.waiting()) {
+    load += placement_cost(r->prompt_len(), r->req.max_new_tokens);
+  }
+  for (const RequestState* r : scheduler_.running()) {
+    load += (r->prompt_len() - r->prefilled) +
+            std::max<int64_t>(0, r->req.max_new_tokens - int64_t(r->output.size()));
+  }
+  return load;
 }
 
 // A padded vocabulary (model/tokenizer_check.h): the LM head's rows past the tokenizer's ids are

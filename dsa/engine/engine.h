@@ -7,6 +7,12 @@
 //   collect  — finished requests leave, their pages freed and their figures recorded.
 // Every forward is a runtime::ForwardBatch the model turns into metadata with the runtime's one
 // builder. Rollback of rejected drafts is by length only (§6.4).
+//
+// Each phase's forwards are the ones a step plan names (dp_step.h): the phase proposes what it
+// needs, the ranks agree (one all-reduce), and the phase runs exactly step_forwards(plan), filled
+// with this rank's requests — none on an idle rank, whose forwards are then all padding (§4.5).
+// Without a collective the engine is the world-size-1 case of the same code (SoloCollective): the
+// plan's B_pad is the bucket of its own B, so its forwards are the ones it always ran.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +22,8 @@
 #include <vector>
 
 #include "dsa/core/status.h"
+#include "dsa/dist/collective.h"
+#include "dsa/engine/dp_step.h"
 #include "dsa/engine/engine_metrics.h"
 #include "dsa/engine/request.h"
 #include "dsa/engine/scheduler.h"
@@ -39,6 +47,19 @@ struct EngineOptions {
   // Called once per request when it finishes (successfully or with its own error), in the step
   // it finishes, after its pages are freed: results can be written as they come.
   std::function<void(const RequestState&)> on_finish;
+  // Keeps a record of every forward run (forward_trace()); tests compare it across DP ranks.
+  bool record_forwards = false;
+  // DP checked mode: before each forward every rank all-reduces its shape (cross_check_forward),
+  // so a rank about to run another forward is reported instead of pairing collectives wrongly.
+  bool check_forwards = false;
+};
+
+// One forward as it ran on this rank: its rank-invariant shape (the same on every rank) and how
+// many of this rank's requests it carried (0: all padding).
+struct ForwardRecord {
+  int64_t step = 0;
+  ForwardShape shape;
+  int32_t requests = 0;
 };
 
 // InvalidArgument naming the field for options the engine cannot honour.
@@ -46,7 +67,10 @@ Status validate(const EngineOptions& o);
 
 class Engine {
  public:
-  Engine(model::DsaModel& model, EngineOptions options = {});
+  // group: the DP group this engine is one rank of (docs/multi_gpu.md); it must outlive the
+  // engine, and every rank must call step() the same number of times (an idle rank included).
+  // nullptr = a single rank.
+  Engine(model::DsaModel& model, EngineOptions options = {}, dist::Collective* group = nullptr);
 
   int32_t num_draft_tokens() const { return d_; }
 
@@ -75,12 +99,21 @@ class Engine {
   // Forgets a finished request (after its results were read).
   Status release(int64_t id) { return scheduler_.release(id); }
   const EngineMetrics& metrics() const { return metrics_; }
+  // Outstanding tokens of the waiting and running requests (prompt tokens still to prefill plus
+  // new tokens they may still emit): the load that places requests (dp_placement.h).
+  int64_t load() const;
+  const std::vector<ForwardRecord>& forward_trace() const { return trace_; }
+  dist::Collective& group() { return *group_; }
 
  private:
   Status prefill_phase(const std::vector<RequestState*>& running);
   Status decode_phase(const std::vector<RequestState*>& running);
+  // The d - 1 MTP DECODEs the plan names (`chain`: its kDraftChain forwards; none when empty).
   Status draft_chain(const std::vector<RequestState*>& reqs, std::vector<int32_t> first_drafts,
-                     std::vector<bf16> hidden, std::vector<int32_t> committed);
+                     std::vector<bf16> hidden, std::vector<int32_t> committed,
+                     std::span<const ForwardShape> chain);
+  // Agrees on one phase's plan with the other ranks (every rank calls it at the same point).
+  StatusOr<std::vector<ForwardShape>> agree(const StepProposal& proposal);
   void emit(RequestState& r, std::span<const int32_t> tokens);
   std::optional<size_t> find_stop(const RequestState& r, size_t before) const;
   void fail(RequestState& r, Status why);
@@ -88,22 +121,28 @@ class Engine {
   void mask_padding_logits(std::vector<float>& logits) const;
   // The MTP layer's top-1 draft from one row of logits (token 0 if no logit is above -inf).
   int32_t greedy_draft(const float* logits) const;
-  // One forward of `kind` in `mode` over these requests (the model pads uniform batches).
-  Status run_forward(runtime::ForwardMode mode, runtime::ModelKind kind,
-                     std::vector<runtime::RequestInput> reqs, std::span<const int32_t> tokens,
-                     std::span<const bf16> hidden, model::ForwardOutput* out);
+  // The planned forward `shape` over this rank's requests (none: all padding), at the agreed
+  // B_pad / rows_pad; Internal if the model ran another shape than the one agreed.
+  Status run_forward(const ForwardShape& shape, std::vector<runtime::RequestInput> reqs,
+                     std::span<const int32_t> tokens, std::span<const bf16> hidden,
+                     model::ForwardOutput* out);
 
   model::DsaModel& model_;
   EngineOptions options_;
   int32_t d_;
   int32_t vocab_;
-  int32_t
-      sampleable_;  // ids [0, sampleable_) may be sampled; the rest of the vocabulary is padding
+  // Ids [0, sampleable_) may be sampled; the rest of the vocabulary is padding.
+  int32_t sampleable_;
   int32_t eos_;
   Status options_status_;
   int64_t prefilled_ = 0;  // prompt tokens prefilled so far (the progress guard)
   Scheduler scheduler_;
   EngineMetrics metrics_;
+  dist::SoloCollective solo_;
+  dist::Collective* group_;  // the DP group, or solo_
+  DpStepConfig dp_config_;
+  int64_t forwards_ = 0;  // forward ids
+  std::vector<ForwardRecord> trace_;
 };
 
 }  // namespace dsa::engine

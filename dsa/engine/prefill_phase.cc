@@ -1,7 +1,8 @@
 // The prefill phase of an engine step (SPEC.md §6.1, chunked prefill): one target EXTEND over every
 // prefilling request's next chunk, then the MTP EXTEND over the same rows (row i pairs token i + 1
 // with h_i; a prompt's last row takes the token the target just sampled), then the draft chain for
-// prompts that completed.
+// prompts that completed. The forwards are the agreed plan's (engine.h): a rank without chunks
+// runs them all padding while another rank prefills.
 #include <algorithm>
 
 #include "dsa/engine/engine.h"
@@ -9,9 +10,6 @@
 namespace dsa::engine {
 
 namespace {
-
-using runtime::ForwardMode;
-using runtime::ModelKind;
 
 size_t sz(int64_t v) { return static_cast<size_t>(v); }
 
@@ -31,10 +29,19 @@ Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
     reqs.push_back(r);
     budget -= len;
   }
-  if (reqs.empty()) return ok_status();
+  // The prefill part of the step: chunks only (their decodes run in the decode part).
+  StepProposal p;
+  p.step = 2 * metrics_.steps;
+  p.prefill_requests = int32_t(reqs.size());
+  for (const runtime::RequestInput& in : inputs) {
+    p.extend_rows += in.new_len;
+    p.chain_requests += in.sample_count;  // 1 for a prompt's last chunk
+  }
+  p.load = load();
+  DSA_ASSIGN_OR_RETURN(const std::vector<ForwardShape> plan, agree(p));
+  if (plan.empty()) return ok_status();  // no rank prefills
   model::ForwardOutput target;
-  DSA_RETURN_IF_ERROR(
-      run_forward(ForwardMode::kExtend, ModelKind::kTarget, inputs, tokens, {}, &target));
+  DSA_RETURN_IF_ERROR(run_forward(plan[0], inputs, tokens, {}, &target));
 
   // Sample x_{L_p} for prompts that completed; build the MTP rows' next tokens.
   std::vector<int32_t> next(tokens.size());
@@ -72,9 +79,7 @@ Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
     mtp_inputs[b].sample_count = done ? 1 : 0;
   }
   model::ForwardOutput mtp;
-  DSA_RETURN_IF_ERROR(run_forward(ForwardMode::kExtend, ModelKind::kMtp, std::move(mtp_inputs),
-                                  next, target.hidden, &mtp));
-  if (completed.empty()) return ok_status();
+  DSA_RETURN_IF_ERROR(run_forward(plan[1], std::move(mtp_inputs), next, target.hidden, &mtp));
   std::vector<int32_t> g1;
   std::vector<bf16> hidden;
   std::vector<int32_t> positions;
@@ -85,7 +90,8 @@ Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
                   mtp.hidden.begin() + long(completed_rows[i] + 1) * D);
     positions.push_back(completed[i]->committed);  // C' = L_p
   }
-  return draft_chain(completed, std::move(g1), std::move(hidden), std::move(positions));
+  return draft_chain(completed, std::move(g1), std::move(hidden), std::move(positions),
+                     std::span<const ForwardShape>(plan).subspan(2));
 }
 
 }  // namespace dsa::engine

@@ -56,6 +56,7 @@ class Scheduler {
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_requests() const { return requests_.size(); }
   const std::vector<RequestState*>& running() const { return running_; }
+  const std::deque<RequestState*>& waiting() const { return waiting_; }
   const RequestState& request(int64_t id) const { return *requests_.at(id); }
 
  private:

@@ -1,0 +1,103 @@
+#include "dsa/engine/dp_engine_group.h"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "dsa/engine/dp_placement.h"
+
+namespace dsa::engine {
+
+namespace {
+
+// What every rank must share: the step plan is computed from these on each rank.
+Status check_same_options(const model::DsaModel& a, const model::DsaModel& b, size_t rank) {
+  const model::ModelOptions &x = a.options(), &y = b.options();
+  if (x.num_draft_tokens != y.num_draft_tokens || x.buckets != y.buckets ||
+      a.metadata_config().max_requests != b.metadata_config().max_requests ||
+      a.metadata_config().max_extend_rows != b.metadata_config().max_extend_rows) {
+    return invalid_argument(
+        fmt::format("dp group: models[{}] differs from models[0] in d, buckets, max_requests or "
+                    "max_extend_rows (every rank must run the same step plans)",
+                    rank));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<DpEngineGroup>> DpEngineGroup::create(std::vector<model::DsaModel*> models,
+                                                               const EngineOptions& options,
+                                                               std::chrono::milliseconds timeout) {
+  if (models.empty()) return invalid_argument("dp group: models is empty (no ranks)");
+  for (size_t r = 0; r < models.size(); ++r) {
+    if (models[r] == nullptr)
+      return invalid_argument(fmt::format("dp group: models[{}] is null", r));
+    DSA_RETURN_IF_ERROR(check_same_options(*models[0], *models[r], r));
+  }
+  DSA_ASSIGN_OR_RETURN(std::unique_ptr<dist::LocalGroup> group,
+                       dist::LocalGroup::create(int32_t(models.size()), timeout));
+  return std::unique_ptr<DpEngineGroup>(
+      new DpEngineGroup(std::move(group), std::move(models), options));
+}
+
+DpEngineGroup::DpEngineGroup(std::unique_ptr<dist::LocalGroup> group,
+                             std::vector<model::DsaModel*> models, const EngineOptions& options)
+    : group_(std::move(group)), steps_(models.size(), 0) {
+  for (size_t r = 0; r < models.size(); ++r) {
+    engines_.push_back(std::make_unique<Engine>(*models[r], options, &group_->rank(int32_t(r))));
+  }
+}
+
+StatusOr<DpRequestId> DpEngineGroup::add_request(GenerationRequest req) {
+  std::vector<int64_t> loads;
+  for (const auto& e : engines_) loads.push_back(e->load());
+  const int64_t cost[] = {placement_cost(int64_t(req.prompt.size()), req.max_new_tokens)};
+  DSA_ASSIGN_OR_RETURN(const std::vector<int32_t> owner, place_requests(loads, cost));
+  return add_request_on(owner[0], std::move(req));
+}
+
+StatusOr<DpRequestId> DpEngineGroup::add_request_on(int32_t rank, GenerationRequest req) {
+  if (rank < 0 || rank >= world_size()) {
+    return invalid_argument(
+        fmt::format("dp group: rank = {}: must be in [0, {})", rank, world_size()));
+  }
+  DSA_ASSIGN_OR_RETURN(const int64_t id, engine(rank).add_request(std::move(req)));
+  return DpRequestId{rank, id};
+}
+
+// One rank's loop. "Does any rank have work?" is itself a collective, taken by every rank before
+// every step, so an idle rank keeps stepping (and runs the padded forwards) while another works,
+// and all ranks leave the loop after the same step.
+Status DpEngineGroup::run_rank(int32_t rank) {
+  Engine& e = engine(rank);
+  steps_[size_t(rank)] = 0;
+  while (true) {
+    int64_t work[] = {e.has_work() ? 1 : 0};
+    DSA_RETURN_IF_ERROR(e.group().all_reduce(work, dist::ReduceOp::kMax));
+    if (work[0] == 0) return ok_status();
+    DSA_RETURN_IF_ERROR(e.step());
+    ++steps_[size_t(rank)];
+  }
+}
+
+Status DpEngineGroup::run_to_completion() {
+  std::vector<Status> status(engines_.size());
+  std::vector<std::thread> threads;
+  for (int32_t r = 0; r < world_size(); ++r) {
+    threads.emplace_back([this, r, &status] { status[size_t(r)] = run_rank(r); });
+  }
+  for (std::thread& t : threads) t.join();
+  // The rank that failed first explains it; the others then time out in a collective.
+  for (size_t r = 0; r < status.size(); ++r) {
+    if (!status[r].ok() && status[r].message().find("local group:") == std::string::npos) {
+      return status[r].with_context(fmt::format("dp rank {}", r));
+    }
+  }
+  for (size_t r = 0; r < status.size(); ++r) {
+    if (!status[r].ok()) return status[r].with_context(fmt::format("dp rank {}", r));
+  }
+  return ok_status();
+}
+
+}  // namespace dsa::engine

@@ -4,7 +4,8 @@
 # them, then the CUDA benchmarks. Each phase has a time cap so the whole run fits one device call.
 # Needs .deps/pcre2 (an unpacked Debian libpcre2-dev: scripts/fetch_gpu_deps.sh) in `carry`.
 # Logs go to $OUT (or ./gpu-out): env.txt, build.log, ctest_gpu.log, ctest_e2e.log, sanitizer.log, bench.log,
-# engine_bench.log (scripts/bench_engine.sh: the tiny model's decode with graphs on and off).
+# engine_bench.log (scripts/bench_engine.sh: the tiny model's decode with graphs on and off),
+# v32_random.log (dsa generate --random-weights on a 5-layer V3.2-shaped config; SKIP_V32=1 skips).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu_build_env.sh
@@ -20,7 +21,7 @@ if ! cmake --build "$build" -j "$(nproc)" >>"$out/build.log" 2>&1; then
 fi
 grep -c "warning" "$out/build.log" | xargs echo "build warnings:"
 # Which tensor-core instructions the DSA kernels compiled to (fp8 MMA for the indexer).
-for lib in paged_logits ragged_logits sparse_mla; do
+for lib in paged_logits ragged_logits sparse_mla linear; do
   a=$(find "$build" -name "libdsa_op_${lib}_cuda.a" | head -1)
   [ -n "$a" ] && echo "$lib SASS MMA: $(cuobjdump -sass "$a" 2>/dev/null | grep -oE '[A-Z]*MMA[.A-Z0-9]*' | sort | uniq -c | tr '\n' ' ')"
 done | tee -a "$out/env.txt"
@@ -31,6 +32,20 @@ e2e='GraphReplay|EngineGraphs|TinyModelCuda'
 (cd "$build" && timeout "${GPU_TEST_SECONDS:-180}" ctest -L gpu -E "$e2e" --output-on-failure -j 4) >"$out/ctest_gpu.log" 2>&1
 (cd "$build" && timeout "${GPU_TEST_SECONDS:-180}" ctest -L gpu -R "$e2e" -V -j 4) >"$out/ctest_e2e.log" 2>&1
 grep -E "tests passed|tests failed|FAILED|Failed|No tests" "$out/ctest_gpu.log" "$out/ctest_e2e.log" | head -40
+
+if [ "${SKIP_V32:-0}" != 1 ]; then
+  phase "V3.2 shapes, random weights (5 layers)"
+  # Full widths, FP8 linears generated on the device, every draft and verify run with a simulated
+  # accept length (FP8 experts have no graph path yet, hence eager).
+  v32=$(mktemp -d)
+  python3 -c "import json,sys; c=json.load(open('testdata/deepseek-v3.2/config.json')); c['num_hidden_layers']=5; json.dump(c,open(sys.argv[1]+'/config.json','w'))" "$v32"
+  timeout "${V32_SECONDS:-180}" "$build/dsa/cli/dsa" generate --model "$v32" --random-weights \
+    --random-prompt-len 512 --num-prompts 4 --max-new-tokens 64 --ignore-eos --device cuda \
+    --disable-cuda-graph --speculative-algorithm NEXTN --speculative-num-steps 3 \
+    --simulate-accept-length 2.7 --json --progress >"$out/v32_random.log" 2>&1
+  echo "v32 random weights rc=$?"
+  grep -E "summary|SIMULATED|kv_cache|error" "$out/v32_random.log" | head -8
+fi
 
 phase "compute-sanitizer"
 : >"$out/sanitizer.log"

@@ -94,7 +94,10 @@ Status validate(const StepProposal& p, const DpStepConfig& c) {
                fmt::format("must be n * decode_requests = {} plus >= 1 per prefill request ({})",
                            carried, p.prefill_requests));
   }
-  if (p.extend_rows > c.max_extend_rows) {
+  // T_ext bounds an EXTEND forward: one runs when a rank prefills, or when decodes ride in the
+  // EXTEND (the merged step). A phased decode part runs DECODE / TARGET_VERIFY, not bounded by it.
+  const bool runs_extend = p.prefill_requests > 0 || c.extend_carries_decodes;
+  if (runs_extend && p.extend_rows > c.max_extend_rows) {
     return bad("extend_rows", p.extend_rows, fmt::format("exceeds T_ext = {}", c.max_extend_rows));
   }
   if (p.chain_requests < p.decode_requests ||

@@ -135,6 +135,13 @@ TEST(DpStep, InconsistentProposalsNameTheField) {
   // the decodes.
   narrow.extend_carries_decodes = false;
   EXPECT_TRUE(validate(decoding(1, 3), narrow).ok());
+  // ... nor is a phased decode part bounded by T_ext: B_max requests of n rows each exceed it
+  // (24 x 4 = 96 > 95) and still run as DECODE / TARGET_VERIFY.
+  EXPECT_TRUE(validate(decoding(24, 3), narrow).ok())
+      << validate(decoding(24, 3), narrow).to_string();
+  // A prefill part is an EXTEND: its rows stay bounded.
+  const Status chunk = validate({7, 1, 96, 0, 1, 0}, narrow);
+  EXPECT_NE(chunk.message().find("exceeds T_ext = 95"), std::string::npos) << chunk.to_string();
 }
 
 TEST(DpStep, MakeBatchRefusesRequestsBeyondTheAgreedShape) {

@@ -18,7 +18,8 @@
 //     [out/128][in/128] order; the tokens as B with VEC128_32F, scales [in/128][T]: found by
 //     trying each order against the reference, tools/probe_fp8_blockscale.cu), the last T % 4
 //     by the wgmma kernel (cuBLASLt 13.1 offers no algorithm for n % 4 != 0, and computes wrong
-//     sums when in / 128 is not a multiple of 4, so those shapes stay on the wgmma kernel).
+//     sums when in / 128 is odd; shapes other than whole blocks, a multiple of 4 of them, stay on
+//     the wgmma kernel).
 //   Checked mode, and shapes the copy engine cannot stream (in % 16 != 0), take the simple fused
 //   kernel below, which checks every input.
 #include <cublasLt.h>
@@ -438,7 +439,10 @@ Status fp8_fast(const LinearParams& p) {
   }
   const int32_t T = p.num_tokens, in = p.in_features;
   const int32_t blocks = (in + kLinearBlock - 1) / kLinearBlock;
-  const int32_t lt_rows = (T >= lt_min_tokens() && blocks % 4 == 0) ? T - T % 4 : 0;
+  // cuBLASLt only where the probe showed it right: whole 128-column blocks, a multiple of 4 of
+  // them (tools/probe_fp8_blockscale.cu).
+  const bool lt_shape = in % kLinearBlock == 0 && blocks % 4 == 0;
+  const int32_t lt_rows = (T >= lt_min_tokens() && lt_shape) ? T - T % 4 : 0;
   const int32_t pass =
       static_cast<int32_t>(std::min<int64_t>(int64_t(s.x8_bytes) / in, 1 << 30) & ~int64_t{3});
   for (int32_t r0 = 0; r0 < lt_rows; r0 += pass) {

@@ -114,12 +114,17 @@ StatusOr<Scratch> allocate_scratch() {
   s.x8_bytes = kX8Bytes;
   s.partial_floats = kPartialBytes / sizeof(float);
   s.max_tiles = kMaxTiles;
-  const size_t sx_bytes = kX8Bytes / kLinearBlock * sizeof(float);  // one scale per 128 codes
+  // One scale per started 128-column block of a token: at most one per 16 codes (in % 16 == 0).
+  const size_t sx_bytes = kX8Bytes / 16 * sizeof(float);
   DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.x8, kX8Bytes));
   DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.sx, sx_bytes));
   DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.partial, kPartialBytes));
   DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.tickets, size_t{kMaxTiles} * sizeof(uint32_t)));
-  DSA_CUDA_RETURN_IF_ERROR(cudaMemset(s.tickets, 0, size_t{kMaxTiles} * sizeof(uint32_t)));
+  // On the stream the kernels will use, finished before any of them runs.
+  const cudaStream_t stream = cuda::current_stream();
+  DSA_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(s.tickets, 0, size_t{kMaxTiles} * sizeof(uint32_t), stream));
+  DSA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return s;
 }
 

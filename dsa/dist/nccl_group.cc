@@ -63,7 +63,19 @@ StatusOr<std::unique_ptr<NcclGroup>> NcclGroup::create(int32_t rank, int32_t wor
   DSA_CUDA_RETURN_IF_ERROR(cudaMallocHost(&h.pinned, kMaxValues * sizeof(int64_t)));
   ncclUniqueId nid;
   std::memcpy(&nid, id.data(), kNcclIdBytes);
-  DSA_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&h.comm, world_size, nid, rank));
+  // Non-blocking, so a peer that dies between the bootstrap and here (or never connects) ends in
+  // the watchdog's error instead of a rank blocked in ncclCommInitRank forever.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const ncclResult_t init = ncclCommInitRankConfig(&h.comm, world_size, nid, rank, &config);
+  if (init != ncclSuccess && init != ncclInProgress) {
+    return nccl_status(init, "ncclCommInitRankConfig");
+  }
+  if (Status s = g->wait_ready("ncclCommInitRankConfig"); !s.ok()) {
+    if (h.comm != nullptr) ncclCommAbort(h.comm);
+    h.comm = nullptr;
+    return s;
+  }
   return g;
 }
 
@@ -76,6 +88,23 @@ NcclGroup::~NcclGroup() {
   if (h_->stream != nullptr) cudaStreamDestroy(h_->stream);
 }
 
+Status NcclGroup::wait_ready(const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    DSA_NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(h_->comm, &state));
+    if (state == ncclSuccess) return ok_status();
+    if (state != ncclInProgress) return nccl_status(state, what);
+    if (std::chrono::steady_clock::now() > deadline) {
+      return internal_error(fmt::format(
+          "nccl group: watchdog: rank {} waited {} ms for {} to complete (collective #{}): a "
+          "rank is missing or took a branch the others did not (SPEC.md §7)",
+          rank_, timeout_.count(), what, calls_));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 // Polls the stream instead of cudaStreamSynchronize: a peer that never arrives must end in an
 // error after the timeout, not a hang.
 Status NcclGroup::wait(const char* what) {
@@ -86,7 +115,7 @@ Status NcclGroup::wait(const char* what) {
     if (q != cudaErrorNotReady) return cuda::cuda_status(q, what, __FILE__, __LINE__);
     ncclResult_t async = ncclSuccess;
     DSA_NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(h_->comm, &async));
-    if (async != ncclSuccess) return nccl_status(async, what);
+    if (async != ncclSuccess && async != ncclInProgress) return nccl_status(async, what);
     if (std::chrono::steady_clock::now() > deadline) {
       return internal_error(fmt::format(
           "nccl group: watchdog: rank {} waited {} ms in {} (collective #{}): a rank skipped a "
@@ -117,8 +146,12 @@ Status NcclGroup::all_reduce(std::span<int64_t> values, ReduceOp op) {
   Status s = [&]() -> Status {
     DSA_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(h_->device, h_->pinned, bytes, cudaMemcpyHostToDevice, h_->stream));
-    DSA_NCCL_RETURN_IF_ERROR(
-        ncclAllReduce(h_->device, h_->device, values.size(), ncclInt64, nop, h_->comm, h_->stream));
+    const ncclResult_t r =
+        ncclAllReduce(h_->device, h_->device, values.size(), ncclInt64, nop, h_->comm, h_->stream);
+    if (r != ncclSuccess && r != ncclInProgress) return nccl_status(r, "ncclAllReduce");
+    // A non-blocking communicator may still be connecting to its peers: the collective is on the
+    // stream only once that is done, so nothing else is enqueued before.
+    DSA_RETURN_IF_ERROR(wait_ready("ncclAllReduce"));
     DSA_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(h_->pinned, h_->device, bytes, cudaMemcpyDeviceToHost, h_->stream));
     return wait("all_reduce");

@@ -120,6 +120,27 @@ TEST(Engine, ChunkedPrefillEqualsUnchunkedPrefill) {
   EXPECT_GT(chunked.metrics.steps, whole.metrics.steps);
 }
 
+// T_ext bounds EXTEND forwards only: B requests of n = d + 1 verify rows may exceed it (here
+// 4 x 4 = 16 rows against T_ext = 8, prompts prefilled in chunks of 8) and still decode, with the
+// tokens of an unconstrained model.
+TEST(Engine, VerifyRowsAboveTheExtendLimitStillDecode) {
+  auto prompts = heldout_prompts({20, 9, 33, 14});
+  const std::vector<int32_t> max_new = {12, 12, 12, 12};
+  auto wide = tiny_model(3, 4);
+  auto expected = generate(*wide, prompts, max_new);
+  model::ModelOptions o;
+  o.max_context = 512;
+  o.num_draft_tokens = 3;
+  o.max_requests = 4;
+  o.max_extend_rows = 8;
+  auto narrow = model::DsaModel::load(testing::repo("models/tiny-dsa"), o, kernels::cpu_ops());
+  ASSERT_TRUE(narrow.ok()) << narrow.status().to_string();
+  EngineOptions chunks;
+  chunks.prefill_chunk = 8;
+  auto got = generate(**narrow, prompts, max_new, {}, chunks);
+  EXPECT_EQ(got.outputs, expected.outputs);
+}
+
 // Bucket padding (SPEC.md §5, what the GPU engine runs under graphs): padded requests are inert, so
 // the CPU reference gives the same tokens with and without them, for every speculative form.
 TEST(Engine, BucketPaddedBatchesGiveTheSameOutputs) {

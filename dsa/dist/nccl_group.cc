@@ -71,7 +71,7 @@ StatusOr<std::unique_ptr<NcclGroup>> NcclGroup::create(int32_t rank, int32_t wor
   if (init != ncclSuccess && init != ncclInProgress) {
     return nccl_status(init, "ncclCommInitRankConfig");
   }
-  if (Status s = g->wait_ready("ncclCommInitRankConfig"); !s.ok()) {
+  if (Status s = g->wait("ncclCommInitRankConfig", Until::kReady); !s.ok()) {
     if (h.comm != nullptr) ncclCommAbort(h.comm);
     h.comm = nullptr;
     return s;
@@ -88,38 +88,26 @@ NcclGroup::~NcclGroup() {
   if (h_->stream != nullptr) cudaStreamDestroy(h_->stream);
 }
 
-Status NcclGroup::wait_ready(const char* what) {
+// Polls instead of blocking (cudaStreamSynchronize, a blocking communicator): a peer that never
+// arrives must end in an error after the timeout, not a hang. kReady: the communicator's pending
+// call (init, or a collective's enqueue while it connects) is done; kDrained: the group's stream
+// has run everything enqueued on it.
+Status NcclGroup::wait(const char* what, Until until) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
+    if (until == Until::kDrained) {
+      const cudaError_t q = cudaStreamQuery(h_->stream);
+      if (q == cudaSuccess) return ok_status();
+      if (q != cudaErrorNotReady) return cuda::cuda_status(q, what, __FILE__, __LINE__);
+    }
     ncclResult_t state = ncclSuccess;
     DSA_NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(h_->comm, &state));
-    if (state == ncclSuccess) return ok_status();
-    if (state != ncclInProgress) return nccl_status(state, what);
+    if (state == ncclSuccess && until == Until::kReady) return ok_status();
+    if (state != ncclSuccess && state != ncclInProgress) return nccl_status(state, what);
     if (std::chrono::steady_clock::now() > deadline) {
       return internal_error(fmt::format(
-          "nccl group: watchdog: rank {} waited {} ms for {} to complete (collective #{}): a "
-          "rank is missing or took a branch the others did not (SPEC.md §7)",
-          rank_, timeout_.count(), what, calls_));
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-}
-
-// Polls the stream instead of cudaStreamSynchronize: a peer that never arrives must end in an
-// error after the timeout, not a hang.
-Status NcclGroup::wait(const char* what) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  for (;;) {
-    const cudaError_t q = cudaStreamQuery(h_->stream);
-    if (q == cudaSuccess) return ok_status();
-    if (q != cudaErrorNotReady) return cuda::cuda_status(q, what, __FILE__, __LINE__);
-    ncclResult_t async = ncclSuccess;
-    DSA_NCCL_RETURN_IF_ERROR(ncclCommGetAsyncError(h_->comm, &async));
-    if (async != ncclSuccess && async != ncclInProgress) return nccl_status(async, what);
-    if (std::chrono::steady_clock::now() > deadline) {
-      return internal_error(fmt::format(
-          "nccl group: watchdog: rank {} waited {} ms in {} (collective #{}): a rank skipped a "
-          "collective or took a branch the others did not (SPEC.md §7)",
+          "nccl group: watchdog: rank {} waited {} ms in {} (collective #{}): a rank is missing, "
+          "skipped a collective or took a branch the others did not (SPEC.md §7)",
           rank_, timeout_.count(), what, calls_));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -151,10 +139,10 @@ Status NcclGroup::all_reduce(std::span<int64_t> values, ReduceOp op) {
     if (r != ncclSuccess && r != ncclInProgress) return nccl_status(r, "ncclAllReduce");
     // A non-blocking communicator may still be connecting to its peers: the collective is on the
     // stream only once that is done, so nothing else is enqueued before.
-    DSA_RETURN_IF_ERROR(wait_ready("ncclAllReduce"));
+    DSA_RETURN_IF_ERROR(wait("ncclAllReduce", Until::kReady));
     DSA_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(h_->pinned, h_->device, bytes, cudaMemcpyDeviceToHost, h_->stream));
-    return wait("all_reduce");
+    return wait("all_reduce", Until::kDrained);
   }();
   ++calls_;
   if (!s.ok()) {

@@ -41,10 +41,8 @@ class NcclGroup final : public Collective {
  private:
   struct Handles;
   NcclGroup(int32_t rank, int32_t world_size, std::chrono::milliseconds timeout);
-  Status wait(const char* what);
-  // Polls a non-blocking communicator until its pending call (init, or the enqueue of a
-  // collective) is done: ncclSuccess, its error, or the watchdog's after the timeout.
-  Status wait_ready(const char* what);
+  enum class Until { kReady, kDrained };
+  Status wait(const char* what, Until until);
 
   int32_t rank_, world_size_;
   std::chrono::milliseconds timeout_;

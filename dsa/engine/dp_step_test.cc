@@ -10,6 +10,7 @@
 #include "dsa/runtime/metadata_builder.h"
 #include "dsa/runtime/metadata_validator.h"
 #include "dsa/runtime/page_pool.h"
+#include "dsa/runtime/runtime_test_util.h"
 
 namespace dsa::engine {
 namespace {
@@ -165,16 +166,7 @@ TEST(DpStep, MakeBatchRefusesRequestsBeyondTheAgreedShape) {
 // validator, the shape read back equal to the agreed one, and every row inert.
 TEST(DpStep, IdleRankForwardsAreAllPaddingAndValid) {
   for (int32_t d : {0, 1, 3}) {
-    runtime::MetadataConfig mc;
-    mc.num_draft_tokens = d;
-    mc.topk = 128;
-    mc.page_table_width = 8;
-    mc.num_consumers = 8;
-    mc.max_requests = 24;
-    mc.max_extend_rows = 1024;
-    mc.max_extend_kv = 4096;
-    mc.num_rows = 30;
-    mc.num_pages = 100;
+    const runtime::MetadataConfig mc = runtime::testing::small_config(d);
     runtime::PagedCacheManager pages(mc.num_pages, mc.num_rows, mc.page_table_width);
     for (StepKind kind : {StepKind::kUniform, StepKind::kExtend}) {
       StepPlan plan{kind, 16, 333, d > 1 ? 4 : 0, {}};

@@ -242,6 +242,17 @@ StatusOr<linear_fp8::Scratch> fp8_scratch_for(LtState& st, cudaStream_t stream) 
   return s;
 }
 
+// Sets the FP8 descriptor's scale pointers: before the heuristic query (cuBLASLt offers no
+// block-scaled algorithm while they are unset) and before each call (each has its own).
+Status set_scale_pointers(cublasLtMatmulDesc_t desc, const float* weight_scales,
+                          const float* token_scales) {
+  DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                        &weight_scales, sizeof(weight_scales)));
+  DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                        &token_scales, sizeof(token_scales)));
+  return ok_status();
+}
+
 // fp8_token_scales: the FP8 call's token scales (cuBLASLt offers no block-scaled algorithm while
 // the scale pointers are unset; each call sets its own before running).
 Status build_plan(LtState& st, const LinearParams& p, const PlanKey& key, Plan& plan,
@@ -250,19 +261,14 @@ Status build_plan(LtState& st, const LinearParams& p, const PlanKey& key, Plan& 
   const bool fp8 = std::get<7>(key);
   const auto in_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
   DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  if (fp8) {  // the scale pointers are set per call (lt_fp8_matmul)
+  if (fp8) {
     const cublasLtMatmulMatrixScale_t weight_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
                                       token_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
     DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &weight_mode, sizeof(weight_mode)));
     DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &token_mode, sizeof(token_mode)));
-    const float* weight_scales = p.weight_scale_inv;
-    DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &weight_scales, sizeof(weight_scales)));
-    DSA_LT_RETURN_IF_ERROR(
-        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                                       &fp8_token_scales, sizeof(fp8_token_scales)));
+    DSA_RETURN_IF_ERROR(set_scale_pointers(plan.desc, p.weight_scale_inv, fp8_token_scales));
   }
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   DSA_LT_RETURN_IF_ERROR(
@@ -314,77 +320,69 @@ Status build_plan(LtState& st, const LinearParams& p, const PlanKey& key, Plan& 
   return ok_status();
 }
 
-// Runs the bf16 GEMM through cuBLASLt; *ran = false when cuBLASLt has no algorithm for it.
-Status lt_matmul(const LinearParams& p, bool* ran) {
-  const PlanKey key{p.num_tokens,
-                    p.in_features,
-                    p.out_features,
-                    p.y_f32 != nullptr,
-                    alignment(p.weight),
-                    alignment(p.x),
-                    alignment(p.y_f32 != nullptr ? static_cast<const void*>(p.y_f32) : p.y),
-                    false};
-  const cudaStream_t stream = cuda::current_stream();
+void* output_of(const LinearParams& p) {
+  return p.y_f32 != nullptr ? static_cast<void*>(p.y_f32) : static_cast<void*>(p.y);
+}
+
+struct PlanRef {
   LtState* st = nullptr;
   Plan* plan = nullptr;
   void* workspace = nullptr;
+};
+
+// The cached plan of p's GEMM with operands `weight` and `x` (bf16, or FP8 when token_scales is
+// set), built on first use, and the current stream's workspace. Requires g_lt_mutex held.
+StatusOr<PlanRef> plan_for(const LinearParams& p, const void* weight, const void* x,
+                           const float* token_scales) {
+  const PlanKey key{
+      p.num_tokens,      p.in_features, p.out_features,          p.y_f32 != nullptr,
+      alignment(weight), alignment(x),  alignment(output_of(p)), token_scales != nullptr};
+  PlanRef r;
+  DSA_ASSIGN_OR_RETURN(r.st, lt_state());
+  DSA_ASSIGN_OR_RETURN(r.workspace, workspace_for(*r.st, cuda::current_stream()));
+  auto it = r.st->plans.find(key);
+  if (it == r.st->plans.end()) {
+    auto fresh = std::make_unique<Plan>();
+    DSA_RETURN_IF_ERROR(build_plan(*r.st, p, key, *fresh, token_scales));
+    it = r.st->plans.emplace(key, std::move(fresh)).first;
+  }
+  r.plan = it->second.get();
+  return r;
+}
+
+// Runs the bf16 GEMM through cuBLASLt; *ran = false when cuBLASLt has no algorithm for it.
+Status lt_matmul(const LinearParams& p, bool* ran) {
+  PlanRef r;
   {
     std::lock_guard<std::mutex> lock(g_lt_mutex);
-    DSA_ASSIGN_OR_RETURN(st, lt_state());
-    DSA_ASSIGN_OR_RETURN(workspace, workspace_for(*st, stream));
-    auto it = st->plans.find(key);
-    if (it == st->plans.end()) {
-      auto fresh = std::make_unique<Plan>();
-      DSA_RETURN_IF_ERROR(build_plan(*st, p, key, *fresh));
-      it = st->plans.emplace(key, std::move(fresh)).first;
-    }
-    plan = it->second.get();
+    DSA_ASSIGN_OR_RETURN(r, plan_for(p, p.weight, p.x, nullptr));
   }
-  *ran = plan->has_algo;
-  if (!plan->has_algo) return ok_status();
+  const Plan& plan = *r.plan;
+  *ran = plan.has_algo;
+  if (!plan.has_algo) return ok_status();
   const float alpha = 1.f, beta = 0.f;
-  void* y = p.y_f32 != nullptr ? static_cast<void*>(p.y_f32) : static_cast<void*>(p.y);
-  DSA_LT_RETURN_IF_ERROR(cublasLtMatmul(st->handle, plan->desc, &alpha, p.weight, plan->a, p.x,
-                                        plan->b, &beta, y, plan->c, y, plan->c, &plan->algo,
-                                        workspace, kWorkspaceBytes, stream));
+  void* y = output_of(p);
+  DSA_LT_RETURN_IF_ERROR(cublasLtMatmul(r.st->handle, plan.desc, &alpha, p.weight, plan.a, p.x,
+                                        plan.b, &beta, y, plan.c, y, plan.c, &plan.algo,
+                                        r.workspace, kWorkspaceBytes, cuda::current_stream()));
   return ok_status();
 }
 
 // The block-scaled FP8 GEMM through cuBLASLt for p's rows, from tokens quantised into x8 / sx
 // (sx[k * T + t]); *ran = false when cuBLASLt has no algorithm for the shape.
 Status lt_fp8_matmul(const LinearParams& p, const uint8_t* x8, const float* sx, bool* ran) {
-  const PlanKey key{p.num_tokens,
-                    p.in_features,
-                    p.out_features,
-                    p.y_f32 != nullptr,
-                    alignment(p.weight_fp8),
-                    alignment(x8),
-                    alignment(p.y_f32 != nullptr ? static_cast<const void*>(p.y_f32) : p.y),
-                    true};
-  const cudaStream_t stream = cuda::current_stream();
   // Held through the call: the scale pointers are attributes of the shared descriptor.
   std::lock_guard<std::mutex> lock(g_lt_mutex);
-  DSA_ASSIGN_OR_RETURN(LtState * st, lt_state());
-  DSA_ASSIGN_OR_RETURN(void* workspace, workspace_for(*st, stream));
-  auto it = st->plans.find(key);
-  if (it == st->plans.end()) {
-    auto fresh = std::make_unique<Plan>();
-    DSA_RETURN_IF_ERROR(build_plan(*st, p, key, *fresh, sx));
-    it = st->plans.emplace(key, std::move(fresh)).first;
-  }
-  Plan& plan = *it->second;
+  DSA_ASSIGN_OR_RETURN(const PlanRef r, plan_for(p, p.weight_fp8, x8, sx));
+  const Plan& plan = *r.plan;
   *ran = plan.has_algo;
   if (!plan.has_algo) return ok_status();
-  const float* weight_scales = p.weight_scale_inv;
-  DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &weight_scales, sizeof(weight_scales)));
-  DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx, sizeof(sx)));
+  DSA_RETURN_IF_ERROR(set_scale_pointers(plan.desc, p.weight_scale_inv, sx));
   const float alpha = 1.f, beta = 0.f;
-  void* y = p.y_f32 != nullptr ? static_cast<void*>(p.y_f32) : static_cast<void*>(p.y);
-  DSA_LT_RETURN_IF_ERROR(cublasLtMatmul(st->handle, plan.desc, &alpha, p.weight_fp8, plan.a, x8,
-                                        plan.b, &beta, y, plan.c, y, plan.c, &plan.algo, workspace,
-                                        kWorkspaceBytes, stream));
+  void* y = output_of(p);
+  DSA_LT_RETURN_IF_ERROR(cublasLtMatmul(r.st->handle, plan.desc, &alpha, p.weight_fp8, plan.a, x8,
+                                        plan.b, &beta, y, plan.c, y, plan.c, &plan.algo,
+                                        r.workspace, kWorkspaceBytes, cuda::current_stream()));
   return ok_status();
 }
 
@@ -410,14 +408,18 @@ LinearParams rows_of(const LinearParams& p, int32_t row0, int32_t rows) {
   return q;
 }
 
+// Tokens per quantisation pass: as many whole `multiple`s as the scratch holds (at least 64: see
+// fast_path_supported).
+int32_t rows_per_pass(const linear_fp8::Scratch& s, int32_t in, int32_t multiple) {
+  return static_cast<int32_t>(int64_t(s.x8_bytes) / in / multiple * multiple);
+}
+
 // Rows [row0, row0 + rows) by the few-token kernel, 64 at a time, quantised in passes that fit
 // the scratch.
 Status fp8_small_rows(const LinearParams& p, int32_t row0, int32_t rows,
                       const linear_fp8::Scratch& s) {
   const int32_t in = p.in_features;
-  const int32_t pass = static_cast<int32_t>(
-      std::min<int64_t>(int64_t(s.x8_bytes) / in / linear_fp8::kSmallMaxRows, 1 << 20) *
-      linear_fp8::kSmallMaxRows);
+  const int32_t pass = rows_per_pass(s, in, linear_fp8::kSmallMaxRows);
   for (int32_t r0 = row0; r0 < row0 + rows; r0 += pass) {
     const int32_t n = std::min(pass, row0 + rows - r0);
     DSA_RETURN_IF_ERROR(linear_fp8::quantize_tokens(p.x + int64_t{r0} * in, n, in, s.x8, s.sx));
@@ -443,8 +445,7 @@ Status fp8_fast(const LinearParams& p) {
   // them (tools/probe_fp8_blockscale.cu).
   const bool lt_shape = in % kLinearBlock == 0 && blocks % 4 == 0;
   const int32_t lt_rows = (T >= lt_min_tokens() && lt_shape) ? T - T % 4 : 0;
-  const int32_t pass =
-      static_cast<int32_t>(std::min<int64_t>(int64_t(s.x8_bytes) / in, 1 << 30) & ~int64_t{3});
+  const int32_t pass = rows_per_pass(s, in, 4);  // cuBLASLt takes T % 4 == 0
   for (int32_t r0 = 0; r0 < lt_rows; r0 += pass) {
     const int32_t n = std::min(pass, lt_rows - r0);
     DSA_RETURN_IF_ERROR(linear_fp8::quantize_tokens(p.x + int64_t{r0} * in, n, in, s.x8, s.sx));

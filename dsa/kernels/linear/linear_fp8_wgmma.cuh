@@ -36,7 +36,6 @@ inline constexpr int kConsumerThreads = 128;
 inline constexpr int kThreads = kConsumerThreads + 32;  // the consumer warpgroup + a producer warp
 inline constexpr int kStages = 6;
 inline constexpr int kWeightTileBytes = kTileRows * kBlock;  // 8192
-inline constexpr int kMaxTokens = 64;                        // the largest N
 
 template <int N>
 inline constexpr int kStageBytes = kWeightTileBytes + N* kBlock;  // a multiple of 1024

@@ -14,9 +14,8 @@ root="$2"
 fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-expect() {  # expect "what" condition
-  if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi
-}
+# shellcheck source=tests/cli/v32_narrow_lib.sh
+. "$root/tests/cli/v32_narrow_lib.sh"
 refused() {  # refused "regex" args...: exit 1 with one line on stderr matching regex
   local regex="$1" out rc
   shift
@@ -31,11 +30,6 @@ refused() {  # refused "regex" args...: exit 1 with one line on stderr matching 
 }
 ids() { grep -o '"token_ids":\[[0-9,]*\]' "$1"; }
 
-narrow=(--num-hidden-layers 3 --n-routed-experts 4 --hidden-size 256
-  --set first_k_dense_replace=1 --set n_group=2 --set topk_group=1 --set num_experts_per_tok=2
-  --set num_attention_heads=16 --set num_key_value_heads=16 --set index_n_heads=16
-  --set q_lora_rank=128 --set intermediate_size=512 --set moe_intermediate_size=128
-  --set vocab_size=6144 --set index_topk=128)
 ck="$tmp/ck"
 "$dsa" make-checkpoint --config "$root/testdata/deepseek-v3.2/config.json" --out "$ck" \
   "${narrow[@]}" --seed 7 --tokenizer-from "$root/models/tiny-dsa" >/dev/null ||

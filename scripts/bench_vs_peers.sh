@@ -154,13 +154,10 @@ for kv in ((128, 4), (32, 1)):
                    f"{f(float(m['us']) / s[0], 2) + '×' if m else '—'} | — | — | dsa: per-call sync, launch latency included |")
 for r in [x for x in anchors if x.get("anchor") == "trtllm_indexer_topk"]:
     d = find(dsa, ("bench", "dsa_topk"), rows=r["rows"], L=r["L"], k=r["k"])
-    one = find(dsa, ("bench", "dsa_topk_1cta"), rows=r["rows"], L=r["L"], k=r["k"])
-    clu = find(dsa, ("bench", "dsa_topk_cluster"), rows=r["rows"], L=r["L"], k=r["k"])
-    parts = [f"dsa path {d['path']}"] if d else []
-    if one:
-        parts.append(f"dsa 1 CTA/row {float(one['us']):.1f} µs")
-    if clu:
-        parts.append(f"dsa clusters {float(clu['us']):.1f} µs")
+    st = find(dsa, ("bench", "dsa_topk_stream"), rows=r["rows"], L=r["L"], k=r["k"])
+    parts = [f"dsa path {d['path']} × {d.get('cluster', '1')} CTA/row"] if d else []
+    if st:
+        parts.append(f"dsa stream kernel {float(st['us']):.1f} µs")
     parts.append(f"TRT-LLM path {r.get('path', '?')}")
     note = "; ".join(parts)
     row("top-k k=2048", f"{r['rows']}×{kshape(int(r['L']))}", d, float(r["us"]), "TensorRT-LLM", note)

@@ -20,6 +20,9 @@ enum class TopkVariant {
 
 inline constexpr int32_t kMinTopk = 64;
 inline constexpr int32_t kTopkMultiple = 64;
+// Floats one CTA of the one-pass CUDA path holds in shared memory at most (176 KB of the 227 KB
+// a Hopper CTA may have; the rest is histograms and the candidate buffer).
+inline constexpr int32_t kTopkMaxChunk = 45056;
 
 struct TopkParams {
   const float* logits = nullptr;      // [R, ld] fp32; row r reads [col_base[r], +len[r])
@@ -38,19 +41,30 @@ struct TopkParams {
   int32_t out_rows = 0;                  // R_out: rows of idx (its capacity)
   int32_t* idx = nullptr;                // [R_out, K] int32 out: m selected entries, then -1
   const TopkPlanHeader* plan = nullptr;  // optional; validated when given, never needed
-  // CUDA only (the reference ignores it): rows with len >= this are selected by a cluster of CTAs
-  // instead of one CTA. A launch constant, never derived from lengths; must be >= 1.
+  // ---- CUDA only (the reference ignores these): launch constants, never derived from lengths.
+  // One-pass path: a row is read from HBM once, into the shared memory of one CTA or of a cluster
+  // of up to 8 CTAs, each holding a contiguous chunk of at most max_chunk floats. Taken whenever
+  // 8 chunks cover a row of ld (ld + 3 <= 8 * max_chunk); max_chunk in [512, kTopkMaxChunk],
+  // a multiple of 128.
+  int32_t max_chunk = kTopkMaxChunk;
+  // CTAs per row of the one-pass path: 0 = chosen from R, ld and the SM count (the fewest that
+  // hold ld, more while R rows leave SMs idle and each chunk keeps >= 8192 floats); 1, 2, 4 or 8
+  // = at least that many (never fewer than hold ld). A row that fits one chunk is selected by one
+  // CTA whatever this is.
+  int32_t cluster_size = 0;
+  // Streaming path (rows wider than 8 chunks, ld + 3 > 8 * max_chunk): rows with len >= this are
+  // selected by a cluster of 8 CTAs instead of one, re-reading the row from global memory; must
+  // be >= 1.
   int32_t long_row_min_len = 65536;
-  // CUDA only: clusters are used only when R <= this. With more rows one CTA per row already fills
-  // the GPU, and 8 CTAs per row only add waves (H200: 128 x 64K is 112.6 us on clusters, 61.7 us
-  // on one CTA per row; 32 x 64K is 44.2 vs 59.9 us). A launch constant (R is fixed per graph key);
-  // must be >= 0.
+  // Streaming path: clusters only when R <= this. With more rows one CTA per row already fills
+  // the GPU (H200: 128 x 64K is 112.6 us on clusters, 61.7 us on one CTA per row). Must be >= 0.
   int32_t cluster_max_rows = 32;
 };
 
 // Host checks (InvalidArgument): R >= 0, K range and multiple of 64, ld >= 0 and ld % 4 == 0,
 // R_out >= 0 and R <= R_out without out_row, a known variant, pointers, and for kPaged a page
 // table (data, W >= 1, R_slots >= 1, num_pages >= 1), row_page and P = 64; for kRagged offset;
+// max_chunk in [512, kTopkMaxChunk] and a multiple of 128, cluster_size in {0, 1, 2, 4, 8},
 // long_row_min_len >= 1, cluster_max_rows >= 0.
 Status validate(const TopkParams& p);
 
@@ -69,7 +83,7 @@ Status topk_ref(const TopkParams& p);
 // device, launched on cuda::current_stream(). Checked-mode data rules are verified on the device
 // and returned through the device error word (the call then synchronises); unchecked mode never
 // synchronises. Needs no scratch: long rows use thread-block clusters and distributed shared
-// memory.
+// memory. logits must be 16-byte aligned (InvalidArgument): rows are fetched by bulk copies.
 Status topk_cuda(const TopkParams& p);
 
 }  // namespace dsa::kernels

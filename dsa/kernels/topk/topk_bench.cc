@@ -1,15 +1,15 @@
 // Benchmark of topk_cuda (SPEC.md §3e, §10): R rows of L fp32 logits drawn from N(0, 1), every
 // row of length L (ld = L), K = 2048, unchecked mode (no synchronisation inside the op). Bytes per
-// §10: 4 R L (logits) + 4 R K (idx). Rows of L >= 64K take the cluster path by default; the
-// "1cta" lines force one CTA per row for comparison.
+// §10: 4 R L (logits) + 4 R K (idx). Each line names the launch topk_cuda chose (one-pass or
+// stream kernel, CTAs per row); a "stream" line times the streaming kernel at the same shape.
 //
 //   build/bench/topk_bench
 //
 // Peer mode (scripts/bench_vs_peers.sh), TensorRT-LLM anchor's shapes and timing method
 // (cuda/bench_cold.h): fp32 N(0, 1) logits, contiguous [rows, L], every row of length L:
 //   topk_bench --shape rows=32,L=8K [--shape ...] [--iters N]
-// One "bench=dsa_topk rows= L= k= us= ..." line per shape (the default dispatch), and a
-// "bench=dsa_topk_1cta" line where that dispatch took the cluster path.
+// One "bench=dsa_topk rows= L= k= us= ... path=onepass cluster=C" line per shape (the default
+// dispatch), and a "bench=dsa_topk_stream" line for the streaming kernel at the same shape.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -21,8 +21,10 @@
 #include "dsa/cuda/bench_cold.h"
 #include "dsa/cuda/bench_timer.h"
 #include "dsa/cuda/device_buffer.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/topk/topk.h"
+#include "dsa/kernels/topk/topk_cuda_launch.h"
 #include "dsa/testing/random.h"
 
 namespace {
@@ -33,6 +35,10 @@ using dsa::cuda::DeviceBuffer;
 struct Shape {
   int32_t rows, len;
 };
+
+const char* path_name(const dsa::kernels::TopkLaunch& l) {
+  return l.path == dsa::kernels::TopkLaunch::Path::kStream ? "stream" : "onepass";
+}
 
 Status bench_shape(const Shape& s, int32_t k, dsa::testing::Rng& rng) {
   const std::vector<float> logits = rng.normal_vector(size_t(s.rows) * s.len);
@@ -51,23 +57,21 @@ Status bench_shape(const Shape& s, int32_t k, dsa::testing::Rng& rng) {
   p.idx = d_idx.data();
 
   const double bytes = 4.0 * s.rows * s.len + 4.0 * s.rows * k;
-  const bool cluster = s.len >= p.long_row_min_len && s.rows <= p.cluster_max_rows;
-  for (bool other : {false, true}) {  // the default path, then the other one for long rows
-    if (other && s.len < p.long_row_min_len) continue;
+  DSA_ASSIGN_OR_RETURN(const int sms, dsa::cuda::sm_count());
+  for (bool stream : {false, true}) {  // the default dispatch, then the streaming kernel
     dsa::kernels::TopkParams q = p;
-    if (other && cluster) q.long_row_min_len = INT32_MAX;
-    if (other && !cluster) q.cluster_max_rows = INT32_MAX;
-    const bool on_cluster = cluster != other;
+    if (stream) q.max_chunk = 512;
+    const dsa::kernels::TopkLaunch l = dsa::kernels::choose_topk_launch(q, sms);
+    if (stream && l.path != dsa::kernels::TopkLaunch::Path::kStream) continue;
     DSA_ASSIGN_OR_RETURN(double us, dsa::cuda::median_us([&] { return dsa::kernels::topk_cuda(q); },
                                                          dsa::cuda::current_stream(), 10, 200));
     const double tbps = bytes / (us * 1e-6) / 1e12;
-    std::printf("%s\n",
-                fmt::format("topk R={:<4} L={:<7} K={} path={:<7} {:9.2f} us  {:8.2f} MB  "
-                            "{:6.3f} TB/s  {:5.1f}% of {:.2f} TB/s",
-                            s.rows, s.len, k, on_cluster ? "cluster" : "1cta", us, bytes / 1e6,
-                            tbps, 100.0 * tbps * 1e12 / dsa::cuda::kH200Bandwidth,
-                            dsa::cuda::kH200Bandwidth / 1e12)
-                    .c_str());
+    std::printf("%s\n", fmt::format("topk R={:<4} L={:<7} K={} path={:<7} cluster={} {:9.2f} us  "
+                                    "{:8.2f} MB  {:6.3f} TB/s  {:5.1f}% of {:.2f} TB/s",
+                                    s.rows, s.len, k, path_name(l), l.cluster, us, bytes / 1e6,
+                                    tbps, 100.0 * tbps * 1e12 / dsa::cuda::kH200Bandwidth,
+                                    dsa::cuda::kH200Bandwidth / 1e12)
+                            .c_str());
   }
   return dsa::ok_status();
 }
@@ -97,23 +101,21 @@ Status run_peer_shape(const dsa::cuda::ShapeArg& shape, int iters, dsa::testing:
   DSA_ASSIGN_OR_RETURN(auto d_len, DeviceBuffer<int32_t>::from_host(lens));
   DSA_ASSIGN_OR_RETURN(auto d_idx, DeviceBuffer<int32_t>::alloc(size_t(copies) * rows * k));
 
-  cudaStream_t stream = nullptr;
-  DSA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  dsa::cuda::set_current_stream(stream);
+  cudaStream_t stream_handle = nullptr;
+  DSA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_handle, cudaStreamNonBlocking));
+  dsa::cuda::set_current_stream(stream_handle);
   dsa::kernels::TopkParams p;
   p.logits_ld = len;
   p.rows = rows;
   p.len = d_len.data();
   p.k = k;
   p.out_rows = rows;
-  const bool long_rows = len >= p.long_row_min_len;
-  const bool cluster = long_rows && rows <= p.cluster_max_rows;
-  for (bool other : {false, true}) {  // the default path, then the other one for long rows
-    if (other && !long_rows) continue;
+  DSA_ASSIGN_OR_RETURN(const int sms, dsa::cuda::sm_count());
+  for (bool stream : {false, true}) {  // the default dispatch, then the streaming kernel
     dsa::kernels::TopkParams q = p;
-    if (other && cluster) q.long_row_min_len = INT32_MAX;
-    if (other && !cluster) q.cluster_max_rows = INT32_MAX;
-    const bool on_cluster = cluster != other;
+    if (stream) q.max_chunk = 512;
+    const dsa::kernels::TopkLaunch l = dsa::kernels::choose_topk_launch(q, sms);
+    if (stream && l.path != dsa::kernels::TopkLaunch::Path::kStream) continue;
     auto launch = [&](int c) {
       dsa::kernels::TopkParams r = q;
       r.logits = d_logits.data() + size_t(c) * cells;
@@ -125,16 +127,16 @@ Status run_peer_shape(const dsa::cuda::ShapeArg& shape, int iters, dsa::testing:
       DSA_RETURN_IF_ERROR(launch(0));
     }
     DSA_ASSIGN_OR_RETURN(const dsa::cuda::ColdTiming t,
-                         dsa::cuda::cold_median_us(launch, copies, stream, iters));
+                         dsa::cuda::cold_median_us(launch, copies, stream_handle, iters));
     const std::string shape_text = fmt::format("rows={} L={} k={}", rows, len, k);
     const std::string extra =
-        fmt::format("logits_GBps={:.0f} path={}", 4.0 * rows * len / (t.median_us * 1e3),
-                    on_cluster ? "cluster" : "1cta");
-    const char* name = !other ? "dsa_topk" : on_cluster ? "dsa_topk_cluster" : "dsa_topk_1cta";
-    dsa::cuda::print_cold_line(name, shape_text, t, bytes, 0, 0, extra);
+        fmt::format("logits_GBps={:.0f} path={} cluster={}", 4.0 * rows * len / (t.median_us * 1e3),
+                    path_name(l), l.cluster);
+    dsa::cuda::print_cold_line(stream ? "dsa_topk_stream" : "dsa_topk", shape_text, t, bytes, 0, 0,
+                               extra);
   }
   dsa::cuda::set_current_stream(nullptr);
-  DSA_CUDA_RETURN_IF_ERROR(cudaStreamDestroy(stream));
+  DSA_CUDA_RETURN_IF_ERROR(cudaStreamDestroy(stream_handle));
   return dsa::ok_status();
 }
 
@@ -164,8 +166,8 @@ int main(int argc, char** argv) {
     }
     return rc;
   }
-  const Shape shapes[] = {{32, 8192},   {32, 32768},  {32, 65536},
-                          {128, 32768}, {128, 65536}, {4, 131072}};
+  const Shape shapes[] = {{1, 8192},    {1, 131072},  {32, 8192},  {32, 32768},  {32, 65536},
+                          {128, 32768}, {128, 65536}, {4, 131072}, {256, 131072}};
   for (const Shape& s : shapes) {
     Status st = bench_shape(s, 2048, rng);
     if (!st.ok()) {

@@ -1,5 +1,11 @@
-// Launcher of the top-k kernel (SPEC.md §3e; the kernel and its design in topk_kernel.cuh).
+// Launcher of the top-k kernels (SPEC.md §3e): the one-pass kernel (topk_onepass_kernel.cuh)
+// whenever a cluster of 8 CTAs can hold a row of ld in shared memory, else the streaming kernel
+// (topk_stream_kernel.cuh). Both choices, and the cluster size, are functions of (R, ld, launch
+// constants, SM count) only, so a captured graph replays the launch it was captured with; which
+// path a row takes inside the kernel follows the row's own length.
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/cuda_check.h"
@@ -7,7 +13,9 @@
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/topk/topk.h"
-#include "dsa/kernels/topk/topk_kernel.cuh"
+#include "dsa/kernels/topk/topk_cuda_launch.h"
+#include "dsa/kernels/topk/topk_onepass_kernel.cuh"
+#include "dsa/kernels/topk/topk_stream_kernel.cuh"
 
 namespace dsa::kernels {
 
@@ -15,39 +23,18 @@ namespace {
 using topk_detail::kClusterSize;
 using topk_detail::KernelArgs;
 using topk_detail::kThreads;
-using topk_detail::Smem;
-using topk_detail::topk_kernel;
 
-constexpr size_t kSmemBytes = sizeof(Smem);
-}  // namespace
-
-Status topk_cuda(const TopkParams& p) {
-  DSA_RETURN_IF_ERROR(validate(p));
-  if (p.rows == 0 && p.plan == nullptr) return ok_status();
-  DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<topk_kernel>(kSmemBytes));
-  // The plan header is checked on the device in unchecked mode too: the word is always passed.
-  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::device_error_word());
-  const bool checked = checked_mode();
-
-  // A cluster per row only when some row could be long (lengths are clamped to ld - col_base, so
-  // ld < long_row_min_len rules it out) and the rows alone do not fill the GPU. A function of
-  // capacities and the row count only (graph-safe, §5).
-  const int32_t cluster =
-      p.logits_ld >= p.long_row_min_len && p.rows <= p.cluster_max_rows ? kClusterSize : 1;
-  const KernelArgs args{p.logits,  p.logits_ld, p.rows,       p.len,      p.col_base,
-                        p.k,       p.variant,   p.page_table, p.row_page, p.offset,
-                        p.out_row, p.out_rows,  p.idx,        p.plan,     p.long_row_min_len,
-                        cluster,   checked,     err};
-
+Status launch(void (*kernel)(KernelArgs), const KernelArgs& args, int32_t rows, int32_t cluster,
+              size_t smem_bytes) {
   // rows == 0 with a plan: one cluster checks the header and leaves.
-  const int64_t blocks = int64_t{p.rows > 0 ? p.rows : 1} * cluster;
+  const int64_t blocks = int64_t{rows > 0 ? rows : 1} * cluster;
   if (blocks > INT32_MAX) {
     return invalid_argument("topk_cuda: rows * cluster size exceeds the grid limit");
   }
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(blocks));
   config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmemBytes;
+  config.dynamicSmemBytes = smem_bytes;
   config.stream = cuda::current_stream();
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -56,8 +43,64 @@ Status topk_cuda(const TopkParams& p) {
   attr[0].val.clusterDim.z = 1;
   config.attrs = attr;
   config.numAttrs = cluster > 1 ? 1 : 0;
-  DSA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, topk_kernel, args));
-  return cuda::end_launch("topk_kernel", checked, "topk_cuda");
+  DSA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, args));
+  return ok_status();
+}
+}  // namespace
+
+TopkLaunch choose_topk_launch(const TopkParams& p, int sms) {
+  TopkLaunch l;
+  const int64_t need = int64_t{p.logits_ld} + 3;  // virtual columns of the widest row
+  auto chunk_for = [&](int32_t c) { return (need + c - 1) / c; };
+  int32_t fit = 1;
+  while (fit <= kClusterSize && chunk_for(fit) > p.max_chunk) fit *= 2;
+  if (fit > kClusterSize) {
+    l.path = TopkLaunch::Path::kStream;
+    l.cluster =
+        p.logits_ld >= p.long_row_min_len && p.rows <= p.cluster_max_rows ? kClusterSize : 1;
+    return l;
+  }
+  int32_t c = std::max(fit, p.cluster_size);
+  if (p.cluster_size == 0) {
+    // More CTAs per row while the rows leave SMs idle and the chunks stay worth a CTA.
+    while (c < kClusterSize && int64_t{p.rows} * 2 * c <= sms &&
+           chunk_for(2 * c) >= kTopkMinSplitChunk) {
+      c *= 2;
+    }
+  }
+  l.path = TopkLaunch::Path::kOnePass;
+  l.cluster = c;
+  l.chunk_cap = int32_t((chunk_for(c) + 127) / 128 * 128);
+  return l;
+}
+
+Status topk_cuda(const TopkParams& p) {
+  DSA_RETURN_IF_ERROR(validate(p));
+  if (reinterpret_cast<uintptr_t>(p.logits) % 16 != 0) {
+    return invalid_argument("topk_cuda: logits must be 16-byte aligned (rows are bulk-copied)");
+  }
+  if (p.rows == 0 && p.plan == nullptr) return ok_status();
+  DSA_ASSIGN_OR_RETURN(const int sms, cuda::sm_count());
+  const TopkLaunch l = choose_topk_launch(p, sms);
+  // The plan header is checked on the device in unchecked mode too: the word is always passed.
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::device_error_word());
+  const bool checked = checked_mode();
+  const KernelArgs args{p.logits,    p.logits_ld, p.rows,       p.len,      p.col_base,
+                        p.k,         p.variant,   p.page_table, p.row_page, p.offset,
+                        p.out_row,   p.out_rows,  p.idx,        p.plan,     p.long_row_min_len,
+                        l.chunk_cap, l.cluster,   checked,      err};
+  if (l.path == TopkLaunch::Path::kOnePass) {
+    constexpr size_t kMaxBytes = topk_detail::onepass_smem_bytes(kTopkMaxChunk);
+    DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<topk_detail::topk_onepass_kernel>(kMaxBytes));
+    DSA_RETURN_IF_ERROR(launch(topk_detail::topk_onepass_kernel, args, p.rows, l.cluster,
+                               topk_detail::onepass_smem_bytes(l.chunk_cap)));
+    return cuda::end_launch("topk_onepass_kernel", checked, "topk_cuda");
+  }
+  constexpr size_t kStreamBytes = sizeof(topk_detail::StreamSmem);
+  DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<topk_detail::topk_stream_kernel>(kStreamBytes));
+  DSA_RETURN_IF_ERROR(
+      launch(topk_detail::topk_stream_kernel, args, p.rows, l.cluster, kStreamBytes));
+  return cuda::end_launch("topk_stream_kernel", checked, "topk_cuda");
 }
 
 }  // namespace dsa::kernels

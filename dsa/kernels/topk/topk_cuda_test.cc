@@ -1,13 +1,15 @@
 // GPU tests of topk_cuda (SPEC.md §3e; bug classes 2, 9 and 13 of §9). Class E: every idx row is
 // compared with topk_ref's as a set (the trivial rows, len <= K, entry by entry), the -1 tail
 // exactly, and idx rows that are not written must keep their poison. Every case runs twice and
-// must be bit-identical; the long-row cases also across the single-CTA and cluster paths.
+// must be bit-identical; the multi-path cases also across cluster sizes and chunk sizes of the
+// one-pass kernel, and across the single-CTA and cluster variants of the streaming kernel.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "dsa/core/checked_mode.h"
@@ -16,6 +18,7 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/kernels/topk/topk.h"
 #include "dsa/kernels/topk/topk_check.h"
+#include "dsa/kernels/topk/topk_cuda_launch.h"
 #include "dsa/kernels/topk/topk_test_case.h"
 #include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
@@ -29,8 +32,11 @@ using namespace topk_test;
 using testing::Rng;
 
 constexpr int32_t kNever = INT32_MAX;  // long_row_min_len that keeps every row on one CTA
+constexpr int32_t kStream = 512;       // a max_chunk that sends any ld > 4093 to the stream path
 
 struct GpuOptions {
+  int32_t max_chunk = kTopkMaxChunk;
+  int32_t cluster_size = 0;
   int32_t long_row_min_len = 65536;
   // The tests choose the path by length alone (every row count may take clusters), so each keeps
   // the coverage it was written for; the row-count rule has its own test.
@@ -86,6 +92,8 @@ StatusOr<GpuRun> run_gpu(const TopkCase& c, const GpuOptions& opt = {}) {
   p.out_rows = c.out_rows();
   p.idx = or_null(idx);
   p.plan = or_null(plan);
+  p.max_chunk = opt.max_chunk;
+  p.cluster_size = opt.cluster_size;
   p.long_row_min_len = opt.long_row_min_len;
   p.cluster_max_rows = opt.cluster_max_rows;
   if (opt.edit) opt.edit(p);
@@ -276,9 +284,10 @@ TEST_F(TopkCuda, WideBufferShortLengthsFollowEachRow) {
   expect_gpu_matches_ref(c);
 }
 
-// Long rows (64K, 128K, 200K) on the cluster path, with every kind of value, tie floods that
-// overflow every CTA's candidate buffer, and misaligned windows. The output is the same, bit for
-// bit, on one CTA per row, on a cluster from K + 1 on and with the default threshold.
+// Long rows (64K, 128K, 200K) with every kind of value, tie floods that overflow every CTA's
+// candidate buffer, and misaligned windows, on the one-pass kernel (8-CTA clusters, the default
+// here) and on the streaming kernel (one CTA per row, clusters from K + 1 on, its default
+// threshold). Each kernel's variants agree bit for bit; all match the reference.
 TEST_F(TopkCuda, LongRowsAcrossPaths) {
   Rng rng(testing::test_seed());
   const int32_t ld = 204800, k = 2048;
@@ -295,24 +304,34 @@ TEST_F(TopkCuda, LongRowsAcrossPaths) {
     c.len[r] = ld - c.col_base[r];
     for (int32_t p = 0; p < ld; ++p) c.row(r)[p] = rng.normal();
   }
-  std::vector<int32_t> by_default, single_cta, all_clusters;
+  std::vector<int32_t> one_pass, one_pass_small_chunks, by_default, single_cta, all_clusters;
   {
-    SCOPED_TRACE("default threshold");
-    expect_gpu_matches_ref(c, {}, &by_default);
+    SCOPED_TRACE("one pass, 8-CTA clusters");
+    expect_gpu_matches_ref(c, {}, &one_pass);
   }
   {
-    SCOPED_TRACE("one CTA per row");
-    expect_gpu_matches_ref(c, {.long_row_min_len = kNever}, &single_cta);
+    SCOPED_TRACE("one pass, 8-CTA clusters of the smallest chunks that hold ld");
+    expect_gpu_matches_ref(c, {.max_chunk = 25728}, &one_pass_small_chunks);
   }
   {
-    SCOPED_TRACE("clusters from K + 1");
-    expect_gpu_matches_ref(c, {.long_row_min_len = k + 1}, &all_clusters);
+    SCOPED_TRACE("stream, default threshold");
+    expect_gpu_matches_ref(c, {.max_chunk = kStream}, &by_default);
   }
+  {
+    SCOPED_TRACE("stream, one CTA per row");
+    expect_gpu_matches_ref(c, {.max_chunk = kStream, .long_row_min_len = kNever}, &single_cta);
+  }
+  {
+    SCOPED_TRACE("stream, clusters from K + 1");
+    expect_gpu_matches_ref(c, {.max_chunk = kStream, .long_row_min_len = k + 1}, &all_clusters);
+  }
+  EXPECT_TRUE(one_pass == one_pass_small_chunks) << "the one-pass output depends on the chunks";
   EXPECT_TRUE(by_default == single_cta) << "the cluster and single-CTA paths disagree";
   EXPECT_TRUE(by_default == all_clusters) << "the output depends on the threshold";
 }
 
-// The same agreement on medium rows: a cluster whose chunks are mostly empty.
+// The same agreement on medium rows: one CTA per row, and clusters of 2, 4 and 8 whose chunks
+// are mostly empty for the shorter rows; the streaming kernel on one CTA and on clusters.
 TEST_F(TopkCuda, MediumRowsOnClustersAgree) {
   Rng rng(testing::test_seed());
   TopkCase c(6, 20000, 256);
@@ -320,31 +339,91 @@ TEST_F(TopkCuda, MediumRowsOnClustersAgree) {
   for (int32_t r = 0; r < 4; ++r) fill_normal(c, r, rng);
   fill_hazard(c, 4, rng);
   std::fill_n(c.row(5), 20000, -0.0f);
+  std::vector<int32_t> one_cta;
+  expect_gpu_matches_ref(c, {.cluster_size = 1}, &one_cta);
+  // The smallest chunk that holds ld on that many CTAs: rows up to it stay on one CTA.
+  for (auto [cluster, chunk] : {std::pair{2, 10112}, {4, 5120}, {8, 2560}}) {
+    SCOPED_TRACE(::testing::Message() << "one pass, clusters of " << cluster);
+    std::vector<int32_t> got;
+    expect_gpu_matches_ref(c, {.max_chunk = chunk, .cluster_size = cluster}, &got);
+    EXPECT_TRUE(got == one_cta);
+  }
   std::vector<int32_t> single_cta, clusters;
-  expect_gpu_matches_ref(c, {.long_row_min_len = kNever}, &single_cta);
-  expect_gpu_matches_ref(c, {.long_row_min_len = 257}, &clusters);
+  expect_gpu_matches_ref(c, {.max_chunk = kStream, .long_row_min_len = kNever}, &single_cta);
+  expect_gpu_matches_ref(c, {.max_chunk = kStream, .long_row_min_len = 257}, &clusters);
   EXPECT_TRUE(single_cta == clusters);
 }
 
-// The production rule: long rows take clusters only while R <= cluster_max_rows. Rows above the
-// limit (one CTA each) and below it (clusters) select what the reference does, and the two give
-// the same sets on the same rows.
-TEST_F(TopkCuda, RowCountChoosesClustersOrOneCtaPerRow) {
+// More candidates in the K-th key's coarse (fp16) bin than a CTA buffers: distinct fp32 values
+// that share one fp16 bin, and an exact tie flood. One CTA re-reads its chunk (no buffer), eight
+// CTAs buffer their shares; the outputs agree bit for bit and match the reference. Lengths around
+// the 16 KB copy pieces and every alignment of the window ride along.
+TEST_F(TopkCuda, OnePassCandidateOverflowAndPieceEdges) {
   Rng rng(testing::test_seed());
-  TopkCase c(40, 70000, 512);
-  for (int32_t r = 0; r < 40; ++r) {
-    c.len[r] = r % 5 == 0 ? int32_t(rng.randint(0, 70000)) : 70000;
-    if (r % 7 == 3)
-      fill_hazard(c, r, rng);
-    else
-      fill_normal(c, r, rng);
+  const int32_t ld = 40960;
+  TopkCase c(10, ld, 2048);
+  c.len = {30000, 30000, 40000, 4097, 8191, 8193, 12288, 4095, 40959, 20000};
+  c.col_base = {0, 1, 0, 0, 3, 2, 1, 0, 1, 20960};
+  for (int32_t r = 0; r < 10; ++r) {
+    float* row = c.row(r) + c.col_base[r];
+    if (r == 0 || r == 1) {  // 30000 distinct values in [1, 1 + 2^-7): one fp16 bin
+      std::vector<int32_t> perm = rng.permutation(0, 30000);
+      for (int32_t p = 0; p < 30000; ++p) row[p] = 1.0f + float(perm[p]) * 0x1p-22f;
+    } else if (r == 2) {
+      std::fill_n(row, 40000, 0.75f);  // all ties
+    } else {
+      for (int32_t p = 0; p < c.len[r]; ++p) row[p] = r % 2 ? hazard_value(rng) : rng.normal();
+    }
   }
-  std::vector<int32_t> many_rows, clusters;
-  TopkParams defaults;
-  ASSERT_LT(defaults.cluster_max_rows, c.rows());  // the default takes one CTA per row here
-  expect_gpu_matches_ref(c, {.cluster_max_rows = defaults.cluster_max_rows}, &many_rows);
-  expect_gpu_matches_ref(c, {.cluster_max_rows = c.rows()}, &clusters);
-  EXPECT_TRUE(many_rows == clusters);
+  std::vector<int32_t> one_cta, clusters;
+  {
+    SCOPED_TRACE("one CTA per row, unbuffered candidates");
+    expect_gpu_matches_ref(c, {.cluster_size = 1}, &one_cta);
+  }
+  {
+    SCOPED_TRACE("8-CTA clusters, buffered candidates (3750 of the 30000 per CTA)");
+    expect_gpu_matches_ref(c, {.max_chunk = 5248, .cluster_size = 8}, &clusters);
+  }
+  EXPECT_TRUE(one_cta == clusters) << "the output depends on whether the candidates fitted";
+}
+
+// Rows wider than 8 chunks of the largest size go to the streaming kernel by default.
+TEST_F(TopkCuda, RowsWiderThanAClusterTakeTheStreamKernel) {
+  Rng rng(testing::test_seed());
+  const int32_t ld = 8 * kTopkMaxChunk + 4;
+  TopkCase c(3, ld, 2048);
+  c.len = {ld, ld - 5, 70000};
+  c.col_base = {0, 5, 100};
+  for (auto& v : c.logits) v = rng.normal();
+  TopkParams p = c.params();
+  ASSERT_EQ(choose_topk_launch(p, 132).path, TopkLaunch::Path::kStream);
+  expect_gpu_matches_ref(c);
+}
+
+// The launch rule: the fewest CTAs per row that hold ld, more while the rows leave SMs idle and the
+// chunks keep >= kTopkMinSplitChunk floats; an explicit cluster_size only adds CTAs.
+TEST(TopkLaunchRule, ClusterSizeFromRowsAndWidth) {
+  auto pick = [](int32_t rows, int32_t ld, int32_t cluster_size = 0) {
+    TopkParams p;
+    p.rows = rows;
+    p.logits_ld = ld;
+    p.cluster_size = cluster_size;
+    return choose_topk_launch(p, 132);
+  };
+  EXPECT_EQ(pick(32, 8192).cluster, 1);  // chunks would fall below 8192
+  EXPECT_EQ(pick(32, 32768).cluster, 4);
+  EXPECT_EQ(pick(128, 32768).cluster, 1);  // 128 rows fill the SMs
+  EXPECT_EQ(pick(128, 65536).cluster, 2);  // the fewest that hold 64K
+  EXPECT_EQ(pick(4, 131072).cluster, 8);
+  EXPECT_EQ(pick(256, 131072).cluster, 4);
+  EXPECT_EQ(pick(128, 32768, 8).cluster, 8);
+  EXPECT_EQ(pick(128, 65536, 1).cluster, 2);  // never fewer than hold ld
+  const TopkLaunch l = pick(32, 32768);
+  EXPECT_EQ(l.path, TopkLaunch::Path::kOnePass);
+  EXPECT_GE(int64_t{l.chunk_cap} * l.cluster, 32768 + 3);
+  EXPECT_EQ(l.chunk_cap % 128, 0);
+  EXPECT_EQ(pick(4, 8 * kTopkMaxChunk).path, TopkLaunch::Path::kStream);
+  EXPECT_EQ(pick(4, 8 * kTopkMaxChunk - 4).path, TopkLaunch::Path::kOnePass);
 }
 
 TEST_F(TopkCuda, V32ShapeRandom) {
@@ -408,6 +487,9 @@ TEST_F(TopkCuda, HostValidation) {
   EXPECT_EQ(code([](TopkParams& p) { p.logits_ld = 254; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(code([](TopkParams& p) { p.long_row_min_len = 0; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(code([](TopkParams& p) { p.cluster_max_rows = -1; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code([](TopkParams& p) { p.max_chunk = 4000; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code([](TopkParams& p) { p.cluster_size = 3; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code([](TopkParams& p) { p.logits += 1; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(code([](TopkParams& p) { p.idx = nullptr; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(code([](TopkParams& p) { p.rows = 0; }), StatusCode::kOk);
 }
@@ -559,6 +641,7 @@ TEST_F(TopkCudaUnchecked, HugeLengthsOnClusters) {
   c.col_base = {1, 0, INT32_MIN};
   c.len = {INT32_MAX, INT32_MIN, INT32_MAX};
   expect_gpu_matches_ref(c, {.long_row_min_len = 65});
+  expect_gpu_matches_ref(c, {.max_chunk = 512, .cluster_size = 8});
 }
 TEST_F(TopkCudaUnchecked, BadOutRowIsNotWritten) {
   c.out_row = {7, 0, -3};

@@ -181,6 +181,15 @@ Status validate(const TopkParams& p) {
                        "must be >= 0 and a multiple of 4");
   }
   DSA_RETURN_IF_ERROR(require_in(kOp, "out_rows", p.out_rows, 0, INT32_MAX));
+  if (p.max_chunk < 512 || p.max_chunk > kTopkMaxChunk || p.max_chunk % 128 != 0) {
+    return field_error(StatusCode::kInvalidArgument, kOp, "max_chunk", p.max_chunk,
+                       fmt::format("must be in [512, {}] and a multiple of 128", kTopkMaxChunk));
+  }
+  if (p.cluster_size != 0 && p.cluster_size != 1 && p.cluster_size != 2 && p.cluster_size != 4 &&
+      p.cluster_size != 8) {
+    return field_error(StatusCode::kInvalidArgument, kOp, "cluster_size", p.cluster_size,
+                       "must be 0 (automatic), 1, 2, 4 or 8");
+  }
   DSA_RETURN_IF_ERROR(require_in(kOp, "long_row_min_len", p.long_row_min_len, 1, INT32_MAX));
   DSA_RETURN_IF_ERROR(require_in(kOp, "cluster_max_rows", p.cluster_max_rows, 0, INT32_MAX));
   if (p.out_row == nullptr && p.rows > p.out_rows) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/kernels/topk/topk.h"
@@ -61,6 +62,23 @@ TEST_F(TopkRejects, LdNotMultipleOf4) {
   auto p = c.params();
   p.logits_ld = 254;
   expect(StatusCode::kInvalidArgument, p, "logits_ld = 254");
+}
+TEST_F(TopkRejects, MaxChunkOutOfRange) {
+  TopkParams p = c.params();
+  p.max_chunk = 256;
+  expect(StatusCode::kInvalidArgument, p, "max_chunk = 256");
+  p.max_chunk = kTopkMaxChunk + 128;
+  expect(StatusCode::kInvalidArgument, p, "max_chunk");
+  p.max_chunk = 1000;
+  expect(StatusCode::kInvalidArgument, p,
+         "max_chunk = 1000: must be in [512, 45056] and a multiple of 128");
+}
+TEST_F(TopkRejects, ClusterSizeNotAPowerOfTwoUpTo8) {
+  TopkParams p = c.params();
+  for (int32_t bad : {-1, 3, 16}) {
+    p.cluster_size = bad;
+    expect(StatusCode::kInvalidArgument, p, "cluster_size = " + std::to_string(bad));
+  }
 }
 TEST_F(TopkRejects, NegativeClusterMaxRows) {
   TopkParams p = c.params();

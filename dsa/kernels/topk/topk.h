@@ -20,9 +20,9 @@ enum class TopkVariant {
 
 inline constexpr int32_t kMinTopk = 64;
 inline constexpr int32_t kTopkMultiple = 64;
-// Floats one CTA of the one-pass CUDA path holds in shared memory at most (176 KB of the 227 KB
-// a Hopper CTA may have; the rest is histograms and the candidate buffer).
-inline constexpr int32_t kTopkMaxChunk = 45056;
+// Floats one CTA of the one-pass CUDA path holds in shared memory at most (160 KB of the 227 KB
+// a Hopper CTA may have; the rest is histograms and the candidate buffers).
+inline constexpr int32_t kTopkMaxChunk = 40960;
 
 struct TopkParams {
   const float* logits = nullptr;      // [R, ld] fp32; row r reads [col_base[r], +len[r])

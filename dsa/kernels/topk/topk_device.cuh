@@ -117,24 +117,20 @@ __device__ __forceinline__ T block_exclusive_scan(T v, T& total, T* buf) {
 // ---- the bin search ---------------------------------------------------------------------------
 
 // kPer consecutive histogram words [first, first + kPer) of cluster rank `rank`'s copy of `hist`
-// (kPer = 2 or 4, first a multiple of kPer): one distributed-shared-memory vector load.
+// (kPer = 2 or 4, first a multiple of kPer, hist 16-byte aligned): one distributed-shared-memory
+// vector load. Plain loads through the mapped pointer, so the loads of several ranks issue back
+// to back (the cluster barrier before the bin search orders them after the peers' writes).
 template <int kPer>
-__device__ __forceinline__ void load_peer_bins(const uint32_t* hist, int first, uint32_t rank,
+__device__ __forceinline__ void load_peer_bins(const uint32_t* hist, int first, int rank,
                                                uint32_t (&v)[kPer]) {
-  const uint32_t local = static_cast<uint32_t>(__cvta_generic_to_shared(hist + first));
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  const uint32_t* peer = cg::this_cluster().map_shared_rank(hist + first, rank);
   if constexpr (kPer == 4) {
-    asm volatile("ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
-                 : "r"(remote)
-                 : "memory");
+    const uint4 x = *reinterpret_cast<const uint4*>(peer);
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
   } else {
     static_assert(kPer == 2);
-    asm volatile("ld.shared::cluster.v2.u32 {%0, %1}, [%2];"
-                 : "=r"(v[0]), "=r"(v[1])
-                 : "r"(remote)
-                 : "memory");
+    const uint2 x = *reinterpret_cast<const uint2*>(peer);
+    v[0] = x.x, v[1] = x.y;
   }
 }
 
@@ -154,15 +150,23 @@ __device__ void find_bin(const uint32_t* hist, unsigned long long* scan64, BinCh
     low[i] = 0;
   }
   if (n_coop > 1) {
+    uint32_t v[kClusterSize][kPer];
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) tot[i] = 0;
-    for (int c = 0; c < n_coop; ++c) {
-      uint32_t v[kPer];
-      load_peer_bins<kPer>(hist, first, uint32_t(c), v);
+    for (int c = 0; c < kClusterSize; ++c) {  // every load first, then the sums
+      if (c < n_coop) {
+        load_peer_bins<kPer>(hist, first, c, v[c]);
+      } else {
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        tot[i] += v[i];
-        low[i] += c < rank ? v[i] : 0u;
+        for (int i = 0; i < kPer; ++i) v[c][i] = 0;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      tot[i] = 0;
+#pragma unroll
+      for (int c = 0; c < kClusterSize; ++c) {
+        tot[i] += v[c][i];
+        low[i] += c < rank ? v[c][i] : 0u;
       }
     }
   }

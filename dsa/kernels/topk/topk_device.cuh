@@ -61,24 +61,24 @@ __device__ __forceinline__ uint32_t order_key(float v) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// Turns a position of a row into its idx entry (unchecked neutralisation done). One register of
-// row state; the rest is read from the kernel parameters (constant bank).
+// Turns a position of a row into its idx entry (unchecked neutralisation done). Everything it
+// needs is copied into registers when the row starts: read through a pointer to the kernel
+// parameters, every idx store (a generic pointer that might alias them) would force a reload of
+// the variant and the table fields before the next entry, one dependent load per entry.
 struct Image {
-  const KernelArgs* a;
-  int32_t row_word;  // kPaged: the page-table row (0 when row_page was out of range); kRagged:
-                     // the offset
+  TopkVariant variant;
+  int32_t offset;            // kRagged: added to every position
+  const int32_t* table_row;  // kPaged: the row's page ids (row 0 when row_page was out of range)
+  int32_t width, num_pages;  // kPaged: the table's width and the pool's pages
   __device__ __forceinline__ int32_t operator()(int32_t p) const {
-    if (a->variant == TopkVariant::kPaged) {
+    if (variant == TopkVariant::kPaged) {
       const int32_t j = p / kPageSize;
-      int32_t id = j < a->page_table.width
-                       ? a->page_table.data[int64_t{row_word} * a->page_table.width + j]
-                       : 0;
-      if (id < 0 || id >= a->page_table.num_pages) id = 0;
+      int32_t id = j < width ? table_row[j] : 0;
+      if (id < 0 || id >= num_pages) id = 0;
       return id * kPageSize + p % kPageSize;
     }
-    if (a->variant == TopkVariant::kRagged) {
-      return static_cast<int32_t>(uint32_t(row_word) + uint32_t(p));
-    }
+    if (variant == TopkVariant::kRagged)
+      return static_cast<int32_t>(uint32_t(offset) + uint32_t(p));
     return p;
   }
 };
@@ -284,6 +284,7 @@ struct RowJob {
   const float* src;  // the row's first visible logit
   int64_t len;       // visible length after the clamps (0 <= len <= ld - base)
   int32_t* out;      // the idx row, K entries
+  uint32_t k;        // K (a register copy, for the same reason as Image's)
   Image image;
 };
 
@@ -310,14 +311,16 @@ __device__ bool begin_row(const KernelArgs& a, uint32_t& hash_word, RowJob& job)
   const int64_t base = min(max(int64_t{raw_base}, int64_t{0}), a.ld);
   job.len = min(max(int64_t{raw_len}, int64_t{0}), a.ld - base);
   job.src = a.logits + int64_t{row} * a.ld + base;
-  job.image = Image{&a, 0};
-  if (a.variant == TopkVariant::kRagged) job.image.row_word = a.offset[row];
+  job.image = Image{a.variant, 0, nullptr, a.page_table.width, a.page_table.num_pages};
+  if (a.variant == TopkVariant::kRagged) job.image.offset = a.offset[row];
   if (a.variant == TopkVariant::kPaged) {
     const int32_t prow = a.row_page[o];
     // Out of range: the reserved row 0, whose entries are all page 0.
-    job.image.row_word = prow >= 0 && prow < a.page_table.num_rows ? prow : 0;
+    const int64_t table_row = prow >= 0 && prow < a.page_table.num_rows ? prow : 0;
+    job.image.table_row = a.page_table.data + table_row * a.page_table.width;
   }
   job.out = a.idx + int64_t{o} * a.k;
+  job.k = uint32_t(a.k);
   if (job.len <= a.k) {  // trivial row: every visible position in ascending order, then -1
     if (rank == 0) {
       for (int32_t i = threadIdx.x; i < a.k; i += kThreads) {

@@ -62,7 +62,6 @@ inline constexpr int kOnePassCandCap = 4096;
 inline constexpr int kGatherCap = 4096;  // candidates of a whole row selected without the cluster
 inline constexpr int kMaxPieces = (kTopkMaxChunk + kPieceFloats - 1) / kPieceFloats;
 inline constexpr int kRound = 128;  // floats of one warp step of the classification (4 per lane)
-inline constexpr int kMaxRounds = ((kTopkMaxChunk + kWarps - 1) / kWarps + kRound - 1) / kRound;
 
 struct OnePassSmem {
   // Ping-pong: a pass's histogram is cleared two passes later, after a row barrier every peer
@@ -86,7 +85,6 @@ inline constexpr size_t onepass_smem_bytes(int32_t chunk_cap) {
   return kOnePassHeaderBytes + size_t(chunk_cap) * sizeof(float);
 }
 static_assert(onepass_smem_bytes(kTopkMaxChunk) <= 227 * 1024, "exceeds Hopper's shared memory");
-static_assert(kMaxRounds <= 32, "the classification keeps one byte per round in registers");
 
 // The coarse digit of pass 1: the top 11 bits of the order key of the value rounded to fp16.
 // Rounding is monotone, so digit(a) > digit(b) implies a ranks above b. NaN -> 0 (lowest); -0 is
@@ -177,25 +175,20 @@ __device__ void ordered_sweep(OnePassSmem& s, uint32_t n, Classify classify, Emi
 }
 
 // Classification of this CTA's chunk against b1, in position order: sure winners to idx from slot
-// sure_base on, candidates to the buffer when `buffered`. Each warp keeps one byte of flags per
-// 128-float round in registers, so the second sweep only re-reads the flagged elements.
+// sure_base on, candidates to the buffer when `buffered`. Rolled loops on purpose: the kernel is
+// code-bound (every instruction runs a few times per CTA), and unrolled rounds spent half their
+// time waiting for instruction fetch, so the flags are recomputed in the second sweep instead of
+// kept in unrolled registers.
 __device__ void classify_chunk(OnePassSmem& s, const float* chunk, const Span& sp, uint32_t b1,
-                               uint32_t sure_base, bool buffered, const KernelArgs& a,
-                               const RowJob& job) {
+                               uint32_t sure_base, bool buffered, const RowJob& job) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t seg = ((sp.n4 + kWarps - 1) / kWarps + kRound - 1) / kRound * kRound;
   const uint32_t w0 = min(sp.n4, warp * seg), w1 = min(sp.n4, w0 + seg);
-  uint32_t flags[(kMaxRounds + 3) / 4] = {};
   uint32_t ns = 0, nc = 0;
-#pragma unroll
-  for (int r = 0; r < kMaxRounds; ++r) {
-    const uint32_t i = w0 + r * kRound + 4 * lane;
-    if (w0 + r * kRound < w1) {
-      const uint32_t m = i < w1 ? classify4(chunk, sp, i, b1) : 0u;
-      flags[r / 4] |= m << (8 * (r % 4));
-      ns += __popc(m & 0xFu);
-      nc += __popc(m >> 4);
-    }
+  for (uint32_t i = w0 + 4 * lane; i < w1; i += kRound) {
+    const uint32_t m = classify4(chunk, sp, i, b1);
+    ns += __popc(m & 0xFu);
+    nc += __popc(m >> 4);
   }
   ns = __reduce_add_sync(0xffffffffu, ns);
   nc = __reduce_add_sync(0xffffffffu, nc);
@@ -205,40 +198,28 @@ __device__ void classify_chunk(OnePassSmem& s, const float* chunk, const Span& s
   }
   __syncthreads();
   uint32_t so = sure_base, co = 0;
-#pragma unroll
-  for (int u = 0; u < kWarps; ++u) {
-    so += u < warp ? s.warp_a[u] : 0u;
-    co += u < warp ? s.warp_b[u] : 0u;
+  for (int u = 0; u < warp; ++u) {
+    so += s.warp_a[u];
+    co += s.warp_b[u];
   }
-  const uint32_t below = (1u << lane) - 1u;
-#pragma unroll
-  for (int r = 0; r < kMaxRounds; ++r) {
-    if (w0 + r * kRound >= w1) continue;  // warp-uniform
-    const uint32_t m = (flags[r / 4] >> (8 * (r % 4))) & 0xFFu;
-    uint32_t bs[4], bc[4], any = 0;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      bs[e] = __ballot_sync(0xffffffffu, (m >> e) & 1u);
-      bc[e] = __ballot_sync(0xffffffffu, (m >> (4 + e)) & 1u);
-      any |= bs[e] | bc[e];
-    }
-    if (any == 0u) continue;
-    uint32_t sr = so, cr = co;  // this lane's first slots
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      sr += __popc(bs[e] & below);
-      cr += __popc(bc[e] & below);
-      so += __popc(bs[e]);
-      co += __popc(bc[e]);
-    }
+  for (uint32_t r = w0; r < w1; r += kRound) {  // warp-uniform trip count
+    const uint32_t i = r + 4 * lane;
+    const uint32_t m = i < w1 ? classify4(chunk, sp, i, b1) : 0u;
+    // Position order inside the round is lane-major: a lane's first slots follow the flagged
+    // elements of the lower lanes.
+    const uint32_t packed = __popc(m & 0xFu) | (__popc(m >> 4) << 16);
+    const uint32_t incl = warp_inclusive_scan(packed);
+    const uint32_t total = __shfl_sync(0xffffffffu, incl, 31);
+    uint32_t sr = so + ((incl - packed) & 0xFFFFu), cr = co + ((incl - packed) >> 16);
+    so += total & 0xFFFFu;
+    co += total >> 16;
     if (m == 0u) continue;
-    const uint32_t i = w0 + r * kRound + 4 * lane;
     const float4 x = load4(chunk, i);
     const float v[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       if ((m >> e) & 1u) {
-        if (sr < uint32_t(a.k)) job.out[sr] = job.image(sp.pos(i + e));
+        if (sr < job.k) job.out[sr] = job.image(sp.pos(i + e));
         ++sr;
       } else if ((m >> (4 + e)) & 1u) {
         if (buffered) {
@@ -252,125 +233,84 @@ __device__ void classify_chunk(OnePassSmem& s, const float* chunk, const Span& s
   __syncthreads();  // the buffer is complete; warp_a / warp_b free
 }
 
+// Where passes 2-4 read the candidates: keys in shared memory (this CTA's buffer or a cluster's
+// gathered candidates), or, for a buffer that overflowed, the chunk (coarse digit == b1).
+struct Candidates {
+  const uint32_t* keys;  // null: re-read the chunk
+  uint32_t n;            // keys in `keys`
+  const float* chunk;
+  Span sp;
+  uint32_t b1;
+};
+
+// Adds digit (key >> dshift) & dmask of every candidate with key >> mshift == prefix (mshift 32:
+// every candidate) to hist.
+__device__ void candidate_histogram(const Candidates& c, uint32_t* hist, int dshift, uint32_t dmask,
+                                    int mshift, uint32_t prefix) {
+  auto add = [&](uint32_t key) {
+    if ((uint64_t{key} >> mshift) == prefix) atomicAdd(&hist[(key >> dshift) & dmask], 1u);
+  };
+  if (c.keys != nullptr) {
+    for (uint32_t j = threadIdx.x; j < c.n; j += kThreads) add(c.keys[j]);
+    return;
+  }
+  for (uint32_t i = threadIdx.x; i < c.sp.n4; i += kThreads) {
+    const float v = c.chunk[i];
+    if (c.sp.in(i) && coarse_digit(v) == c.b1) add(order_key(v));
+  }
+}
+
 // The threshold key among candidates and the ties it still needs.
 struct Threshold {
   uint32_t key, ties_needed;
-  BinChoice c2, c3, c4;  // the bins of passes 2-4 (their *_low fields: the lower ranks' counts)
+  BinChoice last;      // the bin of pass 4
+  uint32_t above_low;  // candidates above the threshold in the lower ranks (passes 2-4)
 };
 
-// Passes 2-4 over n keys held in this CTA's shared memory (no cluster): the k2-th best key.
-// hist[1] must be clear; hist[0] is cleared here.
-__device__ Threshold select_local(OnePassSmem& s, const uint32_t* keys, uint32_t n, uint32_t k2) {
-  const int tid = threadIdx.x;
-  Threshold t;
-  for (int i = tid; i < kBins; i += kThreads) s.hist[0][i] = 0;
-  for (uint32_t j = tid; j < n; j += kThreads) atomicAdd(&s.hist[1][keys[j] >> 21], 1u);
-  __syncthreads();
-  find_bin<kBins>(s.hist[1], s.scan64, s.choice, k2, 1, 0);
-  t.c2 = s.choice;
-  const uint32_t k3 = k2 - t.c2.above_tot;
-  for (uint32_t j = tid; j < n; j += kThreads) {
-    const uint32_t key = keys[j];
-    if ((key >> 21) == t.c2.bin) atomicAdd(&s.hist[0][(key >> 10) & 0x7FFu], 1u);
-  }
-  for (int i = tid; i < kBins; i += kThreads) s.hist[1][i] = 0;
-  __syncthreads();
-  find_bin<kBins>(s.hist[0], s.scan64, s.choice, k3, 1, 0);
-  t.c3 = s.choice;
-  const uint32_t prefix22 = (t.c2.bin << 11) | t.c3.bin;
-  const uint32_t k4 = k3 - t.c3.above_tot;
-  for (uint32_t j = tid; j < n; j += kThreads) {
-    const uint32_t key = keys[j];
-    if ((key >> 10) == prefix22) atomicAdd(&s.hist[1][key & 0x3FFu], 1u);
-  }
-  __syncthreads();
-  find_bin<kBins / 2>(s.hist[1], s.scan64, s.choice, k4, 1, 0);
-  t.c4 = s.choice;
-  t.key = (prefix22 << 10) | t.c4.bin;
-  t.ties_needed = k4 - t.c4.above_tot;  // >= 1
-  return t;
-}
-
-// Adds the digit `digit(key)` of every candidate whose key satisfies `match` to hist: from the
-// buffer when the candidates fitted, else from the chunk (coarse digit == b1).
-template <typename Digit, typename Match>
-__device__ void candidate_histogram(OnePassSmem& s, const float* chunk, const Span& sp,
-                                    bool buffered, uint32_t n_cand, uint32_t b1, uint32_t* hist,
-                                    Digit digit, Match match) {
-  if (buffered) {
-    for (uint32_t i = threadIdx.x; i < n_cand; i += kThreads) {
-      const uint32_t key = s.cand_key[i];
-      if (match(key)) atomicAdd(&hist[digit(key)], 1u);
+// Passes 2-4 (11, 11 and 10 bits of the fp32 key): the k2-th best candidate. n_coop > 1 sums the
+// cluster's histograms (every rank passes its own share of the candidates); n_coop = 1 counts
+// this CTA's candidates only (its own, or a cluster's gathered ones). hist[1] must be clear;
+// hist[0] is cleared once no peer reads it (after the first pass's row barrier).
+__device__ Threshold select_threshold(OnePassSmem& s, const Candidates& c, uint32_t k2, int n_coop,
+                                      int rank) {
+  Threshold t{0u, 0u, {}, 0u};
+  uint32_t krem = k2, prefix = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    uint32_t* hist = s.hist[(pass + 1) & 1];
+    if (pass > 0) {
+      for (int i = threadIdx.x; i < kBins; i += kThreads) hist[i] = 0;
+      __syncthreads();
     }
-    return;
+    const int dshift = pass == 0 ? 21 : pass == 1 ? 10 : 0, bits = pass == 2 ? 10 : 11;
+    candidate_histogram(c, hist, dshift, (1u << bits) - 1u, pass == 0 ? 32 : dshift + bits, prefix);
+    row_sync(n_coop);
+    // The last pass has 1024 bins; the other 1024 words are clear, so a 2048-bin search fits.
+    find_bin<kBins>(hist, s.scan64, s.choice, krem, n_coop, rank);
+    t.last = s.choice;
+    krem -= t.last.above_tot;
+    t.above_low += t.last.above_low;
+    prefix = (prefix << bits) | t.last.bin;
   }
-  for (uint32_t i = 4 * threadIdx.x; i < sp.n4; i += 4 * kThreads) {
-    const float4 x = load4(chunk, i);
-    const float v[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (!sp.in(i + e) || coarse_digit(v[e]) != b1) continue;
-      const uint32_t key = order_key(v[e]);
-      if (match(key)) atomicAdd(&hist[digit(key)], 1u);
-    }
-  }
-}
-
-// Passes 2-4 over the whole cluster's candidates by their histograms (peers' included), for rows
-// whose candidates are too many to gather or overflowed a buffer. hist[1] must be clear.
-__device__ Threshold select_cluster(OnePassSmem& s, const float* chunk, const Span& sp,
-                                    bool buffered, uint32_t n_cand, uint32_t b1, uint32_t k2,
-                                    int n_coop, int rank) {
-  const int tid = threadIdx.x;
-  Threshold t;
-  candidate_histogram(
-      s, chunk, sp, buffered, n_cand, b1, s.hist[1], [](uint32_t key) { return key >> 21; },
-      [](uint32_t) { return true; });
-  row_sync(n_coop);
-  find_bin<kBins>(s.hist[1], s.scan64, s.choice, k2, n_coop, rank);
-  t.c2 = s.choice;
-  const uint32_t k3 = k2 - t.c2.above_tot;
-
-  for (int i = tid; i < kBins; i += kThreads) s.hist[0][i] = 0;
-  __syncthreads();
-  candidate_histogram(
-      s, chunk, sp, buffered, n_cand, b1, s.hist[0],
-      [](uint32_t key) { return (key >> 10) & 0x7FFu; },
-      [&](uint32_t key) { return (key >> 21) == t.c2.bin; });
-  row_sync(n_coop);
-  find_bin<kBins>(s.hist[0], s.scan64, s.choice, k3, n_coop, rank);
-  t.c3 = s.choice;
-  const uint32_t prefix22 = (t.c2.bin << 11) | t.c3.bin;
-  const uint32_t k4 = k3 - t.c3.above_tot;
-
-  for (int i = tid; i < kBins; i += kThreads) s.hist[1][i] = 0;
-  __syncthreads();
-  candidate_histogram(
-      s, chunk, sp, buffered, n_cand, b1, s.hist[1], [](uint32_t key) { return key & 0x3FFu; },
-      [&](uint32_t key) { return (key >> 10) == prefix22; });
-  row_sync(n_coop);
-  find_bin<kBins / 2>(s.hist[1], s.scan64, s.choice, k4, n_coop, rank);
-  t.c4 = s.choice;
-  t.key = (prefix22 << 10) | t.c4.bin;
-  t.ties_needed = k4 - t.c4.above_tot;
+  t.key = prefix;        // 11 + 11 + 10 bits
+  t.ties_needed = krem;  // >= 1
   return t;
 }
 
 // Writes candidate `chunk_index` (key `key`) if selected: class A (> T) takes slot
 // base + ra + min(rb, ties), a tie takes base + ra + rb while rb < ties; ra / rb count the
 // selected-class elements before it in position order.
-__device__ __forceinline__ void place(const KernelArgs& a, const RowJob& job, const Span& sp,
-                                      uint32_t key, uint32_t threshold, uint32_t chunk_index,
-                                      uint32_t base, uint32_t ties, uint32_t ra, uint32_t rb) {
+__device__ __forceinline__ void place(const RowJob& job, const Span& sp, uint32_t key,
+                                      uint32_t threshold, uint32_t chunk_index, uint32_t base,
+                                      uint32_t ties, uint32_t ra, uint32_t rb) {
   uint32_t slot = UINT32_MAX;
   if (key > threshold) slot = base + ra + min(rb, ties);
   if (key == threshold && rb < ties) slot = base + ra + rb;
-  if (slot < uint32_t(a.k)) job.out[slot] = job.image(sp.pos(chunk_index));
+  if (slot < job.k) job.out[slot] = job.image(sp.pos(chunk_index));
 }
 
 // Selects the K best positions of a row of len > K, this CTA being rank `rank` of n_coop.
-__device__ void onepass_select_row(OnePassSmem& s, float* chunk, const KernelArgs& a,
-                                   const RowJob& job, int n_coop, int rank) {
+__device__ void onepass_select_row(OnePassSmem& s, float* chunk, const RowJob& job, int n_coop,
+                                   int rank) {
   const int tid = threadIdx.x;
   Span sp;
   sp.shift = uint32_t(reinterpret_cast<uintptr_t>(job.src) >> 2) & 3u;
@@ -413,7 +353,7 @@ __device__ void onepass_select_row(OnePassSmem& s, float* chunk, const KernelArg
   prof(3);
   row_sync(n_coop);
   prof(4);
-  find_bin<kBins>(s.hist[0], s.scan64, s.choice, uint32_t(a.k), n_coop, rank);
+  find_bin<kBins>(s.hist[0], s.scan64, s.choice, job.k, n_coop, rank);
   prof(5);
   const BinChoice c1 = s.choice;
   const uint32_t b1 = c1.bin;
@@ -421,75 +361,59 @@ __device__ void onepass_select_row(OnePassSmem& s, float* chunk, const KernelArg
   const bool buffered = n_cand <= uint32_t(kOnePassCandCap);
   if (tid == 0) s.n_cand = n_cand;
 
-  classify_chunk(s, chunk, sp, b1, c1.above_low, buffered, a, job);
+  classify_chunk(s, chunk, sp, b1, c1.above_low, buffered, job);
   prof(6);
 
-  const uint32_t k2 = uint32_t(a.k) - c1.above_tot;
-  const uint32_t cand_base = c1.above_tot;  // the candidates' slots follow the sure winners'
-  // Every candidate of the row in one CTA's shared memory: each CTA selects over all of them.
+  // Every candidate of the row in one CTA's shared memory: each CTA selects over all of them,
+  // with no cluster barrier until the end. Otherwise the cluster selects together.
   const bool local = n_coop == 1 ? buffered : c1.bin_tot <= uint32_t(kGatherCap);
-  if (local) {
-    const uint32_t* keys = s.cand_key;
-    uint32_t n = n_cand, my_first = 0;
-    if (n_coop > 1) {
-      cg::cluster_group cluster = cg::this_cluster();
-      cluster.sync();  // every peer's buffer and count are complete
-      uint32_t off = 0;
-      for (int c = 0; c < n_coop; ++c) {
-        const uint32_t cnt = *cluster.map_shared_rank(&s.n_cand, c);
-        const uint32_t* peer = cluster.map_shared_rank(s.cand_key, c);
-        for (uint32_t j = tid; j < cnt; j += kThreads) s.all_key[off + j] = peer[j];
-        off += cnt;
-      }
-      __syncthreads();
-      keys = s.all_key;
-      n = off;  // == c1.bin_tot
-      my_first = c1.bin_low;
+  Candidates c{buffered ? s.cand_key : nullptr, n_cand, chunk, sp, b1};
+  uint32_t my_first = 0;  // local: this CTA's first candidate among c.keys
+  if (local && n_coop > 1) {
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // every peer's buffer and count are complete
+    uint32_t off = 0;
+    for (int r = 0; r < n_coop; ++r) {
+      const uint32_t cnt = *cluster.map_shared_rank(&s.n_cand, r);
+      const uint32_t* peer = cluster.map_shared_rank(s.cand_key, r);
+      for (uint32_t j = tid; j < cnt; j += kThreads) s.all_key[off + j] = peer[j];
+      off += cnt;
     }
-    const Threshold t = select_local(s, keys, n, k2);
-    prof(7);
-    // Over the row's candidates in position order; this CTA writes its own [my_first, +n_cand).
+    __syncthreads();
+    c.keys = s.all_key;
+    c.n = off;  // == c1.bin_tot
+    my_first = c1.bin_low;
+  }
+  const Threshold t = select_threshold(s, c, job.k - c1.above_tot, local ? 1 : n_coop, rank);
+  prof(7);
+  // The candidates' slots follow the sure winners'. Locally every rank is counted in the sweep;
+  // in the cluster the lower ranks' share comes from the histograms, and their ties go first.
+  uint32_t base = c1.above_tot, ties = t.ties_needed;
+  if (!local) {
+    base += t.above_low + min(t.ties_needed, t.last.bin_low);
+    ties = t.ties_needed > t.last.bin_low ? t.ties_needed - t.last.bin_low : 0u;
+  }
+  auto classes = [&](uint32_t key) {
+    return (key > t.key ? 1u : 0u) | (key == t.key ? 0x10u : 0u);
+  };
+  if (c.keys != nullptr) {
     ordered_sweep(
-        s, my_first + n_cand,
-        [&](uint32_t j) {
-          const uint32_t key = keys[j];
-          return (key > t.key ? 1u : 0u) | (key == t.key ? 0x10u : 0u);
-        },
+        s, my_first + n_cand, [&](uint32_t j) { return classes(c.keys[j]); },
         [&](uint32_t j, uint32_t ra, uint32_t rb) {
-          if (j < my_first) return;
-          place(a, job, sp, keys[j], t.key, s.cand_idx[j - my_first], cand_base, t.ties_needed, ra,
-                rb);
+          if (j >= my_first) {
+            place(job, sp, c.keys[j], t.key, s.cand_idx[j - my_first], base, ties, ra, rb);
+          }
         });
-  } else {
-    const Threshold t = select_cluster(s, chunk, sp, buffered, n_cand, b1, k2, n_coop, rank);
-    prof(7);
-    // Ties go to the lowest positions: the lower ranks take theirs first.
-    const uint32_t ties_mine = t.ties_needed > t.c4.bin_low ? t.ties_needed - t.c4.bin_low : 0u;
-    const uint32_t base = cand_base + t.c2.above_low + t.c3.above_low + t.c4.above_low +
-                          min(t.ties_needed, t.c4.bin_low);
-    if (buffered) {
-      ordered_sweep(
-          s, n_cand,
-          [&](uint32_t i) {
-            const uint32_t key = s.cand_key[i];
-            return (key > t.key ? 1u : 0u) | (key == t.key ? 0x10u : 0u);
-          },
-          [&](uint32_t i, uint32_t ra, uint32_t rb) {
-            place(a, job, sp, s.cand_key[i], t.key, s.cand_idx[i], base, ties_mine, ra, rb);
-          });
-    } else {  // in chunk order, one element per lane
-      ordered_sweep(
-          s, sp.n4,
-          [&](uint32_t i) {
-            const float v = chunk[i];
-            if (!sp.in(i) || coarse_digit(v) != b1) return 0u;
-            const uint32_t key = order_key(v);
-            return (key > t.key ? 1u : 0u) | (key == t.key ? 0x10u : 0u);
-          },
-          [&](uint32_t i, uint32_t ra, uint32_t rb) {
-            place(a, job, sp, order_key(chunk[i]), t.key, i, base, ties_mine, ra, rb);
-          });
-    }
+  } else {  // in chunk order, one element per lane
+    ordered_sweep(
+        s, sp.n4,
+        [&](uint32_t i) {
+          const float v = chunk[i];
+          return sp.in(i) && coarse_digit(v) == b1 ? classes(order_key(v)) : 0u;
+        },
+        [&](uint32_t i, uint32_t ra, uint32_t rb) {
+          place(job, sp, order_key(chunk[i]), t.key, i, base, ties, ra, rb);
+        });
   }
   prof(8);
   // No CTA may leave while a peer can still read its shared memory.
@@ -515,7 +439,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint64_t vtotal = (reinterpret_cast<uintptr_t>(job.src) >> 2 & 3u) + uint64_t(job.len);
   const int n_coop = vtotal <= uint64_t(a.chunk_cap) ? 1 : a.cluster;
   if (rank >= n_coop) return;
-  onepass_select_row(s, chunk, a, job, n_coop, rank);
+  onepass_select_row(s, chunk, job, n_coop, rank);
 }
 
 }  // namespace dsa::kernels::topk_detail

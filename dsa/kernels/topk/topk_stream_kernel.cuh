@@ -84,6 +84,7 @@ __device__ void stream_select_row(StreamSmem& s, const KernelArgs& a, const floa
                                   int64_t len, int32_t* out, const Image& image, int n_coop,
                                   int rank) {
   const int tid = threadIdx.x;
+  const uint32_t k = uint32_t(a.k);
   // Chunks in virtual columns, whole sub-tiles each.
   const uint32_t shift = uint32_t(reinterpret_cast<uintptr_t>(row_src) >> 2) & 3u;
   const uint32_t vtotal = shift + uint32_t(len);
@@ -107,10 +108,10 @@ __device__ void stream_select_row(StreamSmem& s, const KernelArgs& a, const floa
     }
   });
   row_sync(n_coop);
-  find_bin<kBins>(s.hist[0], s.scan64, s.choice, uint32_t(a.k), n_coop, rank);
+  find_bin<kBins>(s.hist[0], s.scan64, s.choice, k, n_coop, rank);
   const BinChoice c1 = s.choice;
   const uint32_t b1 = c1.bin;
-  const uint32_t k2 = uint32_t(a.k) - c1.above_tot;
+  const uint32_t k2 = k - c1.above_tot;
   const uint32_t local_cand = s.hist[0][b1];
   const bool buffered = local_cand <= uint32_t(kCandCap);
 
@@ -138,7 +139,7 @@ __device__ void stream_select_row(StreamSmem& s, const KernelArgs& a, const floa
       const uint32_t d = key[e] >> 21;
       const int32_t p = int32_t(v + e - c.shift);
       if (d > b1) {
-        if (so < uint32_t(a.k)) out[so] = image(p);
+        if (so < k) out[so] = image(p);
         ++so;
       } else if (d == b1) {
         if (buffered && co < uint32_t(kCandCap)) {
@@ -203,7 +204,7 @@ __device__ void stream_select_row(StreamSmem& s, const KernelArgs& a, const floa
       const bool is_above = key[e] > threshold, is_tie = key[e] == threshold;
       if (is_above || (is_tie && t_before < rem)) {
         const uint32_t o = cand_base + taken_run + a_before + min(t_before, rem);
-        if (o < uint32_t(a.k)) out[o] = image(pos[e]);
+        if (o < k) out[o] = image(pos[e]);
       }
       a_before += is_above ? 1u : 0u;
       t_before += is_tie ? 1u : 0u;
@@ -243,7 +244,8 @@ __device__ void stream_select_row(StreamSmem& s, const KernelArgs& a, const floa
   if (n_coop > 1) cg::this_cluster().sync();
 }
 
-__global__ void __launch_bounds__(kThreads, 2)
+// One CTA per SM by registers: only rows wider than a cluster of one-pass chunks come here.
+__global__ void __launch_bounds__(kThreads, 1)
     topk_stream_kernel(const __grid_constant__ KernelArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   StreamSmem& s = *reinterpret_cast<StreamSmem*>(smem_raw);

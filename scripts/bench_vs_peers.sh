@@ -155,9 +155,12 @@ for kv in ((128, 4), (32, 1)):
 for r in [x for x in anchors if x.get("anchor") == "trtllm_indexer_topk"]:
     d = find(dsa, ("bench", "dsa_topk"), rows=r["rows"], L=r["L"], k=r["k"])
     st = find(dsa, ("bench", "dsa_topk_stream"), rows=r["rows"], L=r["L"], k=r["k"])
+    op = find(dsa, ("bench", "dsa_topk_onepass"), rows=r["rows"], L=r["L"], k=r["k"])
     parts = [f"dsa path {d['path']} × {d.get('cluster', '1')} CTA/row"] if d else []
     if st:
         parts.append(f"dsa stream kernel {float(st['us']):.1f} µs")
+    if op:
+        parts.append(f"dsa one-pass kernel {float(op['us']):.1f} µs ({op.get('cluster', '?')} CTA/row)")
     parts.append(f"TRT-LLM path {r.get('path', '?')}")
     note = "; ".join(parts)
     row("top-k k=2048", f"{r['rows']}×{kshape(int(r['L']))}", d, float(r["us"]), "TensorRT-LLM", note)

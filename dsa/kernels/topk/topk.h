@@ -20,9 +20,9 @@ enum class TopkVariant {
 
 inline constexpr int32_t kMinTopk = 64;
 inline constexpr int32_t kTopkMultiple = 64;
-// Floats one CTA of the one-pass CUDA path holds in shared memory at most (160 KB of the 227 KB
+// Floats one CTA of the one-pass CUDA path holds in shared memory at most (176 KB of the 227 KB
 // a Hopper CTA may have; the rest is histograms and the candidate buffers).
-inline constexpr int32_t kTopkMaxChunk = 40960;
+inline constexpr int32_t kTopkMaxChunk = 45056;
 
 struct TopkParams {
   const float* logits = nullptr;      // [R, ld] fp32; row r reads [col_base[r], +len[r])
@@ -48,10 +48,15 @@ struct TopkParams {
   // a multiple of 128.
   int32_t max_chunk = kTopkMaxChunk;
   // CTAs per row of the one-pass path: 0 = chosen from R, ld and the SM count (the fewest that
-  // hold ld, more while R rows leave SMs idle and each chunk keeps >= 8192 floats); 1, 2, 4 or 8
+  // hold ld, more while the grid stays within half the SMs and each chunk keeps >= 8192 floats);
+  // 1, 2, 4 or 8
   // = at least that many (never fewer than hold ld). A row that fits one chunk is selected by one
   // CTA whatever this is.
   int32_t cluster_size = 0;
+  // Many wide rows (R >= stream_min_rows and ld >= 65536) take the streaming kernel too: one CTA
+  // per row at two CTAs per SM overlaps one row's reads with another's selection, where one-pass
+  // CTAs holding 16K+ floats fit one per SM. -1 = R above the SM count; INT32_MAX = never.
+  int32_t stream_min_rows = -1;
   // Streaming path (rows wider than 8 chunks, ld + 3 > 8 * max_chunk): rows with len >= this are
   // selected by a cluster of 8 CTAs instead of one, re-reading the row from global memory; must
   // be >= 1.
@@ -65,6 +70,7 @@ struct TopkParams {
 // R_out >= 0 and R <= R_out without out_row, a known variant, pointers, and for kPaged a page
 // table (data, W >= 1, R_slots >= 1, num_pages >= 1), row_page and P = 64; for kRagged offset;
 // max_chunk in [512, kTopkMaxChunk] and a multiple of 128, cluster_size in {0, 1, 2, 4, 8},
+// stream_min_rows >= -1,
 // long_row_min_len >= 1, cluster_max_rows >= 0.
 Status validate(const TopkParams& p);
 

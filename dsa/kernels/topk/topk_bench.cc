@@ -40,6 +40,35 @@ const char* path_name(const dsa::kernels::TopkLaunch& l) {
   return l.path == dsa::kernels::TopkLaunch::Path::kStream ? "stream" : "onepass";
 }
 
+// The default launch first, then the other kernel at the same shape (the one-pass kernel with its
+// own cluster rule, or the streaming kernel), and with `all_clusters` every one-pass cluster size
+// that holds the rows.
+std::vector<dsa::kernels::TopkParams> launch_variants(const dsa::kernels::TopkParams& p, int sms,
+                                                      bool all_clusters) {
+  using dsa::kernels::TopkLaunch;
+  std::vector<dsa::kernels::TopkParams> out = {p};
+  const TopkLaunch def = dsa::kernels::choose_topk_launch(p, sms);
+  dsa::kernels::TopkParams stream = p, onepass = p;
+  stream.max_chunk = 512;
+  onepass.stream_min_rows = INT32_MAX;
+  const TopkLaunch one = dsa::kernels::choose_topk_launch(onepass, sms);
+  if (def.path == TopkLaunch::Path::kOnePass) {
+    if (dsa::kernels::choose_topk_launch(stream, sms).path == TopkLaunch::Path::kStream)
+      out.push_back(stream);
+  } else if (one.path == TopkLaunch::Path::kOnePass) {
+    out.push_back(onepass);
+  }
+  if (all_clusters && one.path == TopkLaunch::Path::kOnePass) {
+    for (int32_t c : {1, 2, 4, 8}) {
+      dsa::kernels::TopkParams q = onepass;
+      q.cluster_size = c;
+      const TopkLaunch l = dsa::kernels::choose_topk_launch(q, sms);
+      if (l.cluster == c && c != one.cluster) out.push_back(q);
+    }
+  }
+  return out;
+}
+
 Status bench_shape(const Shape& s, int32_t k, dsa::testing::Rng& rng) {
   const std::vector<float> logits = rng.normal_vector(size_t(s.rows) * s.len);
   const std::vector<int32_t> lens(size_t(s.rows), s.len);
@@ -58,11 +87,8 @@ Status bench_shape(const Shape& s, int32_t k, dsa::testing::Rng& rng) {
 
   const double bytes = 4.0 * s.rows * s.len + 4.0 * s.rows * k;
   DSA_ASSIGN_OR_RETURN(const int sms, dsa::cuda::sm_count());
-  for (bool stream : {false, true}) {  // the default dispatch, then the streaming kernel
-    dsa::kernels::TopkParams q = p;
-    if (stream) q.max_chunk = 512;
+  for (const dsa::kernels::TopkParams& q : launch_variants(p, sms, true)) {
     const dsa::kernels::TopkLaunch l = dsa::kernels::choose_topk_launch(q, sms);
-    if (stream && l.path != dsa::kernels::TopkLaunch::Path::kStream) continue;
     DSA_ASSIGN_OR_RETURN(double us, dsa::cuda::median_us([&] { return dsa::kernels::topk_cuda(q); },
                                                          dsa::cuda::current_stream(), 10, 200));
     const double tbps = bytes / (us * 1e-6) / 1e12;
@@ -111,11 +137,11 @@ Status run_peer_shape(const dsa::cuda::ShapeArg& shape, int iters, dsa::testing:
   p.k = k;
   p.out_rows = rows;
   DSA_ASSIGN_OR_RETURN(const int sms, dsa::cuda::sm_count());
-  for (bool stream : {false, true}) {  // the default dispatch, then the streaming kernel
-    dsa::kernels::TopkParams q = p;
-    if (stream) q.max_chunk = 512;
+  const std::vector<dsa::kernels::TopkParams> variants = launch_variants(p, sms, false);
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const dsa::kernels::TopkParams& q = variants[v];
     const dsa::kernels::TopkLaunch l = dsa::kernels::choose_topk_launch(q, sms);
-    if (stream && l.path != dsa::kernels::TopkLaunch::Path::kStream) continue;
+    const bool stream = v > 0 && l.path == dsa::kernels::TopkLaunch::Path::kStream;
     auto launch = [&](int c) {
       dsa::kernels::TopkParams r = q;
       r.logits = d_logits.data() + size_t(c) * cells;
@@ -132,8 +158,8 @@ Status run_peer_shape(const dsa::cuda::ShapeArg& shape, int iters, dsa::testing:
     const std::string extra =
         fmt::format("logits_GBps={:.0f} path={} cluster={}", 4.0 * rows * len / (t.median_us * 1e3),
                     path_name(l), l.cluster);
-    dsa::cuda::print_cold_line(stream ? "dsa_topk_stream" : "dsa_topk", shape_text, t, bytes, 0, 0,
-                               extra);
+    const char* name = v == 0 ? "dsa_topk" : stream ? "dsa_topk_stream" : "dsa_topk_onepass";
+    dsa::cuda::print_cold_line(name, shape_text, t, bytes, 0, 0, extra);
   }
   dsa::cuda::set_current_stream(nullptr);
   DSA_CUDA_RETURN_IF_ERROR(cudaStreamDestroy(stream_handle));

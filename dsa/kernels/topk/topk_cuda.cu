@@ -46,6 +46,14 @@ Status launch(void (*kernel)(KernelArgs), const KernelArgs& args, int32_t rows, 
   DSA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, args));
   return ok_status();
 }
+template <TopkVariant V>
+Status launch_onepass(const KernelArgs& args, int32_t rows, const TopkLaunch& l) {
+  constexpr size_t kMaxBytes = topk_detail::onepass_smem_bytes(kTopkMaxChunk);
+  DSA_RETURN_IF_ERROR(
+      cuda::allow_dynamic_smem_once<topk_detail::topk_onepass_kernel<V>>(kMaxBytes));
+  return launch(topk_detail::topk_onepass_kernel<V>, args, rows, l.cluster,
+                topk_detail::onepass_smem_bytes(l.chunk_cap));
+}
 }  // namespace
 
 TopkLaunch choose_topk_launch(const TopkParams& p, int sms) {
@@ -54,7 +62,8 @@ TopkLaunch choose_topk_launch(const TopkParams& p, int sms) {
   auto chunk_for = [&](int32_t c) { return (need + c - 1) / c; };
   int32_t fit = 1;
   while (fit <= kClusterSize && chunk_for(fit) > p.max_chunk) fit *= 2;
-  if (fit > kClusterSize) {
+  const int64_t many_rows = p.stream_min_rows >= 0 ? p.stream_min_rows : int64_t{sms} + 1;
+  if (fit > kClusterSize || (p.rows >= many_rows && p.logits_ld >= 65536)) {
     l.path = TopkLaunch::Path::kStream;
     l.cluster =
         p.logits_ld >= p.long_row_min_len && p.rows <= p.cluster_max_rows ? kClusterSize : 1;
@@ -62,8 +71,11 @@ TopkLaunch choose_topk_launch(const TopkParams& p, int sms) {
   }
   int32_t c = std::max(fit, p.cluster_size);
   if (p.cluster_size == 0) {
-    // More CTAs per row while the rows leave SMs idle and the chunks stay worth a CTA.
-    while (c < kClusterSize && int64_t{p.rows} * 2 * c <= sms &&
+    // More CTAs per row while the grid stays within half the SMs and the chunks stay worth a
+    // CTA. H200, warm L2, K 2048: 32 x 32K is 26.4 / 22.1 / 32.0 us on 1 / 2 / 4 CTAs per row,
+    // 32 x 64K 28.9 / 38.7 on 2 / 4, while 4 x 128K is 27.8 / 23.6 on 4 / 8: past ~66 CTAs
+    // the cluster's barriers and peer reads cost more than the shorter chunks save.
+    while (c < kClusterSize && int64_t{p.rows} * 2 * c * 2 <= sms &&
            chunk_for(2 * c) >= kTopkMinSplitChunk) {
       c *= 2;
     }
@@ -90,10 +102,17 @@ Status topk_cuda(const TopkParams& p) {
                         p.out_row,   p.out_rows,  p.idx,        p.plan,     p.long_row_min_len,
                         l.chunk_cap, l.cluster,   checked,      err};
   if (l.path == TopkLaunch::Path::kOnePass) {
-    constexpr size_t kMaxBytes = topk_detail::onepass_smem_bytes(kTopkMaxChunk);
-    DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<topk_detail::topk_onepass_kernel>(kMaxBytes));
-    DSA_RETURN_IF_ERROR(launch(topk_detail::topk_onepass_kernel, args, p.rows, l.cluster,
-                               topk_detail::onepass_smem_bytes(l.chunk_cap)));
+    switch (p.variant) {
+      case TopkVariant::kPlain:
+        DSA_RETURN_IF_ERROR(launch_onepass<TopkVariant::kPlain>(args, p.rows, l));
+        break;
+      case TopkVariant::kPaged:
+        DSA_RETURN_IF_ERROR(launch_onepass<TopkVariant::kPaged>(args, p.rows, l));
+        break;
+      case TopkVariant::kRagged:
+        DSA_RETURN_IF_ERROR(launch_onepass<TopkVariant::kRagged>(args, p.rows, l));
+        break;
+    }
     return cuda::end_launch("topk_onepass_kernel", checked, "topk_cuda");
   }
   constexpr size_t kStreamBytes = sizeof(topk_detail::StreamSmem);

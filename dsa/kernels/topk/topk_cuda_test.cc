@@ -354,24 +354,35 @@ TEST_F(TopkCuda, MediumRowsOnClustersAgree) {
   EXPECT_TRUE(single_cta == clusters);
 }
 
-// More candidates in the K-th key's coarse (fp16) bin than a CTA buffers: distinct fp32 values
-// that share one fp16 bin, and an exact tie flood. One CTA re-reads its chunk (no buffer); eight
-// CTAs buffer their shares of the first two rows (3750 each) but are too many to gather, and
-// gather the other rows' candidates; the outputs agree bit for bit and match the reference.
-// Lengths around the 16 KB copy pieces and every alignment of the window ride along.
-TEST_F(TopkCuda, OnePassCandidateOverflowAndPieceEdges) {
+// Every way the candidates (the values in the K-th key's fp16 bin) are selected, on one CTA per
+// row and on 8-CTA clusters, whose outputs must agree bit for bit and match the reference:
+//   rows 0, 1  15000 distinct fp32 values in one fp16 bin: one CTA overflows its buffer and
+//              re-reads them; a cluster buffers 1875 per CTA, too many to gather, and sums
+//              its histograms;
+//   row 2      an exact tie flood, overflowing every buffer;
+//   row 10     1000 sure winners, then 1800 candidates (each value twice: ties at the threshold),
+//              selected by radix passes over one CTA's or a cluster's gathered candidates;
+//   others     few candidates, ranked directly; lengths around the 16 KB copy pieces and every
+//              alignment of the window.
+TEST_F(TopkCuda, OnePassCandidatePathsAndPieceEdges) {
   Rng rng(testing::test_seed());
   const int32_t ld = 40000;  // + 3 <= kTopkMaxChunk: one CTA holds a row
-  TopkCase c(10, ld, 2048);
-  c.len = {30000, 30000, 40000, 4097, 8191, 8193, 12288, 4095, 39999, 20000};
-  c.col_base = {0, 1, 0, 0, 3, 2, 1, 0, 1, 20000};
-  for (int32_t r = 0; r < 10; ++r) {
+  TopkCase c(11, ld, 2048);
+  c.len = {15000, 15000, 40000, 4097, 8191, 8193, 12288, 4095, 39999, 20000, 20000};
+  c.col_base = {0, 1, 0, 0, 3, 2, 1, 0, 1, 20000, 3};
+  for (int32_t r = 0; r < 11; ++r) {
     float* row = c.row(r) + c.col_base[r];
-    if (r == 0 || r == 1) {  // 30000 distinct values in [1, 1 + 2^-7): one fp16 bin
-      std::vector<int32_t> perm = rng.permutation(0, 30000);
-      for (int32_t p = 0; p < 30000; ++p) row[p] = 1.0f + float(perm[p]) * 0x1p-22f;
+    if (r == 0 || r == 1) {  // distinct values in [1, 1 + 2^-8): one fp16 bin
+      std::vector<int32_t> perm = rng.permutation(0, 15000);
+      for (int32_t p = 0; p < 15000; ++p) row[p] = 1.0f + float(perm[p]) * 0x1p-22f;
     } else if (r == 2) {
       std::fill_n(row, 40000, 0.75f);  // all ties
+    } else if (r == 10) {
+      for (int32_t p = 0; p < 20000; ++p) {
+        row[p] = p < 1000   ? 5.0f + float(p) * 1e-3f
+                 : p < 2800 ? 1.0f + float((p - 1000) % 900) * 0x1p-22f
+                            : -1.0f - float(p) * 1e-6f;
+      }
     } else {
       for (int32_t p = 0; p < c.len[r]; ++p) row[p] = r % 2 ? hazard_value(rng) : rng.normal();
     }
@@ -401,26 +412,34 @@ TEST_F(TopkCuda, RowsWiderThanAClusterTakeTheStreamKernel) {
   expect_gpu_matches_ref(c);
 }
 
-// The launch rule: the fewest CTAs per row that hold ld, more while the rows leave SMs idle and the
-// chunks keep >= kTopkMinSplitChunk floats; an explicit cluster_size only adds CTAs.
+// The launch rule: the fewest CTAs per row that hold ld, more while the grid stays within half the
+// SMs and the chunks keep >= kTopkMinSplitChunk floats; an explicit cluster_size only adds CTAs;
+// more rows of >= 64K than SMs take the streaming kernel.
 TEST(TopkLaunchRule, ClusterSizeFromRowsAndWidth) {
-  auto pick = [](int32_t rows, int32_t ld, int32_t cluster_size = 0) {
+  auto pick = [](int32_t rows, int32_t ld, int32_t cluster_size = 0, int32_t stream_min_rows = -1) {
     TopkParams p;
     p.rows = rows;
     p.logits_ld = ld;
     p.cluster_size = cluster_size;
+    p.stream_min_rows = stream_min_rows;
     return choose_topk_launch(p, 132);
   };
-  EXPECT_EQ(pick(32, 8192).cluster, 1);  // chunks would fall below 8192
-  EXPECT_EQ(pick(32, 32768).cluster, 4);
+  EXPECT_EQ(pick(256, 131072, 0, INT32_MAX).cluster, 4);  // one pass: the fewest that hold ld
+  EXPECT_EQ(pick(32, 8192).cluster, 1);                   // chunks would fall below 8192
+  EXPECT_EQ(pick(32, 32768).cluster, 2);                  // 64 CTAs: within half the SMs
+  EXPECT_EQ(pick(32, 65536).cluster, 2);   // the fewest that hold 64K; 128 CTAs would be too many
   EXPECT_EQ(pick(128, 32768).cluster, 1);  // 128 rows fill the SMs
   EXPECT_EQ(pick(128, 65536).cluster, 2);  // the fewest that hold 64K
   EXPECT_EQ(pick(4, 131072).cluster, 8);
-  EXPECT_EQ(pick(256, 131072).cluster, 4);
+  // More wide rows than SMs: the streaming kernel, one CTA per row.
+  EXPECT_EQ(pick(256, 131072).path, TopkLaunch::Path::kStream);
+  EXPECT_EQ(pick(256, 131072).cluster, 1);
+  EXPECT_EQ(pick(256, 32768).path, TopkLaunch::Path::kOnePass);
   EXPECT_EQ(pick(128, 32768, 8).cluster, 8);
   EXPECT_EQ(pick(128, 65536, 1).cluster, 2);  // never fewer than hold ld
-  const TopkLaunch l = pick(32, 32768);
+  const TopkLaunch l = pick(16, 32768);
   EXPECT_EQ(l.path, TopkLaunch::Path::kOnePass);
+  EXPECT_EQ(l.cluster, 4);
   EXPECT_GE(int64_t{l.chunk_cap} * l.cluster, 32768 + 3);
   EXPECT_EQ(l.chunk_cap % 128, 0);
   EXPECT_EQ(pick(4, 8 * kTopkMaxChunk).path, TopkLaunch::Path::kStream);
@@ -490,6 +509,7 @@ TEST_F(TopkCuda, HostValidation) {
   EXPECT_EQ(code([](TopkParams& p) { p.cluster_max_rows = -1; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(code([](TopkParams& p) { p.max_chunk = 4000; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(code([](TopkParams& p) { p.cluster_size = 3; }), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code([](TopkParams& p) { p.stream_min_rows = -2; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(code([](TopkParams& p) { p.logits += 1; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(code([](TopkParams& p) { p.idx = nullptr; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(code([](TopkParams& p) { p.rows = 0; }), StatusCode::kOk);

@@ -70,6 +70,20 @@ struct Image {
   int32_t offset;            // kRagged: added to every position
   const int32_t* table_row;  // kPaged: the row's page ids (row 0 when row_page was out of range)
   int32_t width, num_pages;  // kPaged: the table's width and the pool's pages
+  // With the variant known at compile time (the one-pass kernel has one instantiation each).
+  template <TopkVariant V>
+  __device__ __forceinline__ int32_t map(int32_t p) const {
+    if constexpr (V == TopkVariant::kPaged) {
+      const int32_t j = p / kPageSize;
+      int32_t id = j < width ? table_row[j] : 0;
+      if (id < 0 || id >= num_pages) id = 0;
+      return id * kPageSize + p % kPageSize;
+    } else if constexpr (V == TopkVariant::kRagged) {
+      return static_cast<int32_t>(uint32_t(offset) + uint32_t(p));
+    } else {
+      return p;
+    }
+  }
   __device__ __forceinline__ int32_t operator()(int32_t p) const {
     if (variant == TopkVariant::kPaged) {
       const int32_t j = p / kPageSize;
@@ -283,7 +297,8 @@ __device__ int32_t target_row(const KernelArgs& a, int32_t r, int32_t o, bool re
 struct RowJob {
   const float* src;  // the row's first visible logit
   int64_t len;       // visible length after the clamps (0 <= len <= ld - base)
-  int32_t* out;      // the idx row, K entries
+  int32_t* out;      // the idx row, K entries (stored with st.global: a generic store would be
+                     // ordered before every later shared-memory load it might alias)
   uint32_t k;        // K (a register copy, for the same reason as Image's)
   Image image;
 };

@@ -12,29 +12,33 @@
 // mbarrier per 16 KB piece), so the whole chunk is in flight while the first pieces are counted.
 // Selection (the §3e order: key larger = better, NaN lowest, -0 == +0, ties to the lower
 // position):
-//   pass 1    as the pieces land: histogram of a coarse digit, the top 11 bits of the value
-//             rounded to fp16 (monotone in the order, and 32 bins per octave where the fp32
-//             exponent digit has 4, so far fewer keys share the K-th key's bin and far fewer
-//             atomics collide) -> bin b1 holding the K-th key.
-//   classify  digit > b1: sure winners, written to idx at once; digit == b1: candidates (fp32 key
-//             and chunk index) copied to a shared buffer when they fit.
-//   select    the K-th key among the candidates by radix passes of 11, 11 and 10 bits of the fp32
-//             key. Usually over all the row's candidates at once in every CTA (a cluster gathers
-//             its peers' buffers, so no cluster barrier is needed until the end); when they are
-//             too many, over the whole cluster's histograms, re-reading the chunks if a buffer
-//             overflowed.
-//   final     candidates > T and the first ties == T in position order.
-// Every output slot is assigned in position order: each warp owns a contiguous segment of the
-// chunk (or of a candidate buffer, itself in position order), a counting sweep gives the per-warp
-// offsets, and warp ballots place each element; in a cluster the lower ranks' counts come from
-// the histograms or the gathered candidates. So idx[0..K) is a pure function of the row: the
-// positions of coarse digit > b1 ascending, then the selected positions of bin b1 ascending,
-// whatever C, chunk_cap or whether the candidates fitted.
+//   pass 1    as the pieces land: each value becomes its 16-bit key, the order key of the value
+//             rounded to fp16 (monotone in the order), compacted in place over the floats
+//             already read, and the top 11 bits of that key (32 bins per octave, where the fp32
+//             exponent digit has 4: far fewer keys share the K-th key's bin, and far fewer
+//             atomics collide) are histogrammed -> bin b1 holding the K-th key.
+//   classify  over the 16-bit keys (a shift and two compares each): digit > b1 are sure
+//             winners, written to idx at once; digit == b1 are candidates, whose chunk indices
+//             go to a shared buffer and whose fp32 keys are then fetched from the row in global
+//             memory (just read, so in L2) all at once.
+//   select    the k2-th best candidate: by direct ranks (each candidate counts the candidates
+//             above it) when the row has at most kRankSelectMax, else by radix passes of 11, 11
+//             and 10 bits of the fp32 key. A cluster first gathers its peers' candidates, so
+//             every CTA selects over all of them with no cluster barrier until the end; with too
+//             many candidates (or a buffer overflowed) the cluster's histograms are summed
+//             instead, re-reading the candidates' values from global memory.
+//   final     the selected candidates.
+// Every output slot is a pure function of the row: sure winners in position order (each warp owns
+// a contiguous segment of the chunk, a counting sweep gives the per-warp offsets, warp scans place
+// each element; in a cluster the lower ranks' counts come from the histograms), then the selected
+// candidates, by rank when ranked directly, else in position order. So the output does not depend
+// on C, chunk_cap or whether the candidates fitted.
 #pragma once
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "dsa/kernels/common/hopper_async.cuh"
@@ -42,7 +46,7 @@
 
 namespace dsa::kernels::topk_detail {
 
-#ifdef DSA_TOPK_PROFILE  // phase clocks of block 0 (.scratch profiling only; off in every build)
+#ifdef DSA_TOPK_PROFILE  // phase clocks for tools/topk_phase_profile.cu; off in every build
 __device__ unsigned long long g_topk_prof[16];
 __device__ unsigned long long g_topk_span[2][4096];  // per block: entry, end of the selection
 __device__ __forceinline__ void prof(int i) {
@@ -57,19 +61,21 @@ __device__ __forceinline__ void prof(int i) {
 __device__ __forceinline__ void prof(int) {}
 #endif
 
-inline constexpr int kPieceFloats = 4096;  // one bulk copy and one mbarrier: 16 KB
-inline constexpr int kOnePassCandCap = 4096;
-inline constexpr int kGatherCap = 4096;  // candidates of a whole row selected without the cluster
+inline constexpr int kPieceFloats = 4096;     // one bulk copy and one mbarrier: 16 KB
+inline constexpr int kOnePassCandCap = 2048;  // candidates one CTA buffers
+inline constexpr int kGatherCap = 2048;       // candidates of a cluster's row gathered per CTA
+inline constexpr int kRankSelectMax = 128;    // candidates ranked directly (else radix passes)
 inline constexpr int kMaxPieces = (kTopkMaxChunk + kPieceFloats - 1) / kPieceFloats;
-inline constexpr int kRound = 128;  // floats of one warp step of the classification (4 per lane)
+inline constexpr int kRound = 128;  // elements of one warp step of the classification (4 a lane)
 
 struct OnePassSmem {
   // Ping-pong: a pass's histogram is cleared two passes later, after a row barrier every peer
   // passed once its bin search was done. 16-byte aligned: peers read four bins at once.
   alignas(16) uint32_t hist[2][kBins];
-  uint32_t cand_key[kOnePassCandCap];  // this CTA's candidates, in position order (read by peers)
-  uint32_t cand_idx[kOnePassCandCap];  // their chunk indices
-  uint32_t all_key[kGatherCap];        // a cluster's candidates, rank by rank, in position order
+  uint32_t cand_idx[kOnePassCandCap];              // this CTA's candidates' chunk indices
+  alignas(16) uint32_t cand_key[kOnePassCandCap];  // their fp32 keys, position order
+  alignas(16) uint32_t all_key[kGatherCap];        // a cluster's candidates, rank by rank
+  // cand_key and all_key hold the classification's flags (one byte per float4) before that.
   uint32_t warp_a[kWarps], warp_b[kWarps];
   unsigned long long scan64[kWarps];
   BinChoice choice;
@@ -85,14 +91,18 @@ inline constexpr size_t onepass_smem_bytes(int32_t chunk_cap) {
   return kOnePassHeaderBytes + size_t(chunk_cap) * sizeof(float);
 }
 static_assert(onepass_smem_bytes(kTopkMaxChunk) <= 227 * 1024, "exceeds Hopper's shared memory");
+static_assert(offsetof(OnePassSmem, all_key) ==
+                      offsetof(OnePassSmem, cand_key) + 4 * kOnePassCandCap &&
+                  4 * (kOnePassCandCap + kGatherCap) >= kTopkMaxChunk / 4,
+              "the classification flags fill cand_key and all_key");
 
-// The coarse digit of pass 1: the top 11 bits of the order key of the value rounded to fp16.
-// Rounding is monotone, so digit(a) > digit(b) implies a ranks above b. NaN -> 0 (lowest); -0 is
-// made +0 first (x + 0 = +0 for x = -0), so both zeros share a digit.
-__device__ __forceinline__ uint32_t coarse_digit(float v) {
+// The 16-bit key of pass 1: the order key of the value rounded to fp16. Rounding is monotone, so
+// key16(a) > key16(b) implies a ranks above b. NaN -> 0 (lowest); -0 is made +0 first
+// (x + 0 = +0 for x = -0), so both zeros share a key.
+__device__ __forceinline__ uint32_t key16(float v) {
   const uint32_t h = __half_as_ushort(__float2half_rn(v + 0.0f));
   const uint32_t key = h ^ (0x8000u | ((0u - (h >> 15)) & 0x7FFFu));
-  return v != v ? 0u : key >> 5;
+  return v != v ? 0u : key;
 }
 
 // This CTA's share of its row, in virtual columns (virtual column v is position v - shift; the
@@ -108,25 +118,26 @@ struct Span {
   // Bit e set when chunk index i + e is a row position (i a multiple of 4).
   __device__ __forceinline__ uint32_t valid4(uint32_t i) const {
     const uint32_t v = begin + i;
+    if (v >= lo && v + 4 <= hi) return 0xFu;  // all but the chunk's first and last float4
     const uint32_t from = lo > v ? min(lo - v, 4u) : 0u, to = hi > v ? min(hi - v, 4u) : 0u;
     return ((1u << to) - 1u) & ~((1u << from) - 1u);
   }
   __device__ __forceinline__ int32_t pos(uint32_t i) const { return int32_t(begin + i - shift); }
+  // The fp32 order key of chunk index i, from the row in global memory.
+  __device__ __forceinline__ uint32_t full_key(uint32_t i) const {
+    return order_key(__ldg(src + begin + i));
+  }
 };
 
-__device__ __forceinline__ float4 load4(const float* chunk, uint32_t i) {
-  return *reinterpret_cast<const float4*>(chunk + i);
-}
-
-// Bits e (digit > b1) and 4 + e (digit == b1) for chunk indices i .. i + 3.
-__device__ __forceinline__ uint32_t classify4(const float* chunk, const Span& sp, uint32_t i,
+// Bits e (digit > b1) and 4 + e (digit == b1) for the 16-bit keys of chunk indices i .. i + 3.
+__device__ __forceinline__ uint32_t classify4(const uint16_t* keys, const Span& sp, uint32_t i,
                                               uint32_t b1) {
-  const float4 x = load4(chunk, i);
-  const float v[4] = {x.x, x.y, x.z, x.w};
+  const uint2 w = *reinterpret_cast<const uint2*>(keys + i);
+  const uint32_t k[4] = {w.x & 0xFFFFu, w.x >> 16, w.y & 0xFFFFu, w.y >> 16};
   uint32_t m = 0;
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    const uint32_t d = coarse_digit(v[e]);
+    const uint32_t d = k[e] >> 5;
     m |= (d > b1 ? 1u : 0u) << e;
     m |= (d == b1 ? 1u : 0u) << (4 + e);
   }
@@ -157,10 +168,9 @@ __device__ void ordered_sweep(OnePassSmem& s, uint32_t n, Classify classify, Emi
   }
   __syncthreads();
   uint32_t ra = 0, rb = 0;
-#pragma unroll
-  for (int u = 0; u < kWarps; ++u) {
-    ra += u < warp ? s.warp_a[u] : 0u;
-    rb += u < warp ? s.warp_b[u] : 0u;
+  for (int u = 0; u < warp; ++u) {
+    ra += s.warp_a[u];
+    rb += s.warp_b[u];
   }
   const uint32_t below = (1u << lane) - 1u;
   for (uint32_t r = w0; r < w1; r += 32) {  // warp-uniform trip count
@@ -175,18 +185,21 @@ __device__ void ordered_sweep(OnePassSmem& s, uint32_t n, Classify classify, Emi
 }
 
 // Classification of this CTA's chunk against b1, in position order: sure winners to idx from slot
-// sure_base on, candidates to the buffer when `buffered`. Rolled loops on purpose: the kernel is
-// code-bound (every instruction runs a few times per CTA), and unrolled rounds spent half their
-// time waiting for instruction fetch, so the flags are recomputed in the second sweep instead of
-// kept in unrolled registers.
-__device__ void classify_chunk(OnePassSmem& s, const float* chunk, const Span& sp, uint32_t b1,
+// sure_base on, candidates' chunk indices to the buffer when `buffered`. Rolled loops on purpose:
+// the kernel is code-bound (every instruction runs a few times per CTA; unrolled rounds spent
+// half their time waiting for instruction fetch), and a classification costs a few instructions.
+template <TopkVariant V>
+__device__ void classify_chunk(OnePassSmem& s, const uint16_t* keys, const Span& sp, uint32_t b1,
                                uint32_t sure_base, bool buffered, const RowJob& job) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t seg = ((sp.n4 + kWarps - 1) / kWarps + kRound - 1) / kRound * kRound;
   const uint32_t w0 = min(sp.n4, warp * seg), w1 = min(sp.n4, w0 + seg);
+  uint8_t* flags = reinterpret_cast<uint8_t*>(s.cand_key);  // one byte per float4
   uint32_t ns = 0, nc = 0;
+#pragma unroll 2
   for (uint32_t i = w0 + 4 * lane; i < w1; i += kRound) {
-    const uint32_t m = classify4(chunk, sp, i, b1);
+    const uint32_t m = classify4(keys, sp, i, b1);
+    flags[i / 4] = uint8_t(m);
     ns += __popc(m & 0xFu);
     nc += __popc(m >> 4);
   }
@@ -202,9 +215,10 @@ __device__ void classify_chunk(OnePassSmem& s, const float* chunk, const Span& s
     so += s.warp_a[u];
     co += s.warp_b[u];
   }
+#pragma unroll 2
   for (uint32_t r = w0; r < w1; r += kRound) {  // warp-uniform trip count
     const uint32_t i = r + 4 * lane;
-    const uint32_t m = i < w1 ? classify4(chunk, sp, i, b1) : 0u;
+    const uint32_t m = i < w1 ? flags[i / 4] : 0u;
     // Position order inside the round is lane-major: a lane's first slots follow the flagged
     // elements of the lower lanes.
     const uint32_t packed = __popc(m & 0xFu) | (__popc(m >> 4) << 16);
@@ -213,32 +227,30 @@ __device__ void classify_chunk(OnePassSmem& s, const float* chunk, const Span& s
     uint32_t sr = so + ((incl - packed) & 0xFFFFu), cr = co + ((incl - packed) >> 16);
     so += total & 0xFFFFu;
     co += total >> 16;
-    if (m == 0u) continue;
-    const float4 x = load4(chunk, i);
-    const float v[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      if ((m >> e) & 1u) {
-        if (sr < job.k) job.out[sr] = job.image(sp.pos(i + e));
-        ++sr;
-      } else if ((m >> (4 + e)) & 1u) {
-        if (buffered) {
-          s.cand_key[cr] = order_key(v[e]);
-          s.cand_idx[cr] = i + e;
-        }
-        ++cr;
+      const bool sure = (m >> e) & 1u, cand = (m >> (4 + e)) & 1u;
+      if constexpr (V == TopkVariant::kPaged) {  // the image reads the page table: when needed
+        if (sure && sr < job.k) __stcg(job.out + sr, job.image.map<V>(sp.pos(i + e)));
+      } else {  // arithmetic images: predicated stores, no branches
+        const int32_t img = job.image.map<V>(sp.pos(i + e));
+        if (sure && sr < job.k) __stcg(job.out + sr, img);
       }
+      if (cand && buffered) s.cand_idx[cr] = i + e;
+      sr += sure ? 1u : 0u;
+      cr += cand ? 1u : 0u;
     }
   }
-  __syncthreads();  // the buffer is complete; warp_a / warp_b free
+  __syncthreads();  // the indices are complete; warp_a / warp_b and the flags free
 }
 
-// Where passes 2-4 read the candidates: keys in shared memory (this CTA's buffer or a cluster's
-// gathered candidates), or, for a buffer that overflowed, the chunk (coarse digit == b1).
+// Where the radix passes read the candidates: fp32 keys in shared memory (this CTA's buffer or a
+// cluster's gathered candidates), or, for a buffer that overflowed, every chunk index whose
+// 16-bit key is in bin b1, its fp32 key fetched from global memory.
 struct Candidates {
-  const uint32_t* keys;  // null: re-read the chunk
+  const uint32_t* keys;  // null: from the chunk
   uint32_t n;            // keys in `keys`
-  const float* chunk;
+  const uint16_t* keys16;
   Span sp;
   uint32_t b1;
 };
@@ -255,8 +267,7 @@ __device__ void candidate_histogram(const Candidates& c, uint32_t* hist, int dsh
     return;
   }
   for (uint32_t i = threadIdx.x; i < c.sp.n4; i += kThreads) {
-    const float v = c.chunk[i];
-    if (c.sp.in(i) && coarse_digit(v) == c.b1) add(order_key(v));
+    if (c.sp.in(i) && (uint32_t{c.keys16[i]} >> 5) == c.b1) add(c.sp.full_key(i));
   }
 }
 
@@ -299,16 +310,44 @@ __device__ Threshold select_threshold(OnePassSmem& s, const Candidates& c, uint3
 // Writes candidate `chunk_index` (key `key`) if selected: class A (> T) takes slot
 // base + ra + min(rb, ties), a tie takes base + ra + rb while rb < ties; ra / rb count the
 // selected-class elements before it in position order.
+template <TopkVariant V>
 __device__ __forceinline__ void place(const RowJob& job, const Span& sp, uint32_t key,
                                       uint32_t threshold, uint32_t chunk_index, uint32_t base,
                                       uint32_t ties, uint32_t ra, uint32_t rb) {
   uint32_t slot = UINT32_MAX;
   if (key > threshold) slot = base + ra + min(rb, ties);
   if (key == threshold && rb < ties) slot = base + ra + rb;
-  if (slot < job.k) job.out[slot] = job.image(sp.pos(chunk_index));
+  if (slot < job.k) __stcg(job.out + slot, job.image.map<V>(sp.pos(chunk_index)));
+}
+
+// Direct ranks over the row's n <= kRankSelectMax candidates (keys, in position order): candidate
+// j's rank is the number of candidates above it in the §3e order (greater key, or an equal key at
+// a lower position); the k2 of rank < k2 take slots base + rank. This CTA writes its own
+// [first, first + n_own).
+template <TopkVariant V>
+__device__ void rank_select(const uint32_t* keys, uint32_t n, uint32_t first, uint32_t n_own,
+                            uint32_t k2, uint32_t base, const uint32_t* cand_idx, const RowJob& job,
+                            const Span& sp) {
+  const uint32_t j = first + threadIdx.x;
+  if (threadIdx.x >= n_own) return;
+  const uint32_t key = keys[j];
+  uint32_t rank = 0;
+  for (uint32_t q = 0; q < n; q += 4) {  // keys is padded to a multiple of 4 (n <= 128 < cap)
+    const uint4 w = *reinterpret_cast<const uint4*>(keys + q);
+    const uint32_t v[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const uint32_t p = q + e;
+      rank += (p < n && (v[e] > key || (v[e] == key && p < j))) ? 1u : 0u;
+    }
+  }
+  if (rank < k2 && base + rank < job.k) {
+    __stcg(job.out + base + rank, job.image.map<V>(sp.pos(cand_idx[threadIdx.x])));
+  }
 }
 
 // Selects the K best positions of a row of len > K, this CTA being rank `rank` of n_coop.
+template <TopkVariant V>
 __device__ void onepass_select_row(OnePassSmem& s, float* chunk, const RowJob& job, int n_coop,
                                    int rank) {
   const int tid = threadIdx.x;
@@ -336,22 +375,39 @@ __device__ void onepass_select_row(OnePassSmem& s, float* chunk, const RowJob& j
   __syncthreads();  // histograms clear
   prof(2);
 
-  // Pass 1, piece by piece as the copies complete.
+  // Pass 1, piece by piece as the copies complete. The 16-bit keys of piece p overwrite floats of
+  // piece p / 2, all read before the barrier (piece 0's own floats are in registers by then).
+  uint16_t* keys16 = reinterpret_cast<uint16_t*>(chunk);
   for (uint32_t p = 0; p < pieces; ++p) {
     hopper::mbar_wait(&s.bar[p], 0);
     const uint32_t end = min(sp.n4, (p + 1) * kPieceFloats);
-    for (uint32_t i = p * kPieceFloats + 4 * tid; i < end; i += 4 * kThreads) {
-      const float4 x = load4(chunk, i);
+    constexpr int kPer = kPieceFloats / (4 * kThreads);  // float4s of a piece per thread
+    uint32_t k[kPer][4];
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const uint32_t i = p * kPieceFloats + 4 * (tid + u * kThreads);
+      const float4 x =
+          i < end ? *reinterpret_cast<const float4*>(chunk + i) : make_float4(0.f, 0.f, 0.f, 0.f);
       const float v[4] = {x.x, x.y, x.z, x.w};
-      const uint32_t valid = sp.valid4(i);
+      const uint32_t valid = i < end ? sp.valid4(i) : 0u;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        if ((valid >> e) & 1u) atomicAdd(&s.hist[0][coarse_digit(v[e])], 1u);
+        k[u][e] = key16(v[e]);
+        if ((valid >> e) & 1u) atomicAdd(&s.hist[0][k[u][e] >> 5], 1u);
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const uint32_t i = p * kPieceFloats + 4 * (tid + u * kThreads);
+      if (i < end) {
+        *reinterpret_cast<uint2*>(keys16 + i) =
+            make_uint2(k[u][0] | (k[u][1] << 16), k[u][2] | (k[u][3] << 16));
       }
     }
   }
   prof(3);
-  row_sync(n_coop);
+  row_sync(n_coop);  // also orders the last piece's keys before the classification reads them
   prof(4);
   find_bin<kBins>(s.hist[0], s.scan64, s.choice, job.k, n_coop, rank);
   prof(5);
@@ -361,13 +417,20 @@ __device__ void onepass_select_row(OnePassSmem& s, float* chunk, const RowJob& j
   const bool buffered = n_cand <= uint32_t(kOnePassCandCap);
   if (tid == 0) s.n_cand = n_cand;
 
-  classify_chunk(s, chunk, sp, b1, c1.above_low, buffered, job);
+  classify_chunk<V>(s, keys16, sp, b1, c1.above_low, buffered, job);
+  if (buffered) {  // the candidates' fp32 keys, every load in flight at once (L2 hits)
+    for (uint32_t j = tid; j < n_cand; j += kThreads) s.cand_key[j] = sp.full_key(s.cand_idx[j]);
+    // Zero padding up to a multiple of 4 for the vector reads of rank_select.
+    if (tid < 4 && n_cand + tid < uint32_t(kOnePassCandCap)) s.cand_key[n_cand + tid] = 0;
+  }
+  __syncthreads();
   prof(6);
 
   // Every candidate of the row in one CTA's shared memory: each CTA selects over all of them,
   // with no cluster barrier until the end. Otherwise the cluster selects together.
-  const bool local = n_coop == 1 ? buffered : c1.bin_tot <= uint32_t(kGatherCap);
-  Candidates c{buffered ? s.cand_key : nullptr, n_cand, chunk, sp, b1};
+  const uint32_t n_row = c1.bin_tot;  // the row's candidates
+  const bool local = n_coop == 1 ? buffered : n_row <= uint32_t(kGatherCap);
+  Candidates c{buffered ? s.cand_key : nullptr, n_cand, keys16, sp, b1};
   uint32_t my_first = 0;  // local: this CTA's first candidate among c.keys
   if (local && n_coop > 1) {
     cg::cluster_group cluster = cg::this_cluster();
@@ -379,47 +442,57 @@ __device__ void onepass_select_row(OnePassSmem& s, float* chunk, const RowJob& j
       for (uint32_t j = tid; j < cnt; j += kThreads) s.all_key[off + j] = peer[j];
       off += cnt;
     }
+    if (tid < 4 && off + tid < uint32_t(kGatherCap)) s.all_key[off + tid] = 0;
     __syncthreads();
     c.keys = s.all_key;
-    c.n = off;  // == c1.bin_tot
+    c.n = off;  // == n_row
     my_first = c1.bin_low;
   }
-  const Threshold t = select_threshold(s, c, job.k - c1.above_tot, local ? 1 : n_coop, rank);
-  prof(7);
-  // The candidates' slots follow the sure winners'. Locally every rank is counted in the sweep;
-  // in the cluster the lower ranks' share comes from the histograms, and their ties go first.
-  uint32_t base = c1.above_tot, ties = t.ties_needed;
-  if (!local) {
-    base += t.above_low + min(t.ties_needed, t.last.bin_low);
-    ties = t.ties_needed > t.last.bin_low ? t.ties_needed - t.last.bin_low : 0u;
-  }
-  auto classes = [&](uint32_t key) {
-    return (key > t.key ? 1u : 0u) | (key == t.key ? 0x10u : 0u);
-  };
-  if (c.keys != nullptr) {
-    ordered_sweep(
-        s, my_first + n_cand, [&](uint32_t j) { return classes(c.keys[j]); },
-        [&](uint32_t j, uint32_t ra, uint32_t rb) {
-          if (j >= my_first) {
-            place(job, sp, c.keys[j], t.key, s.cand_idx[j - my_first], base, ties, ra, rb);
-          }
-        });
-  } else {  // in chunk order, one element per lane
-    ordered_sweep(
-        s, sp.n4,
-        [&](uint32_t i) {
-          const float v = chunk[i];
-          return sp.in(i) && coarse_digit(v) == b1 ? classes(order_key(v)) : 0u;
-        },
-        [&](uint32_t i, uint32_t ra, uint32_t rb) {
-          place(job, sp, order_key(chunk[i]), t.key, i, base, ties, ra, rb);
-        });
+  const uint32_t k2 = job.k - c1.above_tot;
+  const uint32_t cand_base = c1.above_tot;  // the candidates' slots follow the sure winners'
+  if (local && n_row <= uint32_t(kRankSelectMax)) {
+    rank_select<V>(c.keys, c.n, my_first, n_cand, k2, cand_base, s.cand_idx, job, sp);
+    prof(7);
+  } else {
+    const Threshold t = select_threshold(s, c, k2, local ? 1 : n_coop, rank);
+    prof(7);
+    // Locally every rank is counted in the sweep; in the cluster the lower ranks' share comes
+    // from the histograms, and their ties go first.
+    uint32_t base = cand_base, ties = t.ties_needed;
+    if (!local) {
+      base += t.above_low + min(t.ties_needed, t.last.bin_low);
+      ties = t.ties_needed > t.last.bin_low ? t.ties_needed - t.last.bin_low : 0u;
+    }
+    auto classes = [&](uint32_t key) {
+      return (key > t.key ? 1u : 0u) | (key == t.key ? 0x10u : 0u);
+    };
+    if (c.keys != nullptr) {
+      ordered_sweep(
+          s, my_first + n_cand, [&](uint32_t j) { return classes(c.keys[j]); },
+          [&](uint32_t j, uint32_t ra, uint32_t rb) {
+            if (j >= my_first) {
+              place<V>(job, sp, c.keys[j], t.key, s.cand_idx[j - my_first], base, ties, ra, rb);
+            }
+          });
+    } else {  // in chunk order, one element per lane
+      ordered_sweep(
+          s, sp.n4,
+          [&](uint32_t i) {
+            return sp.in(i) && (uint32_t{keys16[i]} >> 5) == b1 ? classes(sp.full_key(i)) : 0u;
+          },
+          [&](uint32_t i, uint32_t ra, uint32_t rb) {
+            place<V>(job, sp, sp.full_key(i), t.key, i, base, ties, ra, rb);
+          });
+    }
   }
   prof(8);
   // No CTA may leave while a peer can still read its shared memory.
   if (n_coop > 1) cg::this_cluster().sync();
 }
 
+// One instantiation per variant, so the plain and ragged images are arithmetic the stores can be
+// predicated on.
+template <TopkVariant V>
 __global__ void __launch_bounds__(kThreads, 1)
     topk_onepass_kernel(const __grid_constant__ KernelArgs a) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -439,7 +512,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint64_t vtotal = (reinterpret_cast<uintptr_t>(job.src) >> 2 & 3u) + uint64_t(job.len);
   const int n_coop = vtotal <= uint64_t(a.chunk_cap) ? 1 : a.cluster;
   if (rank >= n_coop) return;
-  onepass_select_row(s, chunk, job, n_coop, rank);
+  onepass_select_row<V>(s, chunk, job, n_coop, rank);
 }
 
 }  // namespace dsa::kernels::topk_detail

@@ -190,6 +190,7 @@ Status validate(const TopkParams& p) {
     return field_error(StatusCode::kInvalidArgument, kOp, "cluster_size", p.cluster_size,
                        "must be 0 (automatic), 1, 2, 4 or 8");
   }
+  DSA_RETURN_IF_ERROR(require_in(kOp, "stream_min_rows", p.stream_min_rows, -1, INT32_MAX));
   DSA_RETURN_IF_ERROR(require_in(kOp, "long_row_min_len", p.long_row_min_len, 1, INT32_MAX));
   DSA_RETURN_IF_ERROR(require_in(kOp, "cluster_max_rows", p.cluster_max_rows, 0, INT32_MAX));
   if (p.out_row == nullptr && p.rows > p.out_rows) {

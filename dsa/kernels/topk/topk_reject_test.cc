@@ -71,7 +71,7 @@ TEST_F(TopkRejects, MaxChunkOutOfRange) {
   expect(StatusCode::kInvalidArgument, p, "max_chunk");
   p.max_chunk = 1000;
   expect(StatusCode::kInvalidArgument, p,
-         "max_chunk = 1000: must be in [512, 40960] and a multiple of 128");
+         "max_chunk = 1000: must be in [512, 45056] and a multiple of 128");
 }
 TEST_F(TopkRejects, ClusterSizeNotAPowerOfTwoUpTo8) {
   TopkParams p = c.params();

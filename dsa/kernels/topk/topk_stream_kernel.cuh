@@ -37,6 +37,27 @@ inline constexpr int kLoadUnroll = 4;          // float4 loads in flight per thr
 inline constexpr int kOrderedUnroll = 2;       // the same in the passes that scan in order
 inline constexpr int kSubTile = 4 * kThreads;  // columns of one block-wide float4 sweep
 
+// The image through the kernel parameters (two registers of row state), as this kernel was tuned
+// for: it keeps the kernel at 64 registers, two CTAs per SM.
+struct ParamImage {
+  const KernelArgs* a;
+  int32_t row_word;  // kPaged: the page-table row (0 when out of range); kRagged: the offset
+  __device__ __forceinline__ int32_t operator()(int32_t p) const {
+    if (a->variant == TopkVariant::kPaged) {
+      const int32_t j = p / kPageSize;
+      int32_t id = j < a->page_table.width
+                       ? a->page_table.data[int64_t{row_word} * a->page_table.width + j]
+                       : 0;
+      if (id < 0 || id >= a->page_table.num_pages) id = 0;
+      return id * kPageSize + p % kPageSize;
+    }
+    if (a->variant == TopkVariant::kRagged) {
+      return static_cast<int32_t>(uint32_t(row_word) + uint32_t(p));
+    }
+    return p;
+  }
+};
+
 struct StreamSmem {
   uint32_t hist[3][kBins];  // this CTA's histogram of each pass (read by the cluster peers)
   uint32_t cand_key[kCandCap];
@@ -81,7 +102,7 @@ __device__ __forceinline__ float lane_of(const float4& x, int e) {
 
 // Selects the K best positions of a row of len > K, this CTA being rank `rank` of n_coop.
 __device__ void stream_select_row(StreamSmem& s, const KernelArgs& a, const float* row_src,
-                                  int64_t len, int32_t* out, const Image& image, int n_coop,
+                                  int64_t len, int32_t* out, const ParamImage& image, int n_coop,
                                   int rank) {
   const int tid = threadIdx.x;
   const uint32_t k = uint32_t(a.k);
@@ -244,8 +265,7 @@ __device__ void stream_select_row(StreamSmem& s, const KernelArgs& a, const floa
   if (n_coop > 1) cg::this_cluster().sync();
 }
 
-// One CTA per SM by registers: only rows wider than a cluster of one-pass chunks come here.
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, 2)
     topk_stream_kernel(const __grid_constant__ KernelArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   StreamSmem& s = *reinterpret_cast<StreamSmem*>(smem_raw);
@@ -254,7 +274,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int rank = int(blockIdx.x % uint32_t(a.cluster));
   const int n_coop = (a.cluster > 1 && job.len >= a.long_row_min_len) ? a.cluster : 1;
   if (rank >= n_coop) return;
-  stream_select_row(s, a, job.src, job.len, job.out, job.image, n_coop, rank);
+  int32_t row_word = job.image.offset;
+  if (a.variant == TopkVariant::kPaged) {
+    row_word = int32_t((job.image.table_row - a.page_table.data) / a.page_table.width);
+  }
+  stream_select_row(s, a, job.src, job.len, job.out, ParamImage{&a, row_word}, n_coop, rank);
 }
 
 }  // namespace dsa::kernels::topk_detail

@@ -67,6 +67,7 @@ struct TopkParams {
 };
 
 // Host checks (InvalidArgument): R >= 0, K range and multiple of 64, ld >= 0 and ld % 4 == 0,
+// logits 16-byte aligned (with ld % 4 == 0 every row is: the CUDA kernels bulk-copy rows),
 // R_out >= 0 and R <= R_out without out_row, a known variant, pointers, and for kPaged a page
 // table (data, W >= 1, R_slots >= 1, num_pages >= 1), row_page and P = 64; for kRagged offset;
 // max_chunk in [512, kTopkMaxChunk] and a multiple of 128, cluster_size in {0, 1, 2, 4, 8},
@@ -89,7 +90,7 @@ Status topk_ref(const TopkParams& p);
 // device, launched on cuda::current_stream(). Checked-mode data rules are verified on the device
 // and returned through the device error word (the call then synchronises); unchecked mode never
 // synchronises. Needs no scratch: long rows use thread-block clusters and distributed shared
-// memory. logits must be 16-byte aligned (InvalidArgument): rows are fetched by bulk copies.
+// memory. Which kernel runs (a function of R and ld) decides the order inside idx[0..m).
 Status topk_cuda(const TopkParams& p);
 
 }  // namespace dsa::kernels

@@ -1,8 +1,10 @@
 // Launcher of the top-k kernels (SPEC.md §3e): the one-pass kernel (topk_onepass_kernel.cuh)
-// whenever a cluster of 8 CTAs can hold a row of ld in shared memory, else the streaming kernel
-// (topk_stream_kernel.cuh). Both choices, and the cluster size, are functions of (R, ld, launch
-// constants, SM count) only, so a captured graph replays the launch it was captured with; which
-// path a row takes inside the kernel follows the row's own length.
+// whenever a cluster of 8 CTAs can hold a row of ld in shared memory and the rows are not both
+// many and wide, else the streaming kernel (topk_stream_kernel.cuh). Both choices, and the
+// cluster size, are functions of (R, ld, launch constants, SM count) only, so a captured graph
+// replays the launch it was captured with; which path a row takes inside the kernel follows the
+// row's own length. The two kernels select the same sets but order them differently inside idx
+// (both deterministic, SPEC.md §3e rule 3), so a row's idx order can change with R.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -54,6 +56,18 @@ Status launch_onepass(const KernelArgs& args, int32_t rows, const TopkLaunch& l)
   return launch(topk_detail::topk_onepass_kernel<V>, args, rows, l.cluster,
                 topk_detail::onepass_smem_bytes(l.chunk_cap));
 }
+Status launch_onepass_variant(TopkVariant v, const KernelArgs& args, int32_t rows,
+                              const TopkLaunch& l) {
+  switch (v) {
+    case TopkVariant::kPaged:
+      return launch_onepass<TopkVariant::kPaged>(args, rows, l);
+    case TopkVariant::kRagged:
+      return launch_onepass<TopkVariant::kRagged>(args, rows, l);
+    case TopkVariant::kPlain:
+      break;
+  }
+  return launch_onepass<TopkVariant::kPlain>(args, rows, l);
+}
 }  // namespace
 
 TopkLaunch choose_topk_launch(const TopkParams& p, int sms) {
@@ -88,9 +102,6 @@ TopkLaunch choose_topk_launch(const TopkParams& p, int sms) {
 
 Status topk_cuda(const TopkParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
-  if (reinterpret_cast<uintptr_t>(p.logits) % 16 != 0) {
-    return invalid_argument("topk_cuda: logits must be 16-byte aligned (rows are bulk-copied)");
-  }
   if (p.rows == 0 && p.plan == nullptr) return ok_status();
   DSA_ASSIGN_OR_RETURN(const int sms, cuda::sm_count());
   const TopkLaunch l = choose_topk_launch(p, sms);
@@ -102,17 +113,7 @@ Status topk_cuda(const TopkParams& p) {
                         p.out_row,   p.out_rows,  p.idx,        p.plan,     p.long_row_min_len,
                         l.chunk_cap, l.cluster,   checked,      err};
   if (l.path == TopkLaunch::Path::kOnePass) {
-    switch (p.variant) {
-      case TopkVariant::kPlain:
-        DSA_RETURN_IF_ERROR(launch_onepass<TopkVariant::kPlain>(args, p.rows, l));
-        break;
-      case TopkVariant::kPaged:
-        DSA_RETURN_IF_ERROR(launch_onepass<TopkVariant::kPaged>(args, p.rows, l));
-        break;
-      case TopkVariant::kRagged:
-        DSA_RETURN_IF_ERROR(launch_onepass<TopkVariant::kRagged>(args, p.rows, l));
-        break;
-    }
+    DSA_RETURN_IF_ERROR(launch_onepass_variant(p.variant, args, p.rows, l));
     return cuda::end_launch("topk_onepass_kernel", checked, "topk_cuda");
   }
   constexpr size_t kStreamBytes = sizeof(topk_detail::StreamSmem);

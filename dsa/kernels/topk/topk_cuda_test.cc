@@ -399,6 +399,20 @@ TEST_F(TopkCuda, OnePassCandidatePathsAndPieceEdges) {
   EXPECT_TRUE(one_cta == clusters) << "the output depends on the path the candidates took";
 }
 
+// Rows split over 8 CTAs of 128-float chunks, so short enough that the last ranks' chunks are
+// empty (len 129: ranks 7 and beyond the row), down to one CTA (len <= 125).
+TEST_F(TopkCuda, ClusterRanksWithEmptyChunks) {
+  Rng rng(testing::test_seed());
+  TopkCase c(8, 200, 64);
+  c.len = {129, 130, 133, 150, 200, 125, 199, 197};
+  c.col_base = {0, 3, 1, 50, 0, 2, 1, 3};
+  for (auto& v : c.logits) v = hazard_value(rng);
+  std::vector<int32_t> clusters, one_cta;
+  expect_gpu_matches_ref(c, {.max_chunk = 512, .cluster_size = 8}, &clusters);
+  expect_gpu_matches_ref(c, {.cluster_size = 1}, &one_cta);
+  EXPECT_TRUE(clusters == one_cta);
+}
+
 // Rows wider than 8 chunks of the largest size go to the streaming kernel by default.
 TEST_F(TopkCuda, RowsWiderThanAClusterTakeTheStreamKernel) {
   Rng rng(testing::test_seed());

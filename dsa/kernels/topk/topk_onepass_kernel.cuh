@@ -332,7 +332,7 @@ __device__ void rank_select(const uint32_t* keys, uint32_t n, uint32_t first, ui
   if (threadIdx.x >= n_own) return;
   const uint32_t key = keys[j];
   uint32_t rank = 0;
-#pragma unroll 4  // loads ahead of the compares: the loop is latency-bound
+#pragma unroll 4                         // loads ahead of the compares: the loop is latency-bound
   for (uint32_t q = 0; q < n; q += 4) {  // keys is padded to a multiple of 4 (n <= 128 < cap)
     const uint4 w = *reinterpret_cast<const uint4*>(keys + q);
     const uint32_t v[4] = {w.x, w.y, w.z, w.w};

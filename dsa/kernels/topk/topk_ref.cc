@@ -180,6 +180,11 @@ Status validate(const TopkParams& p) {
     return field_error(StatusCode::kInvalidArgument, kOp, "logits_ld", p.logits_ld,
                        "must be >= 0 and a multiple of 4");
   }
+  if (reinterpret_cast<uintptr_t>(p.logits) % 16 != 0) {
+    return field_error(StatusCode::kInvalidArgument, kOp, "logits address mod 16",
+                       int64_t(reinterpret_cast<uintptr_t>(p.logits) % 16),
+                       "must be 0 (16-byte aligned rows)");
+  }
   DSA_RETURN_IF_ERROR(require_in(kOp, "out_rows", p.out_rows, 0, INT32_MAX));
   if (p.max_chunk < 512 || p.max_chunk > kTopkMaxChunk || p.max_chunk % 128 != 0) {
     return field_error(StatusCode::kInvalidArgument, kOp, "max_chunk", p.max_chunk,

@@ -63,6 +63,11 @@ TEST_F(TopkRejects, LdNotMultipleOf4) {
   p.logits_ld = 254;
   expect(StatusCode::kInvalidArgument, p, "logits_ld = 254");
 }
+TEST_F(TopkRejects, MisalignedLogits) {
+  TopkParams p = c.params();
+  p.logits += 1;
+  expect(StatusCode::kInvalidArgument, p, "logits address mod 16 = 4");
+}
 TEST_F(TopkRejects, MaxChunkOutOfRange) {
   TopkParams p = c.params();
   p.max_chunk = 256;

@@ -1,6 +1,7 @@
 // The streaming top-k kernel (SPEC.md §3e): for rows wider than a cluster's shared memory holds
-// (ld > kClusterSize * TopkParams::max_chunk; every other launch takes topk_onepass_kernel.cuh).
-// Exact radix selection over order-preserving uint32 keys, re-reading the row from global memory.
+// (ld > kClusterSize * TopkParams::max_chunk), for many wide rows (TopkParams::stream_min_rows),
+// and where a cluster cannot be placed; every other launch takes topk_onepass_kernel.cuh. Exact
+// radix selection over order-preserving uint32 keys, re-reading the row from global memory.
 //
 // One CTA (kThreads threads) or one thread-block cluster of kClusterSize CTAs serves one row r;
 // which of the two is decided on the device from the row's own (neutralised) length: len <= K is

@@ -43,7 +43,6 @@ class Reader {
 
   bool layout_only() const { return layout_only_; }
   bool streaming() const { return sink_ && !host_; }
-  const LoadProgress& progress() const { return p_; }
 
   Status bf16_tensor(const std::string& name, std::vector<bf16>& out) {
     if (layout_only_) return ok_status();
@@ -52,7 +51,8 @@ class Reader {
       return invalid_argument(fmt::format("{}: {}: expected bf16", f_.path_of(name), name));
     }
     DSA_RETURN_IF_ERROR(take(name, t, out));
-    return consumed(name, t);
+    consumed(name, t);
+    return ok_status();
   }
 
   // Norm vectors and biases: bf16 or f32 storage, upcast exactly.
@@ -65,7 +65,8 @@ class Reader {
       std::vector<float> v = upcast(t);
       DSA_RETURN_IF_ERROR(put(name, out, std::move(v)));
     }
-    return consumed(name, t);
+    consumed(name, t);
+    return ok_status();
   }
 
   Status norm(const std::string& name, std::vector<bf16>& out) {
@@ -80,7 +81,8 @@ class Reader {
       for (float x : f) v.push_back(float_to_bf16(x));
       DSA_RETURN_IF_ERROR(put(name, out, std::move(v)));
     }
-    return consumed(name, t);
+    consumed(name, t);
+    return ok_status();
   }
 
   // `host`: always into w's host vectors, also when streaming (kv_b_proj, which is transformed).
@@ -99,7 +101,7 @@ class Reader {
     w.in = static_cast<int32_t>(t.shape[1]);
     host_ = host;
     Status st = t.dtype == DType::kBF16 ? take(name, t, w.bf16_w) : take(name, t, w.fp8_w);
-    if (st.ok()) st = consumed(name, t);
+    if (st.ok()) consumed(name, t);
     if (st.ok() && t.dtype != DType::kBF16) {
       w.fp8 = streaming();  // its codes live only in the backend
       st = f32_vector(scale_inv_name(name), w.scale_inv);
@@ -157,7 +159,7 @@ class Reader {
 
   // Every read ends here once its bytes are where they go: counts what each file has left to
   // give, drops the tensor's pages, and reports progress.
-  Status consumed(const std::string& name, const TensorInfo& t) {
+  void consumed(const std::string& name, const TensorInfo& t) {
     const int64_t i = f_.file_index(name);
     f_.file(size_t(i)).drop_pages(t);
     p_.bytes_done += t.nbytes;
@@ -175,7 +177,6 @@ class Reader {
       reported_bytes_ = p_.bytes_done;
       progress_(p_);
     }
-    return ok_status();
   }
 
   const Checkpoint& f_;

@@ -21,6 +21,7 @@
 #include "dsa/model/text_stream.h"
 #include "dsa/model/tokenizer.h"
 #include "dsa/model/tokenizer_check.h"
+#include "dsa/model/weight_stream.h"
 
 namespace dsa::cli {
 
@@ -58,16 +59,17 @@ std::vector<int32_t> random_prompt(int64_t len, int64_t vocab, uint64_t seed, ui
   return ids;
 }
 
-// "loading checkpoint: 3/8 files, 1.20/5.00 GB, 2.1 GB/s" on stderr: one line rewritten in place
-// on a terminal, one line per file otherwise (--progress into a log).
+// "loading checkpoint: 3/8 files, 410/1184 tensors, 1.20/5.00 GB, 2.1 GB/s" on stderr: one line
+// rewritten in place on a terminal, one line per report otherwise (--progress into a log).
 void print_load_progress(const model::LoadProgress& p) {
   const double gb = double(p.bytes_done) / 1e9, total = double(p.bytes_total) / 1e9;
   const double rate = p.seconds > 0 ? gb / p.seconds : 0;
   const bool tty = isatty(STDERR_FILENO) != 0;
   const bool last = p.shards_done == p.shards_total;
-  fmt::print(stderr, "{}loading checkpoint: {}/{} files, {:.2f}/{:.2f} GB, {:.2f} GB/s{}",
-             tty ? "\r" : "", p.shards_done, p.shards_total, gb, total, rate,
-             !tty || last ? "\n" : "");
+  fmt::print(stderr,
+             "{}loading checkpoint: {}/{} files, {}/{} tensors, {:.2f}/{:.2f} GB, {:.2f} GB/s{}",
+             tty ? "\r" : "", p.shards_done, p.shards_total, p.tensors_done, p.tensors_total, gb,
+             total, rate, !tty || last ? "\n" : "");
   std::fflush(stderr);
 }
 
@@ -215,6 +217,9 @@ StatusOr<int> run(const GenerateArgs& a) {
   DSA_ASSIGN_OR_RETURN(auto model, model::DsaModel::load(dir, mo, *ops));
   // With the load progress (a terminal, or --progress); the summary always carries it.
   if (mo.on_load_progress) {
+    if (model->load_stats().tensors > 0) {
+      fmt::print(stderr, "dsa generate: {}\n", model::describe_load(model->load_stats()));
+    }
     fmt::print(stderr, "dsa generate: {}\n", model::describe_cache_plan(model->cache_plan()));
   }
 

@@ -19,6 +19,7 @@
 #include "dsa/model/memory_plan.h"
 #include "dsa/model/tokenizer.h"
 #include "dsa/model/tokenizer_check.h"
+#include "dsa/model/weight_stream.h"
 #include "dsa/server/engine_loop.h"
 #include "dsa/server/http_server.h"
 #include "dsa/server/server_metrics.h"
@@ -220,6 +221,9 @@ StatusOr<int> run(const ServeArgs& a) {
     DSA_LOG_INFO("dsa serve: ready: model {} on {}, d = {}, {} running + {} queued requests",
                  model_name, a.engine.device, setup.num_draft_tokens, a.engine.max_running_requests,
                  a.max_queued_requests);
+    if (model->load_stats().tensors > 0) {
+      DSA_LOG_INFO("dsa serve: {}", model::describe_load(model->load_stats()));
+    }
     DSA_LOG_INFO("dsa serve: {}", model::describe_cache_plan(model->cache_plan()));
     if (a.engine.random_weights) {
       DSA_LOG_WARN(

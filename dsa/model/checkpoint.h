@@ -28,12 +28,16 @@ namespace dsa::model {
 inline constexpr std::string_view kSafetensorsIndexName = "model.safetensors.index.json";
 inline constexpr std::string_view kSafetensorsSingleName = "model.safetensors";
 
-// Where a load stands: shards whose tensors have all been read, and their bytes.
+// Where a load stands: shards whose tensors have all been read, tensors read, and their bytes.
+// Reported as each shard is finished, and at least every kLoadProgressBytes within a shard (a
+// single 40 GB model.safetensors still moves the bar).
 struct LoadProgress {
   size_t shards_done = 0, shards_total = 0;
+  size_t tensors_done = 0, tensors_total = 0;
   uint64_t bytes_done = 0, bytes_total = 0;
   double seconds = 0;  // since the first tensor was read
 };
+inline constexpr uint64_t kLoadProgressBytes = 1ull << 30;
 using LoadProgressFn = std::function<void(const LoadProgress&)>;
 
 class Checkpoint {

@@ -8,6 +8,7 @@
 #include "dsa/model/backend_random_weights.h"
 #include "dsa/model/memory_plan.h"
 #include "dsa/model/random_tensors.h"
+#include "dsa/model/weight_stream.h"
 #include "dsa/runtime/backend_control.h"
 #include "dsa/runtime/metadata_builder.h"
 
@@ -41,6 +42,11 @@ StatusOr<runtime::MetadataConfig> metadata_config_for(const ModelConfig& c, cons
   if (!(o.mem_fraction_static >= 0 && o.mem_fraction_static <= 1)) {
     return invalid_argument(fmt::format(
         "mem_fraction_static = {}: must be in (0, 1] (0 = no budget)", o.mem_fraction_static));
+  }
+  if (o.load_chunk_bytes < kMinLoadChunkBytes || o.load_chunk_bytes > kMaxLoadChunkBytes) {
+    return invalid_argument(fmt::format("load_chunk_bytes = {}: must be in [{}, {}]",
+                                        o.load_chunk_bytes, kMinLoadChunkBytes,
+                                        kMaxLoadChunkBytes));
   }
   if (o.num_draft_tokens < 0 || o.num_draft_tokens > runtime::kMaxDraftTokens) {
     return invalid_argument(fmt::format("num_draft_tokens = {}: must be in [0, {}]",
@@ -116,8 +122,8 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
     in.max_requests = options.max_requests;
     in.page_table_width = mc.page_table_width;
     in.mem_fraction_static = options.mem_fraction_static;
-    // The weights are read after the plan (into host vectors, then uploaded on CUDA): the file's
-    // size stands for them; the output buffers are allocated at capacity.
+    // The weights are streamed after the plan (weight_stream.h): the files' size stands for them;
+    // the output buffers are allocated at capacity.
     in.weight_bytes =
         size_t(options.random_weights ? random_weight_bytes(config) : checkpoint_file_bytes(dir));
     in.output_bytes = size_t(mc.row_capacity()) *
@@ -131,20 +137,23 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
     plan.page_table_width = mc.page_table_width;
   }
   // Options and the memory plan are checked: only now is the checkpoint read (or, with random
-  // weights, generated: the same tensors make-checkpoint writes, from an image in memory).
+  // weights, generated: the same tensors make-checkpoint writes, from an image in memory). The
+  // weights are filled in place (the store is keyed by the model's own vectors).
   const bool in_backend = options.random_weights && (options.random_weights_in_backend ||
                                                      ops.backend != kernels::Backend::kCpu);
-  ModelWeights weights;
+  std::unique_ptr<DsaModel> m(new DsaModel(std::move(config), ModelWeights{}, options, mc, ops));
   if (in_backend) {
-    weights = model_weight_layout(config);  // shapes only: the data is made in place below
+    m->weights_ = model_weight_layout(m->config_);  // shapes only: the data is made in place below
   } else {
     DSA_ASSIGN_OR_RETURN(Checkpoint file, options.random_weights
-                                              ? random_checkpoint(config, options.random_seed)
+                                              ? random_checkpoint(m->config_, options.random_seed)
                                               : Checkpoint::open(dir));
-    DSA_ASSIGN_OR_RETURN(weights, load_model_weights(file, config, options.on_load_progress));
+    StreamOptions so;
+    so.chunk_bytes = options.load_chunk_bytes;
+    so.progress = options.on_load_progress;
+    DSA_ASSIGN_OR_RETURN(m->load_stats_,
+                         stream_checkpoint(file, m->config_, so, m->weights_, m->store_));
   }
-  std::unique_ptr<DsaModel> m(
-      new DsaModel(std::move(config), std::move(weights), options, mc, ops));
   m->cache_plan_ = plan;
 
   kernels::RopeConfig rc;
@@ -165,8 +174,6 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
   if (in_backend) {
     DSA_RETURN_IF_ERROR(
         generate_backend_weights(m->store_, m->weights_, m->config_, options.random_seed));
-  } else {
-    DSA_RETURN_IF_ERROR(m->store_.add_model(m->weights_));
   }
   DSA_RETURN_IF_ERROR(m->store_.add(m->rope_.cos));
   DSA_RETURN_IF_ERROR(m->store_.add(m->rope_.sin));

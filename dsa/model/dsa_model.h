@@ -30,6 +30,7 @@
 #include "dsa/model/model_config.h"
 #include "dsa/model/model_weights.h"
 #include "dsa/model/weight_store.h"
+#include "dsa/model/weight_stream.h"
 #include "dsa/runtime/attention_step.h"
 #include "dsa/runtime/forward_batch.h"
 #include "dsa/runtime/forward_metadata.h"
@@ -61,6 +62,9 @@ struct ModelOptions {
   bool cuda_graphs = false;
   // Called as each checkpoint file has been read (model/checkpoint.h); the CLI prints it.
   LoadProgressFn on_load_progress;
+  // Each of the two staging chunks the checkpoint streams through (weight_stream.h), in
+  // [kMinLoadChunkBytes, kMaxLoadChunkBytes].
+  size_t load_chunk_bytes = kDefaultLoadChunkBytes;
   // Benchmarks: only config.json is read; the weights are generated with this seed where they
   // live (model/random_tensors.h on the host; on CUDA, model/device_random_weights.h).
   bool random_weights = false;
@@ -106,6 +110,8 @@ class DsaModel {
   const runtime::GraphStats& graph_stats() const { return graphs_.stats(); }
   // How the cache pool was sized (memory_plan.h); num_pages only when options().num_pages is set.
   const CachePlan& cache_plan() const { return cache_plan_; }
+  // How the checkpoint was streamed in (all zero for weights generated in backend memory).
+  const StreamStats& load_stats() const { return load_stats_; }
 
   // One forward of batch.model over batch (SPEC.md §4): the metadata is built here from the page
   // table (a uniform batch with batch_pad 0 is padded to its bucket). tokens: one id per real row
@@ -156,6 +162,7 @@ class DsaModel {
   runtime::GraphRunner graphs_;
   ForwardTiming timing_;
   CachePlan cache_plan_;
+  StreamStats load_stats_;
   std::vector<int32_t> padded_tokens_;  // a padded forward's token rows (reused)
   std::vector<bf16> padded_hidden_;
 };

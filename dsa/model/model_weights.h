@@ -1,10 +1,13 @@
-// The weights of a DeepSeek-V3.2-architecture checkpoint, copied out of the safetensors mapping
-// into aligned, owned buffers in the layouts the forward pass reads. Norm vectors are kept as fp32
+// The weights of a DeepSeek-V3.2-architecture checkpoint in the layouts the forward pass reads:
+// copied out of the safetensors mapping into host vectors (load_model_weights), or streamed into
+// backend memory with the vectors left empty as keys (stream_model_weights, weight_stream.h).
+// Indexer norms and the MoE score bias are kept as fp32
 // (exact upcasts of bf16 or f32 storage); MLA's kv_b_proj is split into the absorbed-form matrices
 // W_UK^T and W_UV per head (SPEC.md §8.4, §8.8).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -80,10 +83,25 @@ struct ModelWeights {
   const LinearWeight& mtp_head() const { return mtp && mtp->head ? *mtp->head : lm_head; }
 };
 
-// Checks the inventory (check_model_tensors) and copies every tensor out of the mappings.
-// `progress`, when set, is called each time every tensor of one more file has been read.
+// Checks the inventory (check_model_tensors) and copies every tensor out of the mappings into the
+// host vectors (tests and tools that read the weights on the host). `progress`, when set, is
+// called as LoadProgress says (checkpoint.h).
 StatusOr<ModelWeights> load_model_weights(const Checkpoint& checkpoint, const ModelConfig& config,
                                           const LoadProgressFn& progress = {});
+
+// Where stream_model_weights puts each vector's data: `key` is the host vector (at its final
+// address, left empty), [src, src + bytes) its contents, valid only during the call (a mapping's
+// pages, or a host temporary of one converted tensor).
+using WeightSink = std::function<Status(const void* key, const void* src, size_t bytes)>;
+
+// As load_model_weights, but into `out` (a default-constructed struct at the address the model
+// keeps it at) with every vector left empty: stored bytes go to `sink` straight from the mapping,
+// and the few converted tensors (f32-stored norms, bf16-stored scales and indexer norms, the
+// per-head split of kv_b_proj) through a host temporary of that one tensor. So no host copy of
+// the checkpoint is made. A sink error is returned with the tensor's file and name.
+Status stream_model_weights(const Checkpoint& checkpoint, const ModelConfig& config,
+                            ModelWeights& out, const WeightSink& sink,
+                            const LoadProgressFn& progress = {});
 
 // Every struct load_model_weights makes, with the shapes (LinearWeight out / in / fp8) and no data:
 // every vector is empty. For weights made in backend memory (backend_random_weights.h); the MTP

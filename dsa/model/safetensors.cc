@@ -93,7 +93,11 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& pat
   ::close(fd);  // the mapping keeps the file alive
   if (map == MAP_FAILED) return internal_error(file + ": mmap failed: " + std::strerror(map_errno));
 
-  return from_mapping(path, map, file_size);
+  DSA_ASSIGN_OR_RETURN(SafetensorsFile f, from_mapping(path, map, file_size));
+  f.file_backed_ = true;
+  // The loader reads each shard front to back once: let the kernel read ahead.
+  ::madvise(map, file_size, MADV_SEQUENTIAL);
+  return f;
 }
 
 StatusOr<SafetensorsFile> SafetensorsFile::from_mapping(const std::filesystem::path& path,
@@ -262,6 +266,7 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
     map_ = std::exchange(other.map_, nullptr);
     map_size_ = std::exchange(other.map_size_, 0);
     data_ = std::exchange(other.data_, nullptr);
+    file_backed_ = std::exchange(other.file_backed_, false);
     tensors_ = std::move(other.tensors_);
     metadata_ = std::move(other.metadata_);
   }
@@ -269,6 +274,21 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
 }
 
 SafetensorsFile::~SafetensorsFile() { unmap(); }
+
+void SafetensorsFile::drop_pages(const TensorInfo& t) const {
+  // An anonymous image has no file to read the pages back from: MADV_DONTNEED would zero them.
+  if (!file_backed_ || t.nbytes == 0) return;
+  const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(t.data);
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + t.nbytes) / page * page;
+  const auto* map = static_cast<const unsigned char*>(map_);
+  // Only whole pages of this file's mapping that the tensor alone covers (a neighbour may still
+  // be read from a shared page; the advice is dropped silently when it does not apply).
+  if (last <= first || begin < uintptr_t(map) || begin + t.nbytes > uintptr_t(map + map_size_)) {
+    return;
+  }
+  ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
 
 void SafetensorsFile::unmap() {
   if (map_ != nullptr) ::munmap(map_, map_size_);

@@ -75,6 +75,10 @@ class SafetensorsFile {
 
   // kNotFound "<file>: tensor <name> not found" when absent.
   StatusOr<TensorInfo> get(std::string_view name) const;
+  // The loader has consumed `t` (a tensor of this file): its whole pages leave this process's
+  // resident set (MADV_DONTNEED; a later read faults them back in from the file), so streaming a
+  // checkpoint never keeps the shards resident. A no-op for an in-memory image.
+  void drop_pages(const TensorInfo& t) const;
   // kNotFound as get(); kInvalidArgument "<file>: <name>: expected bf16 [256], got f32 [255]".
   Status expect(std::string_view name, DType dtype, const Shape& shape) const;
 
@@ -102,6 +106,7 @@ class SafetensorsFile {
   void* map_ = nullptr;  // the whole file, PROT_READ
   size_t map_size_ = 0;
   const unsigned char* data_ = nullptr;  // start of the data section inside map_
+  bool file_backed_ = false;             // open(), not from_image(): pages can be dropped
   std::map<std::string, Entry, std::less<>> tensors_;
   std::map<std::string, std::string, std::less<>> metadata_;
 };

@@ -3,50 +3,10 @@
 #include <span>
 
 #include "dsa/core/check.h"
+#include "dsa/model/weight_vectors.h"
 #include "dsa/runtime/random_fill.h"
 
 namespace dsa::model {
-
-namespace {
-
-Status add_linear(WeightStore& s, const LinearWeight& w) {
-  DSA_RETURN_IF_ERROR(s.add(w.bf16_w));
-  DSA_RETURN_IF_ERROR(s.add(w.fp8_w));
-  return s.add(w.scale_inv);
-}
-
-Status add_mlp(WeightStore& s, const MlpWeights& m) {
-  DSA_RETURN_IF_ERROR(add_linear(s, m.gate));
-  DSA_RETURN_IF_ERROR(add_linear(s, m.up));
-  return add_linear(s, m.down);
-}
-
-Status add_block(WeightStore& s, const DecoderLayerWeights& b) {
-  DSA_RETURN_IF_ERROR(s.add(b.input_norm));
-  DSA_RETURN_IF_ERROR(s.add(b.post_attention_norm));
-  const AttentionWeights& a = b.attn;
-  for (const LinearWeight* w : {&a.q_a, &a.q_b, &a.kv_a, &a.o_proj, &a.indexer.wq_b, &a.indexer.wk,
-                                &a.indexer.weights_proj}) {
-    DSA_RETURN_IF_ERROR(add_linear(s, *w));
-  }
-  for (const LinearWeight& w : a.w_uk_t) DSA_RETURN_IF_ERROR(add_linear(s, w));
-  for (const LinearWeight& w : a.w_uv) DSA_RETURN_IF_ERROR(add_linear(s, w));
-  DSA_RETURN_IF_ERROR(s.add(a.q_a_norm));
-  DSA_RETURN_IF_ERROR(s.add(a.kv_a_norm));
-  DSA_RETURN_IF_ERROR(s.add(a.indexer.k_norm_w));
-  DSA_RETURN_IF_ERROR(s.add(a.indexer.k_norm_b));
-  if (b.mlp) DSA_RETURN_IF_ERROR(add_mlp(s, *b.mlp));
-  if (b.moe) {
-    DSA_RETURN_IF_ERROR(add_linear(s, b.moe->router));
-    DSA_RETURN_IF_ERROR(s.add(b.moe->score_bias));
-    for (const MlpWeights& e : b.moe->experts) DSA_RETURN_IF_ERROR(add_mlp(s, e));
-    if (b.moe->shared) DSA_RETURN_IF_ERROR(add_mlp(s, *b.moe->shared));
-    DSA_RETURN_IF_ERROR(s.add_expert_tables(*b.moe));
-  }
-  return ok_status();
-}
-
-}  // namespace
 
 Status WeightStore::add_bytes(const void* key, const void* host, size_t bytes) {
   if (backend_ == kernels::Backend::kCpu || host == nullptr || bytes == 0) return ok_status();
@@ -54,6 +14,16 @@ Status WeightStore::add_bytes(const void* key, const void* host, size_t bytes) {
   auto src = std::span<const uint8_t>(static_cast<const uint8_t*>(host), bytes);
   DSA_ASSIGN_OR_RETURN(auto copy, runtime::Buffer<uint8_t>::from_host(backend_, src));
   copies_.emplace(key, std::move(copy));
+  return ok_status();
+}
+
+Status WeightStore::stream(const void* key, const void* src, size_t bytes,
+                           runtime::StagedUpload& up) {
+  if (copies_.contains(key)) return internal_error("weight store: one vector streamed twice");
+  if (bytes == 0) return ok_status();
+  DSA_ASSIGN_OR_RETURN(auto buf, runtime::Buffer<uint8_t>::alloc(backend_, bytes));
+  DSA_RETURN_IF_ERROR(up.copy(buf.data(), src, bytes));
+  copies_.emplace(key, std::move(buf));
   return ok_status();
 }
 
@@ -97,19 +67,17 @@ const WeightStore::ExpertTables* WeightStore::expert_tables(const MoeWeights& w)
 }
 
 Status WeightStore::add_model(const ModelWeights& w) {
-  DSA_RETURN_IF_ERROR(add(w.embed));
-  for (const DecoderLayerWeights& b : w.layers) DSA_RETURN_IF_ERROR(add_block(*this, b));
-  DSA_RETURN_IF_ERROR(add(w.final_norm));
-  DSA_RETURN_IF_ERROR(add_linear(*this, w.lm_head));
-  if (!w.mtp) return ok_status();
-  const MtpWeights& m = *w.mtp;
-  DSA_RETURN_IF_ERROR(add(m.enorm));
-  DSA_RETURN_IF_ERROR(add(m.hnorm));
-  DSA_RETURN_IF_ERROR(add(m.shared_head_norm));
-  DSA_RETURN_IF_ERROR(add_linear(*this, m.eh_proj));
-  DSA_RETURN_IF_ERROR(add_block(*this, m.block));
-  if (m.embed) DSA_RETURN_IF_ERROR(add(*m.embed));
-  if (m.head) DSA_RETURN_IF_ERROR(add_linear(*this, *m.head));
+  // Every vector first, then the expert tables, which read the experts' backend copies.
+  Status s = ok_status();
+  std::vector<const MoeWeights*> moes;
+  for_each_weight_vector(
+      w,
+      [&](const auto& v) {
+        if (s.ok()) s = add(v);
+      },
+      [&](const MoeWeights& m) { moes.push_back(&m); });
+  DSA_RETURN_IF_ERROR(s);
+  for (const MoeWeights* m : moes) DSA_RETURN_IF_ERROR(add_expert_tables(*m));
   return ok_status();
 }
 

@@ -14,6 +14,7 @@
 #include "dsa/core/status.h"
 #include "dsa/model/model_weights.h"
 #include "dsa/runtime/buffer.h"
+#include "dsa/runtime/staged_upload.h"
 
 namespace dsa::model {
 
@@ -21,6 +22,7 @@ class WeightStore {
  public:
   explicit WeightStore(kernels::Backend backend) : backend_(backend) {}
   WeightStore(WeightStore&&) = default;
+  kernels::Backend backend() const { return backend_; }
 
   template <typename T>
   Status add(const std::vector<T>& v) {
@@ -32,8 +34,13 @@ class WeightStore {
   Status generate(const std::vector<T>& v, size_t count, const FillSpec& spec) {
     return generate_bytes(&v, sizeof(T), count, spec);
   }
-  // Every vector of the checkpoint's weights.
+  // Every vector of the checkpoint's weights (those already streamed are kept as they are), then
+  // the expert tables.
   Status add_model(const ModelWeights& w);
+  // The streamed load (weight_stream.h): a backend buffer for `key` (a host vector left empty)
+  // holding [src, src + bytes), copied through `up`; on the CPU backend too, where this buffer is
+  // then the one host copy. Internal error for a key already present.
+  Status stream(const void* key, const void* src, size_t bytes, runtime::StagedUpload& up);
 
   // The backend's copy of `v` (DSA_CHECK: it was added or generated, unless the backend is the CPU
   // and `v` holds the data itself).

@@ -1,5 +1,6 @@
 #include "dsa/runtime/backend_memory.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,11 +14,20 @@ namespace {
 
 constexpr size_t kAlign = 256;
 
+// From this size a buffer is aligned to 2 MiB and asked for transparent huge pages (THP is often
+// in `madvise` mode): the weights of a streamed checkpoint are GBs of such buffers, and with 4 KiB
+// pages faulting them in (one fault per page) cost more than copying the data. Below it, the
+// rounding to a huge page would waste more than a quarter of the buffer.
+constexpr size_t kHugePage = size_t(2) << 20, kHugeFrom = 4 * kHugePage;
+
 StatusOr<void*> host_alloc(size_t bytes) {
-  const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  const bool huge = bytes >= kHugeFrom;
+  const size_t align = huge ? kHugePage : kAlign;
+  const size_t rounded = (bytes + align - 1) / align * align;
   if (rounded == 0) return static_cast<void*>(nullptr);
-  void* p = std::aligned_alloc(kAlign, rounded);
+  void* p = std::aligned_alloc(align, rounded);
   if (p == nullptr) return resource_exhausted("host allocation failed");
+  if (huge) ::madvise(p, rounded, MADV_HUGEPAGE);  // advice only: 4 KiB pages if refused
   std::memset(p, 0, rounded);
   return p;
 }

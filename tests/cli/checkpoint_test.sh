@@ -37,6 +37,10 @@ if "$dsa" generate --model "$ck" --prompt "Hello world" --max-new-tokens 6 --ign
   --progress >"$tmp/gen.out" 2>"$tmp/gen.err"; then
   expect "generate: 6 tokens" 'grep -q "\"completion_tokens\":6" "$tmp/gen.out"'
   expect "generate --progress: 4/4 files on stderr" 'grep -q "loading checkpoint: 4/4 files" "$tmp/gen.err"'
+  expect "generate --progress: every tensor counted" \
+    'grep -Eq "loading checkpoint: 4/4 files, ([0-9]+)/\1 tensors" "$tmp/gen.err"'
+  expect "generate --progress: the load's throughput" \
+    'grep -Eq "loaded checkpoint: [0-9]+ tensors, [0-9.]+ GB in [0-9.]+ s, [0-9.]+ GB/s" "$tmp/gen.err"'
 else
   echo "FAIL: generate"
   cat "$tmp/gen.err"

@@ -1,0 +1,60 @@
+// Host bytes into backend memory through a bounded staging area, for the checkpoint load
+// (model/weight_stream.h): a tensor goes from the shard's mapping to its backend buffer in chunks
+// of at most `chunk_bytes`, so the host never holds more than two chunks whatever the checkpoint
+// size. On CUDA the two chunks are page-locked slots (MemoryOps::alloc_staging) used in turn:
+// while one slot's cudaMemcpyAsync runs, the host fills the other, and a slot is refilled only
+// after the stream has drained the copy that read it (one sync before each copy is issued: the
+// copy then in flight reads the other slot). On the CPU backend the destination is host memory
+// already, so chunks are copied straight from the source (no third copy) unless `stage_on_host`
+// asks for the CUDA path's slots, which is how the tests exercise that logic without a GPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "dsa/core/status.h"
+#include "dsa/kernels/op_table.h"
+#include "dsa/runtime/backend_memory.h"
+
+namespace dsa::runtime {
+
+// What an upload did, counted by StagedUpload itself (the bound is a checked property, not a hope).
+struct StagingStats {
+  uint64_t bytes = 0;        // copied into backend memory
+  uint64_t chunks = 0;       // copies issued
+  size_t max_chunk = 0;      // largest single copy
+  size_t slot_bytes = 0;     // size of each staging slot (0: copied straight from the source)
+  size_t max_slot_fill = 0;  // most bytes ever written into one slot (<= slot_bytes)
+  size_t staging_bytes = 0;  // host memory held for staging: 2 * slot_bytes, or 0
+};
+
+class StagedUpload {
+ public:
+  // chunk_bytes >= 1; InvalidArgument otherwise. The slots (when staged) are allocated here.
+  static StatusOr<StagedUpload> create(kernels::Backend backend, size_t chunk_bytes,
+                                       bool stage_on_host = false);
+  StagedUpload(StagedUpload&& o) noexcept;
+  StagedUpload& operator=(StagedUpload&&) = delete;
+  StagedUpload(const StagedUpload&) = delete;
+  StagedUpload& operator=(const StagedUpload&) = delete;
+  ~StagedUpload();  // waits for the copies in flight before the slots are released
+
+  // [src, src + bytes) (host memory) into dst (backend memory). `src` may be reused or unmapped
+  // once this returns: every byte has been copied into a slot or into dst by then.
+  Status copy(void* dst, const void* src, size_t bytes);
+  // Every copy issued has landed in backend memory.
+  Status finish();
+  const StagingStats& stats() const { return stats_; }
+
+ private:
+  StagedUpload(const MemoryOps& mem, size_t chunk_bytes) : mem_(&mem), chunk_(chunk_bytes) {}
+  void release();
+
+  const MemoryOps* mem_;
+  size_t chunk_;
+  void* slots_[2] = {nullptr, nullptr};  // null: copy straight from the source
+  int next_ = 0;
+  StagingStats stats_;
+};
+
+}  // namespace dsa::runtime

@@ -145,6 +145,25 @@ __device__ __forceinline__ uint32_t classify4(const uint16_t* keys, const Span& 
   return m & (valid | (valid << 4));
 }
 
+// Two per-lane counts summed over the warp, then over the lower warps of the CTA: the warp's
+// offsets in position order (warp w's segment follows the lower warps'). One barrier; warp_a /
+// warp_b stay in use until the caller's next barrier.
+__device__ __forceinline__ void lower_warp_counts(OnePassSmem& s, uint32_t a, uint32_t b,
+                                                  uint32_t& below_a, uint32_t& below_b) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  a = __reduce_add_sync(0xffffffffu, a);
+  b = __reduce_add_sync(0xffffffffu, b);
+  if (lane == 0) {
+    s.warp_a[warp] = a;
+    s.warp_b[warp] = b;
+  }
+  __syncthreads();
+  for (int u = 0; u < warp; ++u) {
+    below_a += s.warp_a[u];
+    below_b += s.warp_b[u];
+  }
+}
+
 // An ordered sweep over n elements in position order, one per lane, warp w owning the w-th of
 // kWarps contiguous segments. classify(i) returns 1 (class A), 0x10 (class B) or 0. emit(i, ra, rb)
 // then runs for every classified element with ra / rb the number of class A / B elements before
@@ -160,18 +179,8 @@ __device__ void ordered_sweep(OnePassSmem& s, uint32_t n, Classify classify, Emi
     ca += m & 1u;
     cb += m >> 4;
   }
-  ca = __reduce_add_sync(0xffffffffu, ca);
-  cb = __reduce_add_sync(0xffffffffu, cb);
-  if (lane == 0) {
-    s.warp_a[warp] = ca;
-    s.warp_b[warp] = cb;
-  }
-  __syncthreads();
   uint32_t ra = 0, rb = 0;
-  for (int u = 0; u < warp; ++u) {
-    ra += s.warp_a[u];
-    rb += s.warp_b[u];
-  }
+  lower_warp_counts(s, ca, cb, ra, rb);
   const uint32_t below = (1u << lane) - 1u;
   for (uint32_t r = w0; r < w1; r += 32) {  // warp-uniform trip count
     const uint32_t i = r + lane;
@@ -203,18 +212,9 @@ __device__ void classify_chunk(OnePassSmem& s, const uint16_t* keys, const Span&
     ns += __popc(m & 0xFu);
     nc += __popc(m >> 4);
   }
-  ns = __reduce_add_sync(0xffffffffu, ns);
-  nc = __reduce_add_sync(0xffffffffu, nc);
-  if (lane == 0) {
-    s.warp_a[warp] = ns;
-    s.warp_b[warp] = nc;
-  }
-  __syncthreads();
-  uint32_t so = sure_base, co = 0;
-  for (int u = 0; u < warp; ++u) {
-    so += s.warp_a[u];
-    co += s.warp_b[u];
-  }
+  uint32_t so = 0, co = 0;
+  lower_warp_counts(s, ns, nc, so, co);
+  so += sure_base;
 #pragma unroll 2
   for (uint32_t r = w0; r < w1; r += kRound) {  // warp-uniform trip count
     const uint32_t i = r + 4 * lane;

@@ -171,6 +171,15 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
   }
 }
 
+void add_dp_option(CLI::App& cmd, EngineArgs& a) {
+  cmd.add_option("--dp-size,--dp,--data-parallel-size", a.dp_size,
+                 "Data-parallel ranks, each with its own requests and caches (placed by load); "
+                 "cpu: N model instances in this process, one thread each, and "
+                 "--mem-fraction-static shared among them")
+      ->check(int64_range())
+      ->capture_default_str();
+}
+
 StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::ModelConfig& config,
                                           int64_t num_requests) {
   EngineSetup s;
@@ -204,6 +213,17 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
         fmt::format("--mem-fraction-static = {}: must be in (0, 1]", a.mem_fraction_static));
   }
   DSA_RETURN_IF_ERROR(check_range("--random-weights-seed", a.random_weights_seed, 0, INT64_MAX));
+  DSA_RETURN_IF_ERROR(check_range("--dp-size", a.dp_size, 1, kMaxDpSize));
+  if (a.dp_size > 1 && a.device == "cuda") {
+    // One process per GPU over NcclGroup is the product path; the launcher that starts those
+    // processes is not built, and N in-process ranks on one GPU would only share it.
+    return invalid_argument(fmt::format(
+        "--dp-size = {} with --device cuda: multi-GPU data parallelism needs one process per GPU, "
+        "and the launcher that starts them is design only (docs/multi_gpu.md); --dp-size > 1 "
+        "runs on --device cpu (in-process ranks)",
+        a.dp_size));
+  }
+  s.dp_size = int32_t(a.dp_size);
   model::ModelOptions& o = s.model;
   o.random_weights = a.random_weights;
   o.random_seed = uint64_t(a.random_weights_seed);

@@ -39,10 +39,20 @@ struct EngineArgs {
   // Benchmarks: weights generated from config.json alone (no safetensors read).
   bool random_weights = false;
   int64_t random_weights_seed = 0;
+  // Data-parallel ranks (SGLang's --data-parallel-size / --dp-size; its docs write --dp, which
+  // argparse's prefix matching accepts). Registered by add_dp_option, for the commands that run
+  // several ranks (generate); 1 elsewhere.
+  int64_t dp_size = 1;
 };
 
 // Registers the options on `cmd` (defaults shown in --help).
 void add_engine_options(CLI::App& cmd, EngineArgs& a);
+// Registers --dp-size (aliases --dp, --data-parallel-size) on `cmd`.
+void add_dp_option(CLI::App& cmd, EngineArgs& a);
+
+// Most data-parallel ranks: on the CPU each is a whole model instance and a thread in this
+// process (engine/dp_engine_group.h); SGLang runs at most one per GPU, 8 on a node.
+constexpr int64_t kMaxDpSize = 64;
 
 struct EngineSetup {
   kernels::Backend backend = kernels::Backend::kCpu;
@@ -50,11 +60,13 @@ struct EngineSetup {
   model::ModelOptions model;
   int32_t prefill_chunk = 512;
   double simulate_accept_length = 0;  // 0 = real acceptance
+  int32_t dp_size = 1;                // data-parallel ranks, in [1, kMaxDpSize]
 };
 
 // Every rule between the flags and against the model's config.json: ranges, the speculative
-// flags' consistency, the context within max_position_embeddings. InvalidArgument with one line
-// naming the flag as typed and its value. `num_requests` caps the running requests (0: no cap).
+// flags' consistency, the context within max_position_embeddings, --dp-size > 1 on the CPU only.
+// InvalidArgument with one line naming the flag as typed and its value. `num_requests` caps the
+// running requests (0: no cap).
 StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::ModelConfig& config,
                                           int64_t num_requests);
 

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "dsa/cli/engine_args.h"
+#include "dsa/cli/generate_dp.h"
 #include "dsa/cli/generate_report.h"
 #include "dsa/core/splitmix64.h"
 #include "dsa/engine/engine.h"
@@ -214,55 +215,80 @@ StatusOr<int> run(const GenerateArgs& a) {
   for (const std::string& line : benchmark_banner(modes)) {
     fmt::print(stderr, "dsa generate: {}\n", line);
   }
-  DSA_ASSIGN_OR_RETURN(auto model, model::DsaModel::load(dir, mo, *ops));
+  // --dp-size N: N instances of the same weights, one per rank (generate_dp.h); the caches
+  // share --mem-fraction-static, each rank planning its share of what is left when it loads.
+  mo.mem_fraction_static /= double(setup.dp_size);
+  std::vector<std::unique_ptr<model::DsaModel>> models;
+  for (int32_t r = 0; r < setup.dp_size; ++r) {
+    DSA_ASSIGN_OR_RETURN(auto m, model::DsaModel::load(dir, mo, *ops));
+    models.push_back(std::move(m));
+  }
+  model::DsaModel* model = models[0].get();
   // With the load progress (a terminal, or --progress); the summary always carries it.
   if (mo.on_load_progress) {
     if (model->load_stats().tensors > 0) {
       fmt::print(stderr, "dsa generate: {}\n", model::describe_load(model->load_stats()));
     }
-    fmt::print(stderr, "dsa generate: {}\n", model::describe_cache_plan(model->cache_plan()));
+    fmt::print(stderr, "dsa generate: {}{}\n", setup.dp_size > 1 ? "per rank: " : "",
+               model::describe_cache_plan(model->cache_plan()));
   }
+  if (setup.dp_size > 1) fmt::print(stderr, "dsa generate: {}\n", describe_dp_memory(models));
 
-  const bool stream = prompts.ids.size() == 1 && !a.json;
+  const bool stream = prompts.ids.size() == 1 && !a.json && setup.dp_size == 1;
   GenerateReport report(prompts.shown, a.json, stream, setup.num_draft_tokens, modes);
   engine::EngineOptions eo;
   eo.prefill_chunk = setup.prefill_chunk;
   eo.simulate_accept_length = setup.simulate_accept_length;
   eo.tokenizer = tok ? &*tok : nullptr;
-  std::map<int64_t, size_t> index_of;  // request id -> prompt index
-  std::vector<int64_t> written;        // finished and written: the engine may forget them
-  if (stream) {
-    eo.on_tokens = [&](const engine::RequestState& r, std::span<const int32_t>) {
-      report.stream(r);
-    };
-  }
-  eo.on_finish = [&](const engine::RequestState& r) {
-    report.finished(index_of.at(r.id), r);
-    written.push_back(r.id);
-  };
-  engine::Engine eng(*model, eo);
+  std::vector<engine::GenerationRequest> requests;
   for (size_t i = 0; i < prompts.ids.size(); ++i) {
     engine::GenerationRequest req = proto;
     req.prompt = std::move(prompts.ids[i]);
     req.sampling.seed = proto.sampling.seed + i;
-    auto id = eng.add_request(std::move(req));
-    if (!id.ok()) {
-      report.refused(i, id.status());
-      continue;
-    }
-    index_of[*id] = i;
+    requests.push_back(std::move(req));
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  report.start();
-  while (eng.has_work() && g_signal == 0) {
-    DSA_RETURN_IF_ERROR(eng.step());
-    for (int64_t id : written) DSA_RETURN_IF_ERROR(eng.release(id));
-    written.clear();
+  if (setup.dp_size > 1) {
+    DSA_ASSIGN_OR_RETURN(DpRunResult run, run_dp(models, eo, std::move(requests), report,
+                                                 [] { return g_signal != 0; }));
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    report.summary(run.metrics, run.timing, run.graphs, model->cache_plan(), run.dp);
+  } else {
+    std::map<int64_t, size_t> index_of;  // request id -> prompt index
+    std::vector<int64_t> written;        // finished and written: the engine may forget them
+    if (stream) {
+      eo.on_tokens = [&](const engine::RequestState& r, std::span<const int32_t>) {
+        report.stream(r);
+      };
+    }
+    eo.on_finish = [&](const engine::RequestState& r) {
+      report.finished(index_of.at(r.id), r);
+      written.push_back(r.id);
+    };
+    engine::Engine eng(*model, eo);
+    DpSummary dp{1, {0}, {0}};
+    for (size_t i = 0; i < requests.size(); ++i) {
+      auto id = eng.add_request(std::move(requests[i]));
+      if (!id.ok()) {
+        report.refused(i, id.status());
+        continue;
+      }
+      index_of[*id] = i;
+      ++dp.requests[0];
+    }
+    report.start();
+    while (eng.has_work() && g_signal == 0) {
+      DSA_RETURN_IF_ERROR(eng.step());
+      for (int64_t id : written) DSA_RETURN_IF_ERROR(eng.release(id));
+      written.clear();
+    }
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    dp.steps[0] = eng.metrics().steps;
+    report.summary(eng.metrics(), model->timing(), model->graph_stats(), model->cache_plan(), dp);
   }
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
-  report.summary(eng.metrics(), model->timing(), model->graph_stats(), model->cache_plan());
   if (g_signal != 0) {
     fmt::print(stderr, "dsa generate: interrupted ({}): {} of {} requests finished and written\n",
                g_signal == SIGINT ? "SIGINT" : "SIGTERM", report.num_written(), prompts.ids.size());
@@ -278,6 +304,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "generate", "Generate text (MTP speculative decoding, continuous batching)");
   add_engine_options(*cmd, a->engine);
+  add_dp_option(*cmd, a->engine);
   auto* p = cmd->add_option("--prompt", a->prompt, "Prompt text");
   auto* f = cmd->add_option("--prompts-file", a->prompts_file,
                             "One prompt per line, run concurrently (continuous batching)");

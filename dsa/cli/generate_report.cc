@@ -126,7 +126,8 @@ void GenerateReport::refused(size_t index, const Status& why) {
 }
 
 void GenerateReport::summary(const engine::EngineMetrics& m, const model::ForwardTiming& ft,
-                             const runtime::GraphStats& gs, const model::CachePlan& cache) {
+                             const runtime::GraphStats& gs, const model::CachePlan& cache,
+                             const DpSummary& dp) {
   const double secs = seconds_since(t0_);
   const double steps = double(std::max<int64_t>(1, m.steps));
   const double tokens_per_s = secs > 0 ? double(m.emitted) / secs : 0;
@@ -159,6 +160,9 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
                 {"graph_nodes", gs.nodes},
                 {"graph_capture_s", gs.capture_s}}}};
     add_modes(j["summary"], modes_);
+    j["summary"]["dp"] = {{"world_size", dp.world_size},
+                          {"steps_per_rank", dp.steps},
+                          {"requests_per_rank", dp.requests}};
     j["summary"]["kv_cache"] = {{"pages", cache.num_pages},
                                 {"page_bytes", cache.page_bytes},
                                 {"tokens", cache.tokens()},
@@ -201,7 +205,14 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
     for (int64_t c : m.accept.histogram()) fmt::print(" {}", c);
     fmt::print("]\n");
   }
-  fmt::print("[{}]\n", model::describe_cache_plan(cache));
+  fmt::print("[{}{}]\n", dp.world_size > 1 ? "per rank: " : "", model::describe_cache_plan(cache));
+  if (dp.world_size > 1) {
+    fmt::print("[dp {} ranks: steps per rank", dp.world_size);
+    for (int64_t n : dp.steps) fmt::print(" {}", n);
+    fmt::print("; requests per rank");
+    for (int64_t n : dp.requests) fmt::print(" {}", n);
+    fmt::print("]\n");
+  }
   if (failed_ > 0) fmt::print("[{} of {} requests failed]\n", failed_, prompts_.size());
 }
 

@@ -26,6 +26,13 @@ struct BenchmarkModes {
 // The loud lines of `m` ("accept length SIMULATED: 2.5 ...", "random weights ..."), one each.
 std::vector<std::string> benchmark_banner(const BenchmarkModes& m);
 
+// The data-parallel ranks of a run (one for a single engine): what each rank did.
+struct DpSummary {
+  int32_t world_size = 1;
+  std::vector<int64_t> steps;     // [world_size] steps each rank took (equal: they step together)
+  std::vector<int64_t> requests;  // [world_size] requests placed on each rank
+};
+
 class GenerateReport {
  public:
   GenerateReport(const std::vector<std::string>& prompts, bool json, bool stream,
@@ -38,8 +45,9 @@ class GenerateReport {
   void finished(size_t index, const engine::RequestState& r);
   // A request the engine refused when it was added.
   void refused(size_t index, const Status& why);
+  // m, ft, gs: of every rank together (merged); cache: one rank's (each has its own).
   void summary(const engine::EngineMetrics& m, const model::ForwardTiming& ft,
-               const runtime::GraphStats& gs, const model::CachePlan& cache);
+               const runtime::GraphStats& gs, const model::CachePlan& cache, const DpSummary& dp);
 
   size_t num_written() const { return written_; }
   size_t num_failed() const { return failed_; }

@@ -15,6 +15,11 @@ void AcceptStats::add(int32_t accepted) {
   ++histogram_[size_t(accepted)];
 }
 
+void AcceptStats::merge(const AcceptStats& other) {
+  DSA_CHECK(other.histogram_.size() == histogram_.size());
+  for (size_t a = 0; a < histogram_.size(); ++a) histogram_[a] += other.histogram_[a];
+}
+
 int64_t AcceptStats::steps() const {
   int64_t n = 0;
   for (int64_t c : histogram_) n += c;

@@ -19,6 +19,8 @@ class AcceptStats {
 
   // One speculative step that accepted `accepted` drafts (0..d).
   void add(int32_t accepted);
+  // Every step of `other` (the same d: a check), e.g. another DP rank's.
+  void merge(const AcceptStats& other);
 
   int64_t steps() const;
   // [d + 1]: steps with a = 0..d accepted drafts.

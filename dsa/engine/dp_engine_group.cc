@@ -69,11 +69,13 @@ StatusOr<DpRequestId> DpEngineGroup::add_request_on(int32_t rank, GenerationRequ
 // One rank's loop. "Does any rank have work?" is itself a collective, taken by every rank before
 // every step, so an idle rank keeps stepping (and runs the padded forwards) while another works,
 // and all ranks leave the loop after the same step.
-Status DpEngineGroup::run_rank(int32_t rank) {
+// A stop seen by some ranks only is outvoted by the others' work, never acted on alone: the
+// reduced value, the same on every rank, is what decides.
+Status DpEngineGroup::run_rank(int32_t rank, const std::function<bool()>& stop) {
   Engine& e = engine(rank);
   steps_[size_t(rank)] = 0;
   while (true) {
-    int64_t work[] = {e.has_work() ? 1 : 0};
+    int64_t work[] = {e.has_work() && !(stop && stop()) ? 1 : 0};
     DSA_RETURN_IF_ERROR(e.group().all_reduce(work, dist::ReduceOp::kMax));
     if (work[0] == 0) return ok_status();
     DSA_RETURN_IF_ERROR(e.step());
@@ -81,11 +83,11 @@ Status DpEngineGroup::run_rank(int32_t rank) {
   }
 }
 
-Status DpEngineGroup::run_to_completion() {
+Status DpEngineGroup::run_to_completion(const std::function<bool()>& stop) {
   std::vector<Status> status(engines_.size());
   std::vector<std::thread> threads;
   for (int32_t r = 0; r < world_size(); ++r) {
-    threads.emplace_back([this, r, &status] { status[size_t(r)] = run_rank(r); });
+    threads.emplace_back([this, r, &status, &stop] { status[size_t(r)] = run_rank(r, stop); });
   }
   for (std::thread& t : threads) t.join();
   // The rank that failed first explains it; the others then time out in a collective.

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -43,14 +44,17 @@ class DpEngineGroup {
 
   // Every rank steps on its own thread until no rank has work (one all-reduce per step decides
   // that, so all ranks stop after the same step). The first error of any rank, rank named.
-  Status run_to_completion();
+  // stop (may be empty; called on every rank's thread, so it must be thread-safe): once it
+  // returns true a rank votes "no work" in that all-reduce, so the ranks leave together after the
+  // first step in which every rank saw it (a signal asking `dsa generate` to stop).
+  Status run_to_completion(const std::function<bool()>& stop = {});
   // Steps each rank took in the last run_to_completion (equal on every rank when it is OK).
   const std::vector<int64_t>& steps() const { return steps_; }
 
  private:
   DpEngineGroup(std::unique_ptr<dist::LocalGroup> group, std::vector<model::DsaModel*> models,
                 const EngineOptions& options);
-  Status run_rank(int32_t rank);
+  Status run_rank(int32_t rank, const std::function<bool()>& stop);
 
   std::unique_ptr<dist::LocalGroup> group_;
   std::vector<std::unique_ptr<Engine>> engines_;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <map>
 #include <thread>
@@ -126,6 +127,46 @@ TEST(DpEngine, GreedyOutputEqualsTheSingleEngineOnEveryRank) {
     if (prompts.size() > size_t(c.world)) EXPECT_GT(padded_on_busy, 0);
     expect_same_forwards(**group);
   }
+}
+
+// A stop seen by the ranks at different moments (a counter shared by their threads) still ends
+// every rank after the same step, with work left; a later run finishes it. The ranks' metrics
+// merge into the group's: tokens, latencies and accept steps add up, steps are the group's.
+TEST(DpEngine, StopEndsEveryRankAfterTheSameStepAndMetricsMerge) {
+  const Models models = tiny_models(2, 3, 4, {});
+  auto group = DpEngineGroup::create(ptrs(models), {}, 10s);
+  ASSERT_TRUE(group.ok()) << group.status().message();
+  const auto prompts = heldout_prompts({12, 7, 9});
+  std::vector<DpRequestId> ids;
+  for (const auto& p : prompts) {
+    GenerationRequest req{p, 24, {}};
+    req.ignore_eos = true;
+    auto id = (*group)->add_request(std::move(req));
+    ASSERT_TRUE(id.ok()) << id.status().message();
+    ids.push_back(*id);
+  }
+  std::atomic<int> calls{0};
+  Status s = (*group)->run_to_completion([&] { return calls.fetch_add(1) >= 5; });
+  ASSERT_TRUE(s.ok()) << s.message();
+  const int64_t stopped_at = (*group)->steps()[0];
+  EXPECT_EQ((*group)->steps()[1], stopped_at);
+  EXPECT_GT(stopped_at, 0);
+  EXPECT_TRUE((*group)->engine(0).has_work() || (*group)->engine(1).has_work());
+  s = (*group)->run_to_completion();
+  ASSERT_TRUE(s.ok()) << s.message();
+  EngineMetrics merged(3);
+  for (int32_t r = 0; r < 2; ++r) merged.merge_rank((*group)->engine(r).metrics());
+  int64_t emitted = 0, accept_steps = 0;
+  for (const DpRequestId& id : ids) {
+    const RequestState& r = (*group)->engine(id.rank).request(id.id);
+    EXPECT_EQ(r.output.size(), 24u);
+    emitted += int64_t(r.output.size());
+    accept_steps += int64_t(r.accept_lengths.size());
+  }
+  EXPECT_EQ(merged.emitted, emitted);
+  EXPECT_EQ(merged.accept.steps(), accept_steps);
+  EXPECT_EQ(merged.ttft_s.size(), prompts.size());
+  EXPECT_EQ(merged.steps, stopped_at + (*group)->steps()[0]);
 }
 
 // A rank with nothing to do for over a thousand steps while another decodes one long request:

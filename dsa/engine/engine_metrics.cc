@@ -34,6 +34,15 @@ RequestFigures request_figures(const RequestState& r, int32_t num_draft_tokens) 
   return f;
 }
 
+void EngineMetrics::merge_rank(const EngineMetrics& other) {
+  steps = std::max(steps, other.steps);
+  verify_steps += other.verify_steps;
+  emitted += other.emitted;
+  accept.merge(other.accept);
+  ttft_s.insert(ttft_s.end(), other.ttft_s.begin(), other.ttft_s.end());
+  tpot_s.insert(tpot_s.end(), other.tpot_s.begin(), other.tpot_s.end());
+}
+
 double EngineMetrics::mean_ttft_s() const { return mean(ttft_s); }
 double EngineMetrics::mean_tpot_s() const { return mean(tpot_s); }
 

@@ -31,6 +31,11 @@ struct EngineMetrics {
   AcceptStats accept;                  // every speculative step of every request
   std::vector<double> ttft_s, tpot_s;  // one entry per finished request, in finishing order
 
+  // Adds another DP rank's figures (the same d): emitted tokens, verify steps, acceptance and
+  // latencies add up; steps is the larger count, since the ranks step together (each rank's
+  // steps are the group's steps, not a share of them).
+  void merge_rank(const EngineMetrics& other);
+
   double mean_accept_length() const { return accept.mean_accept_length(); }
   std::vector<double> per_position_acceptance() const { return accept.per_position_acceptance(); }
   double mean_ttft_s() const;

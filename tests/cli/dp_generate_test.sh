@@ -12,9 +12,8 @@ model="$root/models/tiny-dsa"
 fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-expect() {  # expect "what" 'condition'
-  if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi
-}
+# shellcheck source=tests/cli/expect_lib.sh
+. "$root/tests/cli/expect_lib.sh"
 refused() {  # refused "regex" args...: exit 1 (2: a CLI11 parse error) with one line matching regex
   local regex="$1" out rc
   shift

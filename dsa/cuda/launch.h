@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <source_location>
 #include <string>
@@ -71,11 +72,21 @@ inline Status end_launch(std::string_view kernel, bool checked, std::string_view
   return ok_status();
 }
 
-// Multiprocessors of the current device, for grids sized to fill the machine.
+// Multiprocessors of the current device, for grids sized to fill the machine. Launchers call it
+// on every launch, so the attribute is cached per device (it cannot change while the process
+// lives).
 inline StatusOr<int> sm_count() {
+  constexpr int kCachedDevices = 64;
+  static std::atomic<int> cached[kCachedDevices] = {};
   int device = 0, sms = 0;
   DSA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  const bool cacheable = device >= 0 && device < kCachedDevices;
+  if (cacheable) {
+    sms = cached[device].load(std::memory_order_relaxed);
+    if (sms > 0) return sms;
+  }
   DSA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  if (cacheable) cached[device].store(sms, std::memory_order_relaxed);
   return sms;
 }
 

@@ -1,8 +1,10 @@
 // Benchmark of ragged_logits_cuda for one causal prompt chunk at V3.2 shapes (H_i = 64,
-// D_i = 128): L_p in {8K, 32K} query rows over L_p gathered keys, row t sees keys [0, t + 1),
-// compressed logits [L_p, L_p] fp32 (4.3 GB at 32K), unchecked mode. Per shape: median µs, the
-// §10 bytes L_p (D_i + 4) + 4 L_p^2 / 2 as TB/s and a fraction of 4.28 TB/s, and the FLOPs
-// 2 H_i D_i L_p (L_p + 1) / 2 as TFLOP/s and a fraction of 1500.
+// D_i = 128): T query rows after a prefix of P cached keys over S = P + T gathered keys, row t
+// sees keys [0, P + t + 1), compressed logits [T, S] fp32, unchecked mode. Shapes: whole prompts
+// (P = 0, T = 8K and 32K: 4.3 GB of logits at 32K) and chunks of a long prompt (T = 2048 after
+// 30K, T = 512 after 7.5K, T = 64 after 64K: few rows, the key range sliced over CTAs). Per shape:
+// the grid, median µs, the §10 bytes S (D_i + 4) + 4 (written logits) as TB/s and a fraction of
+// 4.28 TB/s, and the FLOPs 2 H_i D_i (scored pairs) as TFLOP/s and a fraction of 1500.
 //   usage: ragged_logits_bench [iters]
 #include <cuda_runtime.h>
 
@@ -18,8 +20,10 @@
 #include "dsa/core/splitmix64.h"
 #include "dsa/cuda/bench_timer.h"
 #include "dsa/cuda/device_buffer.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/ragged_logits/ragged_logits.h"
+#include "dsa/kernels/ragged_logits/ragged_logits_launch.h"
 
 namespace {
 
@@ -50,28 +54,32 @@ Status run(int iters) {
   DSA_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, 0));
   std::printf("ragged_logits_cuda on %s, H_i = %d, D_i = %d, causal chunk, unchecked\n", prop.name,
               kHeads, kDim);
-  std::printf("%6s %11s %9s %8s %6s %9s %6s\n", "L_p", "us", "MB", "TB/s", "frac", "TFLOP/s",
-              "frac");
+  std::printf("%6s %6s %9s %11s %9s %8s %6s %9s %6s\n", "T", "P", "grid", "us", "MB", "TB/s",
+              "frac", "TFLOP/s", "frac");
+  DSA_ASSIGN_OR_RETURN(int32_t sms, cuda::sm_count());
   SplitMix rng{7};
-  for (int32_t L : {8192, 32768}) {
-    const std::vector<uint8_t> q = random_codes(rng, size_t(L) * kHeads * kDim);
-    const std::vector<uint8_t> k8 = random_codes(rng, size_t(L) * kDim);
-    std::vector<float> w(size_t(L) * kHeads), kscale(static_cast<size_t>(L));
+  const std::pair<int32_t, int32_t> shapes[] = {
+      {8192, 0}, {32768, 0}, {2048, 30720}, {512, 7680}, {64, 65472}};
+  for (auto [T, P] : shapes) {
+    const int32_t S = P + T;
+    const std::vector<uint8_t> q = random_codes(rng, size_t(T) * kHeads * kDim);
+    const std::vector<uint8_t> k8 = random_codes(rng, size_t(S) * kDim);
+    std::vector<float> w(size_t(T) * kHeads), kscale(static_cast<size_t>(S));
     for (auto& v : w) v = float(int64_t(rng.next() % 2001) - 1000) * 1e-4f;
     for (auto& v : kscale) v = 1.f / float(1 << (rng.next() % 8));
-    std::vector<int32_t> ks(static_cast<size_t>(L), 0), ke(static_cast<size_t>(L));
-    for (int32_t t = 0; t < L; ++t) ke[size_t(t)] = t + 1;
+    std::vector<int32_t> ks(static_cast<size_t>(T), 0), ke(static_cast<size_t>(T));
+    for (int32_t t = 0; t < T; ++t) ke[size_t(t)] = P + t + 1;
     DSA_ASSIGN_OR_RETURN(auto d_q, upload(q));
     DSA_ASSIGN_OR_RETURN(auto d_k8, upload(k8));
     DSA_ASSIGN_OR_RETURN(auto d_w, upload(w));
     DSA_ASSIGN_OR_RETURN(auto d_kscale, upload(kscale));
     DSA_ASSIGN_OR_RETURN(auto d_ks, upload(ks));
     DSA_ASSIGN_OR_RETURN(auto d_ke, upload(ke));
-    const int64_t ld = L;
-    DSA_ASSIGN_OR_RETURN(auto d_logits, cuda::DeviceBuffer<float>::alloc(size_t(L) * ld));
+    const int64_t ld = (S + 3) / 4 * 4;
+    DSA_ASSIGN_OR_RETURN(auto d_logits, cuda::DeviceBuffer<float>::alloc(size_t(T) * ld));
     RaggedLogitsParams p{
-        d_q.data(), d_w.data(), d_k8.data(), d_kscale.data(), d_ks.data(), d_ke.data(),        L,
-        L,          kHeads,     kDim,        d_logits.data(), ld,          int64_t{L} * ld * 4};
+        d_q.data(), d_w.data(), d_k8.data(), d_kscale.data(), d_ks.data(), d_ke.data(),        T,
+        S,          kHeads,     kDim,        d_logits.data(), ld,          int64_t{T} * ld * 4};
     {
       ScopedCheckedMode checked(true);  // one checked launch: the data is in contract
       DSA_RETURN_IF_ERROR(ragged_logits_cuda(p));
@@ -79,11 +87,15 @@ Status run(int iters) {
     ScopedCheckedMode unchecked(false);
     DSA_ASSIGN_OR_RETURN(double us, cuda::median_us([&] { return ragged_logits_cuda(p); },
                                                     cuda::current_stream(), 1, iters));
-    const double bytes = double(L) * (kDim + 4) + 4.0 * double(L) * L / 2;
-    const double flops = 2.0 * kHeads * kDim * double(L) * (L + 1) / 2;
+    const double pairs = double(T) * P + double(T) * (T + 1) / 2;  // scored (row, key) pairs
+    const double bytes = double(S) * (kDim + 4) + 4.0 * pairs;
+    const double flops = 2.0 * kHeads * kDim * pairs;
     const double s = us * 1e-6;
-    std::printf("%6d %11.1f %9.1f %8.3f %6.3f %9.1f %6.3f\n", L, us, bytes / 1e6, bytes / s / 1e12,
-                bytes / s / cuda::kH200Bandwidth, flops / s / 1e12,
+    const RaggedLogitsGrid g = ragged_logits_grid(T, S, kHeads, sms);
+    char grid[32];
+    std::snprintf(grid, sizeof grid, "%dx%d", g.row_groups, g.slices);
+    std::printf("%6d %6d %9s %11.1f %9.1f %8.3f %6.3f %9.1f %6.3f\n", T, P, grid, us, bytes / 1e6,
+                bytes / s / 1e12, bytes / s / cuda::kH200Bandwidth, flops / s / 1e12,
                 flops / s / cuda::kH200Fp8Flops);
     std::fflush(stdout);
   }

@@ -13,7 +13,9 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/device_buffer.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/kernels/ragged_logits/ragged_logits.h"
+#include "dsa/kernels/ragged_logits/ragged_logits_launch.h"
 #include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
 #include "dsa/testing/poison.h"
@@ -174,12 +176,74 @@ TEST(RaggedLogitsCuda, V32ChunkMatchesReferenceAndIsDeterministic) {
   expect_matches_reference(c, a);
 }
 
+// Few query rows over long key ranges: the launch slices each row group's keys over several CTAs
+// (asserted through ragged_logits_grid), with ranges that start and end off the 256-key splits,
+// S not a multiple of the 64-key tile (the tail is zero-filled), and rows of several requests in
+// one row group (splits between requests skipped).
+TEST(RaggedLogitsCuda, SlicedKeyRangesMatchReference) {
+  DSA_SKIP_WITHOUT_GPU();
+  auto sms = cuda::sm_count();
+  ASSERT_TRUE(sms.ok());
+  Rng rng(testing::test_seed() + 5);
+  struct Shape {
+    int32_t heads;
+    std::vector<std::pair<int32_t, int32_t>> requests;  // (rows, prefix)
+  };
+  const std::vector<Shape> shapes = {
+      {64, {{3, 17000}}},
+      {64, {{2, 5000}, {1, 9001}, {5, 3333}}},
+      {16, {{7, 12345}, {9, 4099}}},
+      {32, {{1, 0}, {4, 30001}}},
+  };
+  for (const Shape& s : shapes) {
+    int32_t T = 0, S = 0, max_len = 1;
+    for (auto [rows, prefix] : s.requests) {
+      T += rows, S += prefix + rows;
+      max_len = std::max(max_len, prefix + rows);
+    }
+    const RaggedLogitsGrid g = ragged_logits_grid(T, S, s.heads, *sms);
+    EXPECT_GT(g.slices, 1) << "T " << T << " S " << S;
+    Case c(T, S, s.heads, (max_len + 3) / 4 * 4, rng);
+    c.extend(s.requests);
+    DeviceCase d(c);
+    std::vector<float> got;
+    Status st = d.run(&got);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    expect_matches_reference(c, got);
+  }
+}
+
+// The copy engine reads the key scales in 256-byte boxes: a scale array off 16 bytes is refused,
+// naming it, before anything runs.
+TEST(RaggedLogitsCuda, MisalignedScalesAreRefused) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(3);
+  Case c(4, 100, 16, 100, rng);
+  c.extend({{4, 90}});
+  DeviceCase d(c);
+  d.p.kscale = d.kscale.data() + 1;
+  const Status st = ragged_logits_cuda(d.p);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.to_string().find("kscale"), std::string::npos) << st.to_string();
+}
+
 TEST(RaggedLogitsCuda, ZeroTokensIsNoOp) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(2);
   Case c(0, 3, 16, 4, rng);
   DeviceCase d(c);
   EXPECT_TRUE(ragged_logits_cuda(d.p).ok());
+}
+
+// S = 0 (no key maps are built): every row is empty, nothing is written, checked mode is clean.
+TEST(RaggedLogitsCuda, NoKeysWritesNothing) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(4);
+  Case c(6, 0, 64, 8, rng);
+  DeviceCase d(c);
+  std::vector<float> got;
+  ASSERT_TRUE(d.run(&got).ok());
+  for (float v : got) EXPECT_TRUE(is_poison(v));
 }
 
 // Unchecked: ks clamped into [0, S], ke into [ks, min(S, ks + ld)], no error reported.

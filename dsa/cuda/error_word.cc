@@ -31,6 +31,8 @@ std::string_view op_name(int32_t op) {
       return "sparse_mla";
     case OpId::kModelOp:
       return "model op";
+    case OpId::kPagedLogitsTopk:
+      return "paged_logits_topk";
   }
   return "unknown op";
 }

@@ -29,6 +29,7 @@ enum class OpId : int32_t {
   kTopk,
   kSparseMla,
   kModelOp,
+  kPagedLogitsTopk,
 };
 
 #if defined(__CUDACC__)

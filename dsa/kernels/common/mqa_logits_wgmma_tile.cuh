@@ -133,19 +133,20 @@ __device__ __forceinline__ void epilogue(const float (&acc)[NC / 2], const Chunk
   }
 }
 
-// The four key tiles of a split (first key `begin`, `pages` of them loaded) against one chunk of
-// NC q columns starting at column `col`: a rolling pipeline of K = 128 / NC units (page MMAs) in
-// flight, each its own commit group; unit u's epilogue runs while units u + 1 .. u + K - 1
+// The kPages key tiles of a split (first key `begin`, `pages` of them loaded) against one chunk
+// of NC q columns starting at column `col`: a rolling pipeline of K = 128 / NC units (page MMAs)
+// in flight, each its own commit group; unit u's epilogue runs while units u + 1 .. u + K - 1
 // compute, then unit u + K is issued into its registers. Pages past `pages` are computed on the
 // stage's stale tiles and never stored (a wgmma under a branch would be serialised by the
 // compiler). `scales` holds kTokens fp32 key scales per page.
-template <int H, int NC, bool kWindowed>
+template <int H, int NC, bool kWindowed, int kPages = kSplitPages>
 __device__ __forceinline__ void split_chunk(const ChunkRows& cr, int32_t begin, int32_t pages,
                                             uint32_t keys_addr, const float* scales,
                                             uint32_t q_addr, const float* w, int32_t col) {
   constexpr int K = 128 / NC;
   ChunkWeights<H, NC> wt;
   wt.load(w + col);
+  static_assert(K <= kPages, "the pipeline holds at most one unit per page");
   const uint32_t qa = q_addr + uint32_t(col) * kDim;
   float acc[K][NC / 2];
 #pragma unroll
@@ -166,14 +167,14 @@ __device__ __forceinline__ void split_chunk(const ChunkRows& cr, int32_t begin, 
 #pragma unroll
   for (int u = 0; u < K; ++u) issue(acc[u], u);
 #pragma unroll
-  for (int u = 0; u < kSplitPages; ++u) {
-    const int pending_after = (u + K <= kSplitPages ? K : kSplitPages - u) - 1;
+  for (int u = 0; u < kPages; ++u) {
+    const int pending_after = (u + K <= kPages ? K : kPages - u) - 1;
     wgmma_wait_dynamic<K>(pending_after);
     fence_registers(acc[u % K]);
     if (u < pages) {
       epilogue<H, NC, kWindowed>(acc[u % K], wt, scales + u * kTokens, cr, begin + u * kTokens);
     }
-    if (u + K < kSplitPages) {
+    if (u + K < kPages) {
       wgmma_fence();
       issue(acc[u % K], u + K);
     }

@@ -1,0 +1,176 @@
+// Launcher of the fused paged logits + top-k kernel: validate, plan the cluster and its shared
+// memory, describe the pool's key pages and the q rows as tensor maps, launch one cluster per
+// request on the current stream, and in checked mode return the device error word's Status.
+#include <cstdint>
+#include <string>
+
+#include "dsa/core/checked_mode.h"
+#include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
+#include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/stream.h"
+#include "dsa/cuda/tensor_map.h"
+#include "dsa/kernels/paged_logits_topk/paged_logits_topk.h"
+#include "dsa/kernels/paged_logits_topk/paged_logits_topk_kernel.cuh"
+#include "dsa/kernels/paged_logits_topk/paged_logits_topk_launch.h"
+
+namespace dsa::kernels {
+
+namespace {
+namespace detail = paged_logits_topk_detail;
+constexpr const char* kOp = "paged_logits_topk_cuda";
+
+int32_t chunk_for(int32_t width, int32_t cluster) {
+  const int64_t keys = int64_t{width} * kPageSize;
+  const int64_t per = (keys + cluster - 1) / cluster;
+  return static_cast<int32_t>((per + kPageSize - 1) / kPageSize * kPageSize);
+}
+
+Status keys_map(const PagedLogitsTopkParams& p, CUtensorMap* out) {
+  cuda::ByteTensorMap m;
+  m.base = p.pool.data;
+  m.rank = 3;
+  m.dims = {uint64_t{detail::kDim}, uint64_t{detail::kTokens}, uint64_t(p.pool.num_pages)};
+  m.strides = {uint64_t{detail::kDim}, uint64_t(p.pool.page_stride_bytes)};
+  m.box = {detail::kDim, detail::kTokens, 1};
+  return cuda::encode_tensor_map(m, out);
+}
+
+Status q_map(const PagedLogitsTopkParams& p, CUtensorMap* out) {
+  cuda::ByteTensorMap m;
+  m.base = p.q;
+  m.rank = 2;
+  m.dims = {uint64_t{detail::kDim},
+            uint64_t(p.batch_pad) * uint64_t(p.rows_per_request) * uint64_t(p.num_heads)};
+  m.strides = {uint64_t{detail::kDim}};
+  m.box = {detail::kDim, detail::kQBoxRows};
+  return cuda::encode_tensor_map(m, out);
+}
+
+template <int H>
+Status launch(const detail::Args& a, const PagedLogitsTopkLaunch& l, const CUtensorMap& keys,
+              const CUtensorMap& q) {
+  auto* kernel = detail::paged_logits_topk_kernel<H>;
+  DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<detail::paged_logits_topk_kernel<H>>(
+      detail::kSmemBudget + 1024));
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(int64_t{a.batch_pad} * l.cluster));
+  config.blockDim = dim3(detail::kThreads);
+  config.dynamicSmemBytes = l.smem_bytes;
+  config.stream = cuda::current_stream();
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;  // also for C = 1: the kernel's barriers
+  attr[0].val.clusterDim.x = static_cast<unsigned>(l.cluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  DSA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, a, keys, q));
+  return ok_status();
+}
+
+}  // namespace
+
+PagedLogitsTopkLaunch paged_logits_topk_launch(int32_t rows_per_request, int32_t num_heads,
+                                               int32_t width, int32_t batch_pad, int32_t sm_count) {
+  PagedLogitsTopkLaunch l;
+  auto try_cluster = [&](int32_t c, PagedLogitsTopkLaunch* out) {
+    const int32_t chunk = chunk_for(width, c);
+    if (chunk >= 65536) return false;  // the selection packs two per-CTA counts in 32 bits
+    const detail::SmemPlan s = detail::plan_smem(rows_per_request, num_heads, chunk);
+    if (s.stages == 0) return false;
+    out->fits = true;
+    out->cluster = c;
+    out->chunk = chunk;
+    out->stages = s.stages;
+    out->rows_per_pass = s.rows_per_pass;
+    out->smem_bytes = s.bytes;
+    return true;
+  };
+  int32_t c = 1;
+  while (c <= detail::kMaxCluster && !try_cluster(c, &l)) c *= 2;
+  if (!l.fits) return l;
+  // More CTAs per request while the whole grid still fits the SMs at once (one CTA per SM).
+  while (c < detail::kMaxCluster && int64_t{batch_pad} * 2 * c <= sm_count &&
+         chunk_for(width, 2 * c) >= 512) {
+    c *= 2;
+    try_cluster(c, &l);
+  }
+  return l;
+}
+
+bool paged_logits_topk_fits(int32_t rows_per_request, int32_t num_heads, int32_t width) {
+  return paged_logits_topk_launch(rows_per_request, num_heads, width, 1, 1).fits;
+}
+
+Status paged_logits_topk_cuda(const PagedLogitsTopkParams& p) {
+  DSA_RETURN_IF_ERROR(validate(p));
+  if (p.batch_pad == 0) return ok_status();
+  DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "pool.data", p.pool.data, 16));
+  DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "q", p.q, 16));
+  DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "w", p.w, 16));
+  DSA_ASSIGN_OR_RETURN(int32_t sms, cuda::sm_count());
+  const PagedLogitsTopkLaunch l = paged_logits_topk_launch(p.rows_per_request, p.num_heads,
+                                                           p.page_table.width, p.batch_pad, sms);
+  if (!l.fits) {
+    return Status(StatusCode::kResourceExhausted,
+                  std::string(kOp) + ": n = " + std::to_string(p.rows_per_request) +
+                      " rows of W P = " + std::to_string(int64_t{p.page_table.width} * kPageSize) +
+                      " keys do not fit 8 CTAs' shared memory: use paged_logits + topk");
+  }
+  if (int64_t{p.batch_pad} * l.cluster > INT32_MAX) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string(kOp) + ": batch_pad = " + std::to_string(p.batch_pad) +
+                      " times the cluster size exceeds the grid limit");
+  }
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::device_error_word());
+  const detail::SmemPlan s = detail::plan_smem(p.rows_per_request, p.num_heads, l.chunk);
+  const bool checked = checked_mode();
+  detail::Args a{};
+  a.w = p.w;
+  a.row_len = p.row_len;
+  a.req_slot = p.req_slot;
+  a.page_table = p.page_table.data;
+  a.pool = p.pool.data;
+  a.idx = p.idx;
+  a.err = err;
+  a.table_rows = p.page_table.num_rows;
+  a.W = p.page_table.width;
+  a.num_pages = p.pool.num_pages;
+  a.batch_pad = p.batch_pad;
+  a.n = p.rows_per_request;
+  a.heads = p.num_heads;
+  a.k = p.k;
+  a.checked = checked ? 1 : 0;
+  a.cluster = l.cluster;
+  a.chunk = l.chunk;
+  a.row_stride = l.chunk + detail::kRowPad;
+  a.stages = s.stages;
+  a.q_rows_pad = s.q_rows_pad;
+  a.rows_per_pass = s.rows_per_pass;
+  a.off_q = s.off_q;
+  a.off_scales = s.off_scales;
+  a.off_w = s.off_w;
+  a.off_items = s.off_items;
+  a.off_bars = s.off_bars;
+  a.off_logits = s.off_logits;
+
+  CUtensorMap keys{}, q{};
+  DSA_RETURN_IF_ERROR(keys_map(p, &keys));
+  DSA_RETURN_IF_ERROR(q_map(p, &q));
+  switch (p.num_heads) {  // validate() admits only 16, 32, 64
+    case 16:
+      DSA_RETURN_IF_ERROR(launch<16>(a, l, keys, q));
+      break;
+    case 32:
+      DSA_RETURN_IF_ERROR(launch<32>(a, l, keys, q));
+      break;
+    default:
+      DSA_RETURN_IF_ERROR(launch<64>(a, l, keys, q));
+      break;
+  }
+  return cuda::end_launch("paged_logits_topk_kernel", checked, kOp);
+}
+
+}  // namespace dsa::kernels

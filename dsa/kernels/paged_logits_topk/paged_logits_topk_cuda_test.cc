@@ -1,0 +1,276 @@
+// GPU tests of paged_logits_topk_cuda: on fresh random decode problems (scattered pages, padded
+// requests, lengths 0, 1, K - 1, K, K + 1 and W P) the fused kernel's index sets equal those of
+// the unfused CUDA pair (paged_logits_cuda, then topk_cuda kPaged over the same lengths and table
+// rows) exactly, since both compute bit-identical logits; every cluster size and a multi-batch
+// selection are dispatched; a tie flood takes the lowest positions; checked mode reports bad
+// lengths and page ids; a shape that does not fit is refused; graph replay equals eager.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "dsa/core/checked_mode.h"
+#include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/device_buffer.h"
+#include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
+#include "dsa/cuda/stream.h"
+#include "dsa/kernels/logits_schedule/logits_schedule.h"
+#include "dsa/kernels/paged_logits/paged_logits.h"
+#include "dsa/kernels/paged_logits/paged_logits_test_case.h"
+#include "dsa/kernels/paged_logits_topk/paged_logits_topk.h"
+#include "dsa/kernels/paged_logits_topk/paged_logits_topk_launch.h"
+#include "dsa/kernels/topk/topk.h"
+#include "dsa/testing/device_copy.h"
+#include "dsa/testing/gpu_skip.h"
+
+namespace dsa::kernels {
+namespace {
+
+using cuda::DeviceBuffer;
+using namespace paged_logits_test;  // NOLINT: the paged-logits fixture (Case)
+using testing::dev;
+
+constexpr int32_t kK = 2048;
+
+// A decode problem: request b's rows see base_b + j + 1 keys (base from `bases`, cycled), every
+// `padded`-th request padded (req_slot 0, lengths 0).
+Case make_case(Rng& rng, int32_t batch, int32_t n, int32_t heads, int32_t W,
+               const std::vector<int32_t>& bases, int32_t padded) {
+  const int32_t num_pages = batch * W + 1;
+  Case c(batch, n, heads, W, num_pages, batch + 1);
+  c.G = 64;  // consumers of the unfused pair's paged-logits launch
+  c.pool.fill_random(rng);
+  c.randomize_qw(rng);
+  std::vector<int32_t> free_pages = rng.permutation(1, num_pages);
+  std::vector<int32_t> rows = rng.permutation(1, batch + 1);
+  const int32_t cap = W * kPageSize;
+  for (int32_t b = 0; b < batch; ++b) {
+    if (padded > 0 && b % padded == padded - 1) continue;
+    int32_t base = bases[size_t(b) % bases.size()];
+    if (base < 0) base = int32_t(rng.randint(0, cap - n));
+    base = std::clamp(base, -1, cap - n);
+    c.req_slot[size_t(b)] = rows[size_t(b)];
+    c.table.assign(c.req_slot[size_t(b)], std::max(base + n, 1), free_pages);
+    for (int32_t j = 0; j < n; ++j) c.row_len[size_t(b * n + j)] = std::max(base + j + 1, 0);
+  }
+  return c;
+}
+
+struct DeviceProblem {
+  DeviceBuffer<uint8_t> q, pool;
+  DeviceBuffer<float> w, logits;
+  DeviceBuffer<int32_t> row_len, req_slot, table, schedule, len, row_page, idx;
+  PagedLogitsParams lp;
+  PagedLogitsTopkParams fp;
+  int32_t rows;
+
+  explicit DeviceProblem(Case& c) : rows(c.batch_pad * c.n) {
+    lp = c.params();
+    const PageTable t = c.table.table();
+    q = dev(c.q, 1);
+    pool = dev(c.pool.bytes(), 1);
+    w = dev(c.w, 1);
+    logits = dev(std::vector<float>(c.logits.size()), 1);
+    row_len = dev(c.row_len, 1);
+    req_slot = dev(c.req_slot, 1);
+    table = dev(std::vector<int32_t>(t.data, t.data + int64_t{t.num_rows} * t.width), 1);
+    schedule = dev(c.schedule, 1);
+    std::vector<int32_t> eff_len(static_cast<size_t>(rows)), eff_row(static_cast<size_t>(rows));
+    for (int32_t r = 0; r < rows; ++r) {
+      eff_len[size_t(r)] = std::clamp(c.row_len[size_t(r)], 0, c.W * kPageSize);
+      const int32_t slot = c.req_slot[size_t(r / c.n)];
+      eff_row[size_t(r)] = slot < 0 || slot >= t.num_rows ? 0 : slot;
+    }
+    len = dev(eff_len, 1);
+    row_page = dev(eff_row, 1);
+    idx = dev(std::vector<int32_t>(size_t(rows) * kK, -7), 1);
+    lp.q = q.data(), lp.w = w.data(), lp.row_len = row_len.data(), lp.req_slot = req_slot.data();
+    lp.page_table.data = table.data();
+    lp.pool.data = pool.data();
+    lp.schedule = schedule.data();
+    lp.logits = logits.data();
+    fp.q = lp.q, fp.w = lp.w, fp.row_len = lp.row_len, fp.req_slot = lp.req_slot;
+    fp.page_table = lp.page_table;
+    fp.pool = lp.pool;
+    fp.batch_pad = c.batch_pad;
+    fp.rows_per_request = c.n;
+    fp.num_heads = c.heads;
+    fp.k = kK;
+    fp.idx = idx.data();
+  }
+  void reset_idx() {
+    const std::vector<int32_t> fill(size_t(rows) * kK, -7);
+    ASSERT_TRUE(idx.upload(std::span<const int32_t>(fill)).ok());
+  }
+  Status run_fused(std::vector<int32_t>* out) {
+    reset_idx();
+    DSA_RETURN_IF_ERROR(paged_logits_topk_cuda(fp));
+    DSA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cuda::current_stream()));
+    *out = testing::host(idx);
+    return ok_status();
+  }
+  Status run_pair(std::vector<int32_t>* out) {
+    reset_idx();
+    DSA_RETURN_IF_ERROR(paged_logits_cuda(lp));
+    TopkParams t;
+    t.logits = logits.data();
+    t.logits_ld = static_cast<int32_t>(lp.logits_ld);
+    t.rows = rows;
+    t.len = len.data();
+    t.k = kK;
+    t.variant = TopkVariant::kPaged;
+    t.page_table = lp.page_table;
+    t.row_page = row_page.data();
+    t.out_rows = rows;
+    t.idx = idx.data();
+    DSA_RETURN_IF_ERROR(topk_cuda(t));
+    DSA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cuda::current_stream()));
+    *out = testing::host(idx);
+    return ok_status();
+  }
+};
+
+// Same set in every row (the order inside a row is the kernel's), -1 exactly past min(K, len).
+void expect_same_sets(const std::vector<int32_t>& got, const std::vector<int32_t>& want,
+                      const Case& c) {
+  for (int32_t r = 0; r < c.batch_pad * c.n; ++r) {
+    const int32_t m = std::min(kK, std::clamp(c.row_len[size_t(r)], 0, c.W * kPageSize));
+    std::vector<int32_t> a(got.begin() + int64_t{r} * kK, got.begin() + int64_t{r + 1} * kK);
+    std::vector<int32_t> b(want.begin() + int64_t{r} * kK, want.begin() + int64_t{r + 1} * kK);
+    for (int32_t i = m; i < kK; ++i) ASSERT_EQ(a[size_t(i)], -1) << "row " << r << " slot " << i;
+    std::sort(a.begin(), a.begin() + m);
+    std::sort(b.begin(), b.begin() + m);
+    ASSERT_TRUE(std::equal(a.begin(), a.begin() + m, b.begin())) << "row " << r << " len " << m;
+    ASSERT_EQ(std::adjacent_find(a.begin(), a.begin() + m), a.begin() + m) << "dup in row " << r;
+  }
+}
+
+struct Shape {
+  int32_t batch, n, heads, W;
+  std::vector<int32_t> bases;  // -1 = random
+  int32_t padded;
+};
+
+// Shapes chosen so that clusters of 1, 2, 4 and 8 CTAs and a selection in several row batches
+// are all dispatched (asserted from the launch plan).
+TEST(PagedLogitsTopkCuda, EqualsUnfusedPairOnEveryDispatchedPath) {
+  DSA_SKIP_WITHOUT_GPU();
+  auto sms = cuda::sm_count();
+  ASSERT_TRUE(sms.ok());
+  Rng rng(testing::test_seed());
+  const std::vector<Shape> shapes = {
+      {32, 1, 64, 128, {-1, 0, 1, kK - 2, kK - 1, kK, 128 * 64}, 5},  // 8K keys
+      {3, 4, 64, 1024, {-1, kK, 65536 - 4}, 0},                       // 64K keys, n = 4
+      {140, 2, 32, 512, {-1, kK + 1}, 7},                             // 32K keys, B > SMs
+      {200, 1, 16, 64, {-1, 0, kK - 1, kK}, 3},                       // 4K keys
+      {3, 8, 64, 256, {-1, 16384 - 8}, 0},                            // n = 8, 16K keys
+      {5, 3, 64, 320, {-1, 5}, 0},                                    // n = 3, 20K keys
+  };
+  std::set<int32_t> clusters;
+  bool batched = false;
+  for (const Shape& s : shapes) {
+    const PagedLogitsTopkLaunch l = paged_logits_topk_launch(s.n, s.heads, s.W, s.batch, *sms);
+    ASSERT_TRUE(l.fits) << s.n << " x " << s.W;
+    clusters.insert(l.cluster);
+    batched |= l.rows_per_pass < s.n;
+    Case c = make_case(rng, s.batch, s.n, s.heads, s.W, s.bases, s.padded);
+    DeviceProblem d(c);
+    std::vector<int32_t> fused, pair;
+    Status st = d.run_fused(&fused);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    st = d.run_pair(&pair);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    SCOPED_TRACE("B " + std::to_string(s.batch) + " n " + std::to_string(s.n) + " cluster " +
+                 std::to_string(l.cluster));
+    expect_same_sets(fused, pair, c);
+  }
+  EXPECT_EQ(clusters, (std::set<int32_t>{1, 2, 4, 8}));
+  EXPECT_TRUE(batched) << "no shape selected its rows in several batches";
+}
+
+// Every logit equal (q = 0): each row takes its lowest min(K, len) positions (§3e ties), so the
+// slots are known without any logit arithmetic.
+TEST(PagedLogitsTopkCuda, TieFloodTakesLowestPositions) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 1);
+  Case c = make_case(rng, 6, 2, 64, 256, {-1, 9000, kK + 3}, 0);
+  std::fill(c.q.begin(), c.q.end(), 0);
+  DeviceProblem d(c);
+  std::vector<int32_t> got;
+  ASSERT_TRUE(d.run_fused(&got).ok());
+  for (int32_t r = 0; r < c.batch_pad * c.n; ++r) {
+    const int32_t len = c.row_len[size_t(r)], m = std::min(kK, len),
+                  row = c.req_slot[size_t(r / c.n)];
+    std::vector<int32_t> want;
+    for (int32_t s = 0; s < m; ++s) want.push_back(c.table.at(row, s / 64) * 64 + s % 64);
+    std::vector<int32_t> a(got.begin() + int64_t{r} * kK, got.begin() + int64_t{r} * kK + m);
+    std::sort(a.begin(), a.end());
+    std::sort(want.begin(), want.end());
+    ASSERT_EQ(a, want) << "row " << r;
+    for (int32_t i = m; i < kK; ++i) ASSERT_EQ(got[size_t(r) * kK + i], -1);
+  }
+}
+
+// Checked mode: a length past W P or a page id outside [1, num_pages) is OutOfRange.
+TEST(PagedLogitsTopkCuda, CheckedModeReportsBadLengthsAndPages) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode checked(true);
+  Rng rng(testing::test_seed() + 2);
+  {
+    Case c = make_case(rng, 4, 2, 64, 64, {-1}, 0);
+    c.row_len[3] = 64 * 64 + 1;
+    DeviceProblem d(c);
+    std::vector<int32_t> got;
+    EXPECT_EQ(d.run_fused(&got).code(), StatusCode::kOutOfRange);
+    EXPECT_TRUE(cuda::take_device_error("test").ok());
+  }
+  {
+    Case c = make_case(rng, 4, 1, 64, 64, {3000}, 0);
+    c.table.at(c.req_slot[2], 10) = 100000;
+    DeviceProblem d(c);
+    std::vector<int32_t> got;
+    EXPECT_EQ(d.run_fused(&got).code(), StatusCode::kOutOfRange);
+    EXPECT_TRUE(cuda::take_device_error("test").ok());
+  }
+}
+
+TEST(PagedLogitsTopkCuda, ShapesThatDoNotFitAreRefused) {
+  DSA_SKIP_WITHOUT_GPU();
+  EXPECT_FALSE(paged_logits_topk_fits(8, 64, 4096));
+  Rng rng(5);
+  Case c = make_case(rng, 1, 8, 64, 4096, {100}, 0);
+  DeviceProblem d(c);
+  std::vector<int32_t> got;
+  EXPECT_EQ(d.run_fused(&got).code(), StatusCode::kResourceExhausted);
+}
+
+// A captured launch replays to the eager result (no host work inside the op).
+TEST(PagedLogitsTopkCuda, GraphReplayEqualsEager) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  Rng rng(testing::test_seed() + 3);
+  Case c = make_case(rng, 8, 2, 64, 128, {-1}, 4);
+  DeviceProblem d(c);
+  std::vector<int32_t> eager;
+  ASSERT_TRUE(d.run_fused(&eager).ok());
+  d.reset_idx();
+  cudaStream_t stream = cuda::current_stream();
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status st = paged_logits_topk_cuda(d.fp);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(testing::host(d.idx), eager);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+}  // namespace
+}  // namespace dsa::kernels

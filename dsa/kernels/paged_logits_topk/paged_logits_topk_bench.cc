@@ -61,7 +61,8 @@ Status run_shape(const cuda::ShapeArg& shape, int iters) {
   const int32_t G = sms, W = (L + kPageSize - 1) / kPageSize, rows = B * n;
   const int64_t ld = (int64_t{W} * kPageSize + 255) / 256 * 256;
   const int64_t page_bytes = int64_t{kPageSize} * (kDim + 4);
-  const PagedLogitsTopkLaunch plan = paged_logits_topk_launch(n, kHeads, W, B, sms);
+  DSA_ASSIGN_OR_RETURN(const ClusterCapacity cap, paged_logits_topk_capacity(n, kHeads, W));
+  const PagedLogitsTopkLaunch plan = paged_logits_topk_launch(n, kHeads, W, B, cap);
 
   const double touched = double(B) * W * page_bytes + double(rows) * kHeads * (kDim + 4) +
                          4.0 * B * W + 8.0 * rows * L;
@@ -204,7 +205,12 @@ Status run_shape(const cuda::ShapeArg& shape, int iters) {
         "copies=%d iters=%d\n",
         B, L, n, fused.median_us, pair.median_us, logits.median_us, topk.median_us,
         pair.median_us / fused.median_us, roof_us, roof_us / fused.median_us, plan.cluster,
-        plan.chunk, plan.stages, copies, fused.iters);
+        plan.chunk, plan.stages,
+        cap[size_t(plan.cluster == 1   ? 0
+                   : plan.cluster == 2 ? 1
+                   : plan.cluster == 4 ? 2
+                                       : 3)],
+        copies, fused.iters);
   } else {
     std::printf(
         "bench=dsa_paged_logits_topk B=%d L=%d n=%d fused=does_not_fit pair_us=%.1f "

@@ -2,7 +2,10 @@
 // memory, describe the pool's key pages and the q rows as tensor maps, launch one cluster per
 // request on the current stream, and in checked mode return the device error word's Status.
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/cuda_check.h"
@@ -72,8 +75,35 @@ Status launch(const detail::Args& a, const PagedLogitsTopkLaunch& l, const CUten
 
 }  // namespace
 
+namespace {
+int log2_of(int32_t c) { return c == 1 ? 0 : c == 2 ? 1 : c == 4 ? 2 : 3; }
+
+template <int H>
+Status max_clusters(int32_t cluster, uint32_t smem_bytes, int32_t* out) {
+  DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<detail::paged_logits_topk_kernel<H>>(
+      detail::kSmemBudget + 1024));
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(cluster));
+  config.blockDim = dim3(detail::kThreads);
+  config.dynamicSmemBytes = smem_bytes;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  int count = 0;
+  DSA_CUDA_RETURN_IF_ERROR(
+      cudaOccupancyMaxActiveClusters(&count, detail::paged_logits_topk_kernel<H>, &config));
+  *out = count;
+  return ok_status();
+}
+}  // namespace
+
 PagedLogitsTopkLaunch paged_logits_topk_launch(int32_t rows_per_request, int32_t num_heads,
-                                               int32_t width, int32_t batch_pad, int32_t sm_count) {
+                                               int32_t width, int32_t batch_pad,
+                                               const ClusterCapacity& capacity) {
   PagedLogitsTopkLaunch l;
   auto try_cluster = [&](int32_t c, PagedLogitsTopkLaunch* out) {
     const int32_t chunk = chunk_for(width, c);
@@ -91,8 +121,9 @@ PagedLogitsTopkLaunch paged_logits_topk_launch(int32_t rows_per_request, int32_t
   int32_t c = 1;
   while (c <= detail::kMaxCluster && !try_cluster(c, &l)) c *= 2;
   if (!l.fits) return l;
-  // More CTAs per request while the whole grid still fits the SMs at once (one CTA per SM).
-  while (c < detail::kMaxCluster && int64_t{batch_pad} * 2 * c <= sm_count &&
+  // More CTAs per request while every cluster of the grid is still resident at once (a second
+  // wave of clusters would cost more than the shorter key streams save).
+  while (c < detail::kMaxCluster && batch_pad <= capacity[size_t(log2_of(2 * c))] &&
          chunk_for(width, 2 * c) >= 512) {
     c *= 2;
     try_cluster(c, &l);
@@ -100,8 +131,39 @@ PagedLogitsTopkLaunch paged_logits_topk_launch(int32_t rows_per_request, int32_t
   return l;
 }
 
+StatusOr<ClusterCapacity> paged_logits_topk_capacity(int32_t rows_per_request, int32_t num_heads,
+                                                     int32_t width) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int32_t, int32_t, int32_t>, ClusterCapacity> cache;
+  int device = 0;
+  DSA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  const auto key = std::make_tuple(device, rows_per_request, num_heads, width);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  ClusterCapacity cap{};
+  for (int32_t c = 1; c <= detail::kMaxCluster; c *= 2) {
+    const int32_t chunk = chunk_for(width, c);
+    const detail::SmemPlan s = detail::plan_smem(rows_per_request, num_heads, chunk);
+    if (chunk >= 65536 || s.stages == 0) continue;
+    int32_t* out = &cap[size_t(log2_of(c))];
+    switch (num_heads) {
+      case 16:
+        DSA_RETURN_IF_ERROR(max_clusters<16>(c, s.bytes, out));
+        break;
+      case 32:
+        DSA_RETURN_IF_ERROR(max_clusters<32>(c, s.bytes, out));
+        break;
+      default:
+        DSA_RETURN_IF_ERROR(max_clusters<64>(c, s.bytes, out));
+        break;
+    }
+  }
+  cache.emplace(key, cap);
+  return cap;
+}
+
 bool paged_logits_topk_fits(int32_t rows_per_request, int32_t num_heads, int32_t width) {
-  return paged_logits_topk_launch(rows_per_request, num_heads, width, 1, 1).fits;
+  return paged_logits_topk_launch(rows_per_request, num_heads, width, 1, ClusterCapacity{}).fits;
 }
 
 Status paged_logits_topk_cuda(const PagedLogitsTopkParams& p) {
@@ -110,9 +172,11 @@ Status paged_logits_topk_cuda(const PagedLogitsTopkParams& p) {
   DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "pool.data", p.pool.data, 16));
   DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "q", p.q, 16));
   DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "w", p.w, 16));
-  DSA_ASSIGN_OR_RETURN(int32_t sms, cuda::sm_count());
+  DSA_ASSIGN_OR_RETURN(
+      const ClusterCapacity cap,
+      paged_logits_topk_capacity(p.rows_per_request, p.num_heads, p.page_table.width));
   const PagedLogitsTopkLaunch l = paged_logits_topk_launch(p.rows_per_request, p.num_heads,
-                                                           p.page_table.width, p.batch_pad, sms);
+                                                           p.page_table.width, p.batch_pad, cap);
   if (!l.fits) {
     return Status(StatusCode::kResourceExhausted,
                   std::string(kOp) + ": n = " + std::to_string(p.rows_per_request) +
@@ -155,6 +219,7 @@ Status paged_logits_topk_cuda(const PagedLogitsTopkParams& p) {
   a.off_items = s.off_items;
   a.off_bars = s.off_bars;
   a.off_logits = s.off_logits;
+  a.off_ids = s.off_ids;
 
   CUtensorMap keys{}, q{};
   DSA_RETURN_IF_ERROR(keys_map(p, &keys));

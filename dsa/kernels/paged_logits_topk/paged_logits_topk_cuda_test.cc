@@ -158,8 +158,6 @@ struct Shape {
 // are all dispatched (asserted from the launch plan).
 TEST(PagedLogitsTopkCuda, EqualsUnfusedPairOnEveryDispatchedPath) {
   DSA_SKIP_WITHOUT_GPU();
-  auto sms = cuda::sm_count();
-  ASSERT_TRUE(sms.ok());
   Rng rng(testing::test_seed());
   const std::vector<Shape> shapes = {
       {32, 1, 64, 128, {-1, 0, 1, kK - 2, kK - 1, kK, 128 * 64}, 5},  // 8K keys
@@ -168,11 +166,14 @@ TEST(PagedLogitsTopkCuda, EqualsUnfusedPairOnEveryDispatchedPath) {
       {200, 1, 16, 64, {-1, 0, kK - 1, kK}, 3},                       // 4K keys
       {3, 8, 64, 256, {-1, 16384 - 8}, 0},                            // n = 8, 16K keys
       {5, 3, 64, 320, {-1, 5}, 0},                                    // n = 3, 20K keys
+      {2, 2, 64, 1024, {-1, 65536 - 2}, 0},                           // n = 2, 64K keys
   };
   std::set<int32_t> clusters;
   bool batched = false;
   for (const Shape& s : shapes) {
-    const PagedLogitsTopkLaunch l = paged_logits_topk_launch(s.n, s.heads, s.W, s.batch, *sms);
+    auto cap = paged_logits_topk_capacity(s.n, s.heads, s.W);
+    ASSERT_TRUE(cap.ok());
+    const PagedLogitsTopkLaunch l = paged_logits_topk_launch(s.n, s.heads, s.W, s.batch, *cap);
     ASSERT_TRUE(l.fits) << s.n << " x " << s.W;
     clusters.insert(l.cluster);
     batched |= l.rows_per_pass < s.n;
@@ -254,10 +255,12 @@ TEST(PagedLogitsTopkCuda, GraphReplayEqualsEager) {
   Rng rng(testing::test_seed() + 3);
   Case c = make_case(rng, 8, 2, 64, 128, {-1}, 4);
   DeviceProblem d(c);
+  cudaStream_t stream = nullptr;  // the legacy default stream cannot capture
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cuda::set_current_stream(stream);
   std::vector<int32_t> eager;
   ASSERT_TRUE(d.run_fused(&eager).ok());
   d.reset_idx();
-  cudaStream_t stream = cuda::current_stream();
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
   const Status st = paged_logits_topk_cuda(d.fp);
@@ -270,6 +273,8 @@ TEST(PagedLogitsTopkCuda, GraphReplayEqualsEager) {
   EXPECT_EQ(testing::host(d.idx), eager);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+  cuda::set_current_stream(nullptr);
+  cudaStreamDestroy(stream);
 }
 
 }  // namespace

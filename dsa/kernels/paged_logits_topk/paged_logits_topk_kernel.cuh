@@ -79,25 +79,26 @@ struct Args {
   int32_t stages;         // ring depth, kMinStages..kMaxStages
   int32_t q_rows_pad;     // n H rounded up to 64
   int32_t rows_per_pass;  // rows selected together (their histograms share the ring)
-  uint32_t off_q, off_scales, off_w, off_items, off_bars, off_logits;
+  uint32_t off_q, off_scales, off_w, off_items, off_bars, off_logits, off_ids;
 };
 
 struct SmemPlan {
   int32_t stages = 0, q_rows_pad = 0, rows_per_pass = 0;
   uint32_t off_q = 0, off_scales = 0, off_w = 0, off_items = 0, off_bars = 0, off_logits = 0;
-  uint32_t bytes = 0;
+  uint32_t off_ids = 0, bytes = 0;
 };
 
 // The layout for a CTA holding n rows of `chunk` keys: [stages][2] key tiles (later the
-// histograms), q, [stages][2] scale tiles, w, items, barriers, the row buffers. stages = 0 when
-// it does not fit.
+// histograms), q, [stages][2] scale tiles, w, items, barriers, the row buffers, the CTA's page
+// ids (neutralised, for the slots of the selection). stages = 0 when it does not fit.
 inline SmemPlan plan_smem(int32_t n, int32_t heads, int32_t chunk) {
   SmemPlan s;
   s.q_rows_pad = (n * heads + kQBoxRows - 1) / kQBoxRows * kQBoxRows;
   const uint32_t q_bytes = uint32_t(s.q_rows_pad) * kDim, w_bytes = uint32_t(s.q_rows_pad) * 4;
   const uint32_t logits_bytes = uint32_t(n) * uint32_t(chunk + kRowPad) * 4;
   const uint32_t per_stage = kStagePages * kPageBytes + uint32_t{sizeof(Item)} + 2 * 8;
-  const uint32_t fixed = q_bytes + w_bytes + 8 + logits_bytes;
+  const uint32_t ids_bytes = uint32_t(chunk / kTokens) * 4;
+  const uint32_t fixed = q_bytes + w_bytes + 8 + logits_bytes + ids_bytes + 16;
   if (fixed + kMinStages * per_stage > uint32_t{kSmemBudget}) return s;
   s.stages = static_cast<int32_t>((kSmemBudget - fixed) / per_stage);
   if (s.stages > kMaxStages) s.stages = kMaxStages;
@@ -109,7 +110,8 @@ inline SmemPlan plan_smem(int32_t n, int32_t heads, int32_t chunk) {
   s.off_items = s.off_w + w_bytes;
   s.off_bars = s.off_items + uint32_t(s.stages) * uint32_t{sizeof(Item)};
   s.off_logits = (s.off_bars + (2 * uint32_t(s.stages) + 1) * 8 + 15) / 16 * 16;
-  s.bytes = s.off_logits + logits_bytes + 1024;
+  s.off_ids = s.off_logits + logits_bytes;
+  s.bytes = s.off_ids + ids_bytes + 1024;
   return s;
 }
 
@@ -123,6 +125,7 @@ struct Smem {
   uint64_t* empty;
   uint64_t* qfull;
   float* logits;
+  int32_t* ids;    // [chunk / 64] the CTA's page ids, neutralised, written by the producer
   uint32_t* hist;  // [2][rows_per_pass][kBins] over the key ring, after the logits phase
 };
 
@@ -138,6 +141,7 @@ __device__ __forceinline__ Smem carve(const Args& a, uint8_t* raw) {
   s.empty = s.full + a.stages;
   s.qfull = s.empty + a.stages;
   s.logits = reinterpret_cast<float*>(base + a.off_logits);
+  s.ids = reinterpret_cast<int32_t*>(base + a.off_ids);
   s.hist = reinterpret_cast<uint32_t*>(base);
   return s;
 }
@@ -180,12 +184,6 @@ __device__ __forceinline__ Request load_request(const Args& a, int32_t b, int32_
   return r;
 }
 
-// A page id of the request's table row, neutralised: outside [0, num_pages) reads page 0.
-__device__ __forceinline__ int32_t page_id(const Args& a, const Request& r, int32_t page) {
-  const int32_t id = a.page_table[int64_t{r.table_row} * a.W + page];
-  return id < 0 || id >= a.num_pages ? 0 : id;
-}
-
 // ---- Logits phase: producer ---------------------------------------------------------------------
 __device__ void produce(const Args& a, const Smem& sm, const Request& r,
                         const CUtensorMap* keys_map, const CUtensorMap* q_map) {
@@ -216,6 +214,7 @@ __device__ void produce(const Args& a, const Smem& sm, const Request& r,
           report(a, StatusCode::kOutOfRange, r.b, raw);
         }
         ids = raw < 0 || raw >= a.num_pages ? 0 : raw;
+        sm.ids[page - p0] = ids;  // for the selection's slots (read after the logits phase)
       }
     }
     const int32_t pages = min(kStagePages, p1 - pg);
@@ -349,9 +348,10 @@ struct RowState {
 // before it are visible to the peers' distributed reads after it).
 __device__ __forceinline__ void cluster_barrier() { cg::this_cluster().sync(); }
 
-// The slot of position s of the request (the kPaged variant of §3e).
-__device__ __forceinline__ int32_t slot_of(const Args& a, const Request& r, int32_t s) {
-  return page_id(a, r, s / kPageSize) * kPageSize + s % kPageSize;
+// The slot of the CTA's position i (the kPaged variant of §3e): its page id as the producer read
+// and neutralised it (an id outside [0, num_pages) reads page 0).
+__device__ __forceinline__ int32_t slot_of(const Smem& sm, const Request& r, int32_t i) {
+  return sm.ids[i / kPageSize] * kPageSize + (r.first + i) % kPageSize;
 }
 
 __device__ void select_rows(const Args& a, const Smem& sm, const Request& r, RowState* state,
@@ -395,28 +395,32 @@ __device__ void select_rows(const Args& a, const Smem& sm, const Request& r, Row
         // Thread t < 256 owns the 8 bins [2047 - 8t - 7, 2047 - 8t] (bins above first).
         uint32_t counts[8] = {0, 0, 0, 0, 0, 0, 0, 0}, mine = 0;
         if (tid < kBins / 8) {
-          for (int c = 0; c < a.cluster; ++c) {
-            const uint32_t* peer = cluster.map_shared_rank(hist + jj * kBins, c);
 #pragma unroll
-            for (int e = 0; e < 8; ++e) counts[e] += peer[kBins - 1 - 8 * tid - e];
+          for (int c = 0; c < kMaxCluster; ++c) {  // unrolled: every peer's loads in flight at once
+            if (c < a.cluster) {
+              const uint32_t* peer = cluster.map_shared_rank(hist + jj * kBins, c);
+#pragma unroll
+              for (int e = 0; e < 8; ++e) counts[e] += peer[kBins - 1 - 8 * tid - e];
+            }
           }
 #pragma unroll
           for (int e = 0; e < 8; ++e) mine += counts[e];
         }
+        // Read before the scan's barriers: the one thread that finds the bin rewrites it.
+        const uint32_t need = uint32_t(state[jj].need);
         uint32_t total = 0;
         uint32_t above = select_scan(mine, warp_sums, &total);
-        const int32_t need = state[jj].need;
-        if (tid < kBins / 8 && above < uint32_t(need) && above + mine >= uint32_t(need)) {
+        if (tid < kBins / 8 && above < need && above + mine >= need) {
+          bool found = false;
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
-            if (above < uint32_t(need) && above + counts[e] >= uint32_t(need)) {
+            if (!found && above + counts[e] >= need) {
               const uint32_t bin = uint32_t(kBins - 1 - 8 * tid - e);
               state[jj].prefix |= bin << shift;
-              state[jj].need = need - int32_t(above);
-              above = 0xffffffffu;  // found: no later bin matches
-            } else {
-              above += counts[e];
+              state[jj].need = int32_t(need - above);
+              found = true;
             }
+            above += counts[e];
           }
         }
         select_sync();
@@ -471,11 +475,10 @@ __device__ void select_rows(const Args& a, const Smem& sm, const Request& r, Row
       const float* row = sm.logits + size_t(j) * a.row_stride;
       for (int32_t i = s0; i < s1; ++i) {
         const uint32_t key = order_key(row[i]);
-        const int32_t s = r.first + i;
         if (all || key > T) {
-          out[win++] = slot_of(a, r, s);
+          out[win++] = slot_of(sm, r, i);
         } else if (key == T) {
-          if (tie < uint32_t(need)) out[K - need + int32_t(tie)] = slot_of(a, r, s);
+          if (tie < uint32_t(need)) out[K - need + int32_t(tie)] = slot_of(sm, r, i);
           ++tie;
         }
       }

@@ -2,7 +2,10 @@
 // a captured graph's launch is an eager launch's), exposed for tests and benchmarks.
 #pragma once
 
+#include <array>
 #include <cstdint>
+
+#include "dsa/core/status.h"
 
 namespace dsa::kernels {
 
@@ -16,7 +19,16 @@ struct PagedLogitsTopkLaunch {
   uint32_t smem_bytes = 0;
 };
 
+// Clusters of 1, 2, 4, 8 CTAs the device holds at once at the shared memory each would use for
+// this shape (0 where it does not fit).
+using ClusterCapacity = std::array<int32_t, 4>;
+
 PagedLogitsTopkLaunch paged_logits_topk_launch(int32_t rows_per_request, int32_t num_heads,
-                                               int32_t width, int32_t batch_pad, int32_t sm_count);
+                                               int32_t width, int32_t batch_pad,
+                                               const ClusterCapacity& capacity);
+
+// The current device's capacity for the shape (cudaOccupancyMaxActiveClusters; cached per shape).
+StatusOr<ClusterCapacity> paged_logits_topk_capacity(int32_t rows_per_request, int32_t num_heads,
+                                                     int32_t width);
 
 }  // namespace dsa::kernels

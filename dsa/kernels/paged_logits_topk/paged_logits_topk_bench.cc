@@ -202,7 +202,7 @@ Status run_shape(const cuda::ShapeArg& shape, int iters) {
     std::printf(
         "bench=dsa_paged_logits_topk B=%d L=%d n=%d fused_us=%.1f pair_us=%.1f logits_us=%.1f "
         "topk_us=%.1f speedup=%.2f roof_us=%.2f roof_frac=%.3f cluster=%d chunk=%d stages=%d "
-        "copies=%d iters=%d\n",
+        "resident_clusters=%d copies=%d iters=%d\n",
         B, L, n, fused.median_us, pair.median_us, logits.median_us, topk.median_us,
         pair.median_us / fused.median_us, roof_us, roof_us / fused.median_us, plan.cluster,
         plan.chunk, plan.stages,

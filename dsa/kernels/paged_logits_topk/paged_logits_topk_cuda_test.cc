@@ -167,12 +167,14 @@ TEST(PagedLogitsTopkCuda, EqualsUnfusedPairOnEveryDispatchedPath) {
       {3, 8, 64, 256, {-1, 16384 - 8}, 0},                            // n = 8, 16K keys
       {5, 3, 64, 320, {-1, 5}, 0},                                    // n = 3, 20K keys
       {2, 2, 64, 1024, {-1, 65536 - 2}, 0},                           // n = 2, 64K keys
+      {0, 1, 64, 1024, {-1}, 0},  // 64K keys, B = one more than 8-CTA clusters fit: 4 CTAs
   };
   std::set<int32_t> clusters;
   bool batched = false;
-  for (const Shape& s : shapes) {
+  for (Shape s : shapes) {
     auto cap = paged_logits_topk_capacity(s.n, s.heads, s.W);
     ASSERT_TRUE(cap.ok());
+    if (s.batch == 0) s.batch = (*cap)[3] + 1;
     const PagedLogitsTopkLaunch l = paged_logits_topk_launch(s.n, s.heads, s.W, s.batch, *cap);
     ASSERT_TRUE(l.fits) << s.n << " x " << s.W;
     clusters.insert(l.cluster);

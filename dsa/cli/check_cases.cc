@@ -15,6 +15,7 @@
 #include "dsa/kernels/moe_dispatch/moe_dispatch_check.h"
 #include "dsa/kernels/moe_routing/moe_routing_check.h"
 #include "dsa/kernels/paged_logits/paged_logits_check.h"
+#include "dsa/kernels/paged_logits_topk/paged_logits_topk_check.h"
 #include "dsa/kernels/ragged_logits/ragged_logits_check.h"
 #include "dsa/kernels/rmsnorm/rmsnorm_check.h"
 #include "dsa/kernels/rope/rope_check.h"
@@ -71,6 +72,10 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
       [o](uint64_t s) { return check_topk(o->topk, 16, 64, 1000, s); });
   add("topk", kV, "R=8 K=2048 L=65536",
       [o](uint64_t s) { return check_topk(o->topk, 8, 2048, 65536, s); });
+  add("paged_logits_topk", kS, "B=3 n=3 H_i=16 K=64 L=700",
+      [o](uint64_t s) { return check_paged_logits_topk(o->paged_logits_topk, 3, 3, 16, 700, s); });
+  add("paged_logits_topk", kV, "B=2 n=4 H_i=64 K=64 L=4096",
+      [o](uint64_t s) { return check_paged_logits_topk(o->paged_logits_topk, 2, 4, 64, 4096, s); });
   add("sparse_mla_decode", kS, "R=4 H=16 K=64 L=300 bf16", [o](uint64_t s) {
     return check_sparse_mla_decode(o->sparse_mla_decode, 4, 16, 64, 300, LatentFormat::kBf16, s);
   });

@@ -18,6 +18,7 @@ const OpTable& cpu_ops() {
       .indexer_gather = indexer_gather_ref,
       .latent_gather = latent_gather_ref,
       .topk = topk_ref,
+      .paged_logits_topk = paged_logits_topk_ref,
       .sparse_mla_decode = sparse_mla_decode_ref,
       .sparse_mla_prefill = sparse_mla_prefill_ref,
       .embedding = embedding_ref,

@@ -20,6 +20,7 @@
 #include "dsa/kernels/moe_dispatch/moe_dispatch.h"
 #include "dsa/kernels/moe_routing/moe_routing.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"
+#include "dsa/kernels/paged_logits_topk/paged_logits_topk.h"
 #include "dsa/kernels/ragged_logits/ragged_logits.h"
 #include "dsa/kernels/rmsnorm/rmsnorm.h"
 #include "dsa/kernels/rope/rope.h"
@@ -41,8 +42,11 @@ struct OpTable {
   Status (*indexer_gather)(const IndexerGatherParams&);          // §3h
   Status (*latent_gather)(const LatentGatherParams&);            // §3h
   Status (*topk)(const TopkParams&);                             // §3e
-  Status (*sparse_mla_decode)(const SparseMlaDecodeParams&);     // §3f
-  Status (*sparse_mla_prefill)(const SparseMlaPrefillParams&);   // §3g
+  // §3b then §3e in one op (decode); the CUDA backend refuses shapes it cannot hold
+  // (paged_logits_topk_fits) with ResourceExhausted.
+  Status (*paged_logits_topk)(const PagedLogitsTopkParams&);
+  Status (*sparse_mla_decode)(const SparseMlaDecodeParams&);    // §3f
+  Status (*sparse_mla_prefill)(const SparseMlaPrefillParams&);  // §3g
   // Model ops (§8).
   Status (*embedding)(const EmbeddingParams&);
   Status (*rmsnorm)(const RmsNormParams&);

@@ -16,6 +16,7 @@ const OpTable& cuda_op_table() {
       .indexer_gather = indexer_gather_cuda,
       .latent_gather = latent_gather_cuda,
       .topk = topk_cuda,
+      .paged_logits_topk = paged_logits_topk_cuda,
       .sparse_mla_decode = sparse_mla_decode_cuda,
       .sparse_mla_prefill = sparse_mla_prefill_cuda,
       .embedding = embedding_cuda,

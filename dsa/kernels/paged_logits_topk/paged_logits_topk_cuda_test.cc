@@ -19,46 +19,25 @@
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/logits_schedule/logits_schedule.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"
-#include "dsa/kernels/paged_logits/paged_logits_test_case.h"
 #include "dsa/kernels/paged_logits_topk/paged_logits_topk.h"
+#include "dsa/kernels/paged_logits_topk/paged_logits_topk_check.h"
 #include "dsa/kernels/paged_logits_topk/paged_logits_topk_launch.h"
 #include "dsa/kernels/topk/topk.h"
 #include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/random.h"
 
 namespace dsa::kernels {
 namespace {
 
 using cuda::DeviceBuffer;
-using namespace paged_logits_test;  // NOLINT: the paged-logits fixture (Case)
 using testing::dev;
+using testing::Rng;
 
 constexpr int32_t kK = 2048;
 
-// A decode problem: request b's rows see base_b + j + 1 keys (base from `bases`, cycled), every
-// `padded`-th request padded (req_slot 0, lengths 0).
-Case make_case(Rng& rng, int32_t batch, int32_t n, int32_t heads, int32_t W,
-               const std::vector<int32_t>& bases, int32_t padded) {
-  const int32_t num_pages = batch * W + 1;
-  Case c(batch, n, heads, W, num_pages, batch + 1);
-  c.G = 64;  // consumers of the unfused pair's paged-logits launch
-  c.pool.fill_random(rng);
-  c.randomize_qw(rng);
-  std::vector<int32_t> free_pages = rng.permutation(1, num_pages);
-  std::vector<int32_t> rows = rng.permutation(1, batch + 1);
-  const int32_t cap = W * kPageSize;
-  for (int32_t b = 0; b < batch; ++b) {
-    if (padded > 0 && b % padded == padded - 1) continue;
-    int32_t base = bases[size_t(b) % bases.size()];
-    if (base < 0) base = int32_t(rng.randint(0, cap - n));
-    base = std::clamp(base, -1, cap - n);
-    c.req_slot[size_t(b)] = rows[size_t(b)];
-    c.table.assign(c.req_slot[size_t(b)], std::max(base + n, 1), free_pages);
-    for (int32_t j = 0; j < n; ++j) c.row_len[size_t(b * n + j)] = std::max(base + j + 1, 0);
-  }
-  return c;
-}
-
+// The device copy of a problem, with what the unfused pair needs: a §3c schedule (64 consumers),
+// logits rows, the neutralised lengths and page-table rows of every row for topk.
 struct DeviceProblem {
   DeviceBuffer<uint8_t> q, pool;
   DeviceBuffer<float> w, logits;
@@ -67,17 +46,22 @@ struct DeviceProblem {
   PagedLogitsTopkParams fp;
   int32_t rows;
 
-  explicit DeviceProblem(Case& c) : rows(c.batch_pad * c.n) {
-    lp = c.params();
+  explicit DeviceProblem(PagedLogitsTopkProblem& c) : rows(c.rows()) {
+    constexpr int32_t G = 64;
     const PageTable t = c.table.table();
+    const int64_t ld = (int64_t{c.W} * kPageSize + 255) / 256 * 256;
+    std::vector<int32_t> sched(static_cast<size_t>(logits_schedule_words(G)));
+    LogitsScheduleParams sp{c.row_len.data(),     c.batch, c.n, G, c.W, kPageSize, sched.data(),
+                            int32_t(sched.size())};
+    EXPECT_TRUE(build_logits_schedule_ref(sp).ok());
     q = dev(c.q, 1);
     pool = dev(c.pool.bytes(), 1);
     w = dev(c.w, 1);
-    logits = dev(std::vector<float>(c.logits.size()), 1);
+    logits = dev(std::vector<float>(size_t(rows) * size_t(ld)), 1);
     row_len = dev(c.row_len, 1);
     req_slot = dev(c.req_slot, 1);
     table = dev(std::vector<int32_t>(t.data, t.data + int64_t{t.num_rows} * t.width), 1);
-    schedule = dev(c.schedule, 1);
+    schedule = dev(sched, 1);
     std::vector<int32_t> eff_len(static_cast<size_t>(rows)), eff_row(static_cast<size_t>(rows));
     for (int32_t r = 0; r < rows; ++r) {
       eff_len[size_t(r)] = std::clamp(c.row_len[size_t(r)], 0, c.W * kPageSize);
@@ -87,19 +71,23 @@ struct DeviceProblem {
     len = dev(eff_len, 1);
     row_page = dev(eff_row, 1);
     idx = dev(std::vector<int32_t>(size_t(rows) * kK, -7), 1);
-    lp.q = q.data(), lp.w = w.data(), lp.row_len = row_len.data(), lp.req_slot = req_slot.data();
-    lp.page_table.data = table.data();
-    lp.pool.data = pool.data();
-    lp.schedule = schedule.data();
-    lp.logits = logits.data();
-    fp.q = lp.q, fp.w = lp.w, fp.row_len = lp.row_len, fp.req_slot = lp.req_slot;
-    fp.page_table = lp.page_table;
-    fp.pool = lp.pool;
-    fp.batch_pad = c.batch_pad;
-    fp.rows_per_request = c.n;
-    fp.num_heads = c.heads;
-    fp.k = kK;
+    fp = c.params();
+    fp.q = q.data(), fp.w = w.data(), fp.row_len = row_len.data(), fp.req_slot = req_slot.data();
+    fp.page_table.data = table.data();
+    fp.pool.data = pool.data();
     fp.idx = idx.data();
+    lp.q = fp.q, lp.w = fp.w, lp.row_len = fp.row_len, lp.req_slot = fp.req_slot;
+    lp.page_table = fp.page_table;
+    lp.pool = fp.pool;
+    lp.schedule = schedule.data();
+    lp.schedule_words = int32_t(sched.size());
+    lp.batch_pad = c.batch;
+    lp.rows_per_request = c.n;
+    lp.num_heads = c.heads;
+    lp.num_consumers = G;
+    lp.logits = logits.data();
+    lp.logits_ld = ld;
+    lp.logits_rows = rows;
   }
   void reset_idx() {
     const std::vector<int32_t> fill(size_t(rows) * kK, -7);
@@ -135,8 +123,8 @@ struct DeviceProblem {
 
 // Same set in every row (the order inside a row is the kernel's), -1 exactly past min(K, len).
 void expect_same_sets(const std::vector<int32_t>& got, const std::vector<int32_t>& want,
-                      const Case& c) {
-  for (int32_t r = 0; r < c.batch_pad * c.n; ++r) {
+                      const PagedLogitsTopkProblem& c) {
+  for (int32_t r = 0; r < c.rows(); ++r) {
     const int32_t m = std::min(kK, std::clamp(c.row_len[size_t(r)], 0, c.W * kPageSize));
     std::vector<int32_t> a(got.begin() + int64_t{r} * kK, got.begin() + int64_t{r + 1} * kK);
     std::vector<int32_t> b(want.begin() + int64_t{r} * kK, want.begin() + int64_t{r + 1} * kK);
@@ -179,7 +167,7 @@ TEST(PagedLogitsTopkCuda, EqualsUnfusedPairOnEveryDispatchedPath) {
     ASSERT_TRUE(l.fits) << s.n << " x " << s.W;
     clusters.insert(l.cluster);
     batched |= l.rows_per_pass < s.n;
-    Case c = make_case(rng, s.batch, s.n, s.heads, s.W, s.bases, s.padded);
+    PagedLogitsTopkProblem c(rng, s.batch, s.n, s.heads, s.W, kK, s.bases, s.padded);
     DeviceProblem d(c);
     std::vector<int32_t> fused, pair;
     Status st = d.run_fused(&fused);
@@ -199,12 +187,12 @@ TEST(PagedLogitsTopkCuda, EqualsUnfusedPairOnEveryDispatchedPath) {
 TEST(PagedLogitsTopkCuda, TieFloodTakesLowestPositions) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(testing::test_seed() + 1);
-  Case c = make_case(rng, 6, 2, 64, 256, {-1, 9000, kK + 3}, 0);
+  PagedLogitsTopkProblem c(rng, 6, 2, 64, 256, kK, {-1, 9000, kK + 3}, 0);
   std::fill(c.q.begin(), c.q.end(), 0);
   DeviceProblem d(c);
   std::vector<int32_t> got;
   ASSERT_TRUE(d.run_fused(&got).ok());
-  for (int32_t r = 0; r < c.batch_pad * c.n; ++r) {
+  for (int32_t r = 0; r < c.rows(); ++r) {
     const int32_t len = c.row_len[size_t(r)], m = std::min(kK, len),
                   row = c.req_slot[size_t(r / c.n)];
     std::vector<int32_t> want;
@@ -223,7 +211,7 @@ TEST(PagedLogitsTopkCuda, CheckedModeReportsBadLengthsAndPages) {
   ScopedCheckedMode checked(true);
   Rng rng(testing::test_seed() + 2);
   {
-    Case c = make_case(rng, 4, 2, 64, 64, {-1}, 0);
+    PagedLogitsTopkProblem c(rng, 4, 2, 64, 64, kK, {-1}, 0);
     c.row_len[3] = 64 * 64 + 1;
     DeviceProblem d(c);
     std::vector<int32_t> got;
@@ -231,7 +219,7 @@ TEST(PagedLogitsTopkCuda, CheckedModeReportsBadLengthsAndPages) {
     EXPECT_TRUE(cuda::take_device_error("test").ok());
   }
   {
-    Case c = make_case(rng, 4, 1, 64, 64, {3000}, 0);
+    PagedLogitsTopkProblem c(rng, 4, 1, 64, 64, kK, {3000}, 0);
     c.table.at(c.req_slot[2], 10) = 100000;
     DeviceProblem d(c);
     std::vector<int32_t> got;
@@ -244,7 +232,7 @@ TEST(PagedLogitsTopkCuda, ShapesThatDoNotFitAreRefused) {
   DSA_SKIP_WITHOUT_GPU();
   EXPECT_FALSE(paged_logits_topk_fits(8, 64, 4096));
   Rng rng(5);
-  Case c = make_case(rng, 1, 8, 64, 4096, {100}, 0);
+  PagedLogitsTopkProblem c(rng, 1, 8, 64, 4096, kK, {100}, 0);
   DeviceProblem d(c);
   std::vector<int32_t> got;
   EXPECT_EQ(d.run_fused(&got).code(), StatusCode::kResourceExhausted);
@@ -255,7 +243,7 @@ TEST(PagedLogitsTopkCuda, GraphReplayEqualsEager) {
   DSA_SKIP_WITHOUT_GPU();
   ScopedCheckedMode unchecked(false);
   Rng rng(testing::test_seed() + 3);
-  Case c = make_case(rng, 8, 2, 64, 128, {-1}, 4);
+  PagedLogitsTopkProblem c(rng, 8, 2, 64, 128, kK, {-1}, 4);
   DeviceProblem d(c);
   cudaStream_t stream = nullptr;  // the legacy default stream cannot capture
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);

@@ -1,136 +1,106 @@
-// CPU tests of the fused selection's reference: its index sets equal an independent selection
-// (a full sort under the §3e order, ties to the lower position) of paged_logits_ref's rows mapped
-// through the page table; K and the shapes are range-checked; checked mode refuses bad lengths
-// before writing, unchecked mode clamps them as paged_logits does.
+// CPU tests of the fused selection's reference: its index sets equal the independent selection
+// (paged_logits_ref's rows fully sorted under the §3e order, ties to the lower position, mapped
+// through the page table); K and the shapes are range-checked; checked mode refuses bad lengths
+// before writing, unchecked mode clamps them as paged_logits does; the `dsa check` entry passes.
 #include "dsa/kernels/paged_logits_topk/paged_logits_topk.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <numeric>
 #include <vector>
 
 #include "dsa/core/checked_mode.h"
-#include "dsa/kernels/paged_logits/paged_logits.h"
-#include "dsa/kernels/paged_logits/paged_logits_test_case.h"
+#include "dsa/kernels/paged_logits_topk/paged_logits_topk_check.h"
+#include "dsa/testing/random.h"
 
 namespace dsa::kernels {
 namespace {
 
-using namespace paged_logits_test;  // NOLINT: the paged-logits fixture (Case)
+using testing::Rng;
 
 constexpr int32_t kK = 64;
 
-Case make_case(Rng& rng, int32_t batch, int32_t n, int32_t W, const std::vector<int32_t>& bases) {
-  const int32_t num_pages = batch * W + 1;
-  Case c(batch, n, 16, W, num_pages, batch + 1);
-  c.pool.fill_random(rng);
-  c.randomize_qw(rng);
-  std::vector<int32_t> free_pages = rng.permutation(1, num_pages);
-  for (int32_t b = 0; b < batch; ++b) {
-    const int32_t base = bases[size_t(b) % bases.size()];
-    if (base < 0) continue;  // padded
-    c.req_slot[size_t(b)] = b + 1;
-    c.table.assign(b + 1, std::max(base + n, 1), free_pages);
-    for (int32_t j = 0; j < n; ++j) c.row_len[size_t(b * n + j)] = base + j + 1;
-  }
-  return c;
-}
-
-PagedLogitsTopkParams fused_params(Case& c, std::vector<int32_t>& idx) {
-  const PagedLogitsParams l = c.params();
-  PagedLogitsTopkParams p;
-  p.q = l.q, p.w = l.w, p.row_len = l.row_len, p.req_slot = l.req_slot;
-  p.page_table = l.page_table;
-  p.pool = l.pool;
-  p.batch_pad = c.batch_pad;
-  p.rows_per_request = c.n;
-  p.num_heads = c.heads;
-  p.k = kK;
-  idx.assign(size_t(c.batch_pad) * c.n * kK, -7);
-  p.idx = idx.data();
-  return p;
-}
-
-// The §3e order on a value: NaN lowest, -0 == +0.
-double order_value(float v) { return std::isnan(v) ? -INFINITY * 2.0 : double(v) + 0.0; }
-
-// The independent selection: every position sorted by (value desc, position asc), the first K.
-std::vector<int32_t> brute_force_slots(Case& c, int64_t r, int32_t len) {
-  std::vector<int32_t> pos(static_cast<size_t>(len));
-  std::iota(pos.begin(), pos.end(), 0);
-  std::stable_sort(pos.begin(), pos.end(), [&](int32_t a, int32_t b) {
-    const float va = c.at(r, a), vb = c.at(r, b);
-    if (std::isnan(va) || std::isnan(vb)) return !std::isnan(va) && std::isnan(vb);
-    return order_value(va) > order_value(vb);
-  });
-  pos.resize(std::min<size_t>(pos.size(), kK));
-  const int32_t row = c.req_slot[size_t(r / c.n)];
-  std::vector<int32_t> slots;
-  for (int32_t s : pos) slots.push_back(c.table.at(row, s / 64) * 64 + s % 64);
-  std::sort(slots.begin(), slots.end());
-  return slots;
-}
-
 TEST(PagedLogitsTopk, ReferenceEqualsSortedSelectionOfThePagedLogits) {
   Rng rng(testing::test_seed());
-  // Lengths 0 (padded), 1, K - 1, K, K + 1, random, W P.
-  Case c = make_case(rng, 7, 3, 48, {-1, 0, kK - 2, kK - 1, kK, 1234, 48 * 64 - 3});
-  std::vector<int32_t> idx;
-  ASSERT_TRUE(paged_logits_topk_ref(fused_params(c, idx)).ok());
-  ASSERT_TRUE(paged_logits_ref(c.params()).ok());  // c.logits: the rows the selection saw
-  for (int64_t r = 0; r < int64_t{c.batch_pad} * c.n; ++r) {
-    const int32_t len = c.row_len[size_t(r)], m = std::min(len, kK);
-    std::vector<int32_t> got(idx.begin() + r * kK, idx.begin() + r * kK + m);
-    std::sort(got.begin(), got.end());
-    EXPECT_EQ(got, brute_force_slots(c, r, len)) << "row " << r;
-    for (int32_t i = m; i < kK; ++i) EXPECT_EQ(idx[size_t(r * kK + i)], -1) << "row " << r;
+  // Lengths 1.., K - 1, K, K + 1, random, W P; the last request padded (length 0).
+  PagedLogitsTopkProblem p(rng, 7, 3, 16, 48, kK, {0, kK - 2, kK - 1, kK, 1234, 48 * 64 - 3}, 7);
+  ASSERT_TRUE(paged_logits_topk_ref(p.params()).ok());
+  auto expected = expected_slots(p);
+  ASSERT_TRUE(expected.ok());
+  const Status st = compare_selection(p.idx, *expected, kK);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+}
+
+TEST(PagedLogitsTopk, CheckEntryPassesOnTheReference) {
+  const Status st =
+      check_paged_logits_topk(paged_logits_topk_ref, 3, 3, 16, 700, testing::test_seed() + 7);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+}
+
+// A selection that swaps one winner for a loser of its row (the worst-ranked position) and one
+// that leaves a slot unwritten: the check must fail on both.
+Status swap_one_winner(const PagedLogitsTopkParams& p) {
+  DSA_RETURN_IF_ERROR(paged_logits_topk_ref(p));
+  for (int32_t r = 0; r < p.batch_pad * p.rows_per_request; ++r) {
+    if (p.row_len[r] > p.k + 10) {  // a row with losers: position len - 1 is one, probably
+      const int32_t row = p.req_slot[r / p.rows_per_request], s = p.row_len[r] - 1;
+      p.idx[int64_t{r} * p.k] =
+          p.page_table.data[int64_t{row} * p.page_table.width + s / 64] * 64 + s % 64;
+      return ok_status();
+    }
   }
+  return ok_status();
+}
+Status drop_last_slot(const PagedLogitsTopkParams& p) {
+  DSA_RETURN_IF_ERROR(paged_logits_topk_ref(p));
+  p.idx[int64_t{p.batch_pad} * p.rows_per_request * p.k - 1] = 12345;
+  return ok_status();
+}
+
+TEST(PagedLogitsTopk, CheckEntryCatchesWrongSelections) {
+  EXPECT_EQ(check_paged_logits_topk(swap_one_winner, 3, 3, 16, 700, 11).code(),
+            StatusCode::kInternal);
+  EXPECT_EQ(check_paged_logits_topk(drop_last_slot, 3, 3, 16, 700, 12).code(),
+            StatusCode::kInternal);
 }
 
 TEST(PagedLogitsTopk, RangeChecksNameTheField) {
   Rng rng(1);
-  Case c = make_case(rng, 2, 1, 4, {10});
-  std::vector<int32_t> idx;
+  PagedLogitsTopkProblem p(rng, 2, 1, 16, 4, kK, {10}, 0);
   for (int32_t k : {0, 32, 65, 4096}) {
-    PagedLogitsTopkParams p = fused_params(c, idx);
-    p.k = k;
-    const Status st = validate(p);
+    PagedLogitsTopkParams params = p.params();
+    params.k = k;
+    const Status st = validate(params);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << k;
     EXPECT_NE(st.to_string().find("k = " + std::to_string(k)), std::string::npos) << st.to_string();
   }
-  PagedLogitsTopkParams p = fused_params(c, idx);
-  p.rows_per_request = 9;
-  EXPECT_EQ(validate(p).code(), StatusCode::kInvalidArgument);
-  p = fused_params(c, idx);
-  p.idx = nullptr;
-  EXPECT_NE(validate(p).to_string().find("idx"), std::string::npos);
-  p = fused_params(c, idx);
-  p.num_heads = 48;
-  EXPECT_EQ(validate(p).code(), StatusCode::kInvalidArgument);
+  PagedLogitsTopkParams params = p.params();
+  params.rows_per_request = 9;
+  EXPECT_EQ(validate(params).code(), StatusCode::kInvalidArgument);
+  params = p.params();
+  params.idx = nullptr;
+  EXPECT_NE(validate(params).to_string().find("idx"), std::string::npos);
+  params = p.params();
+  params.num_heads = 48;
+  EXPECT_EQ(validate(params).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(PagedLogitsTopk, CheckedModeRefusesBadLengthsUncheckedClamps) {
   Rng rng(testing::test_seed() + 1);
-  Case c = make_case(rng, 3, 2, 8, {100, 8 * 64 - 2, 7});
-  c.row_len[3] = 8 * 64 + 5;  // request 1, row 1: past W P
-  std::vector<int32_t> idx;
+  PagedLogitsTopkProblem p(rng, 3, 2, 16, 8, kK, {100, 8 * 64 - 2, 7}, 0);
+  p.row_len[3] = 8 * 64 + 5;  // request 1, row 1: past W P
   {
     ScopedCheckedMode checked(true);
-    const Status st = paged_logits_topk_ref(fused_params(c, idx));
+    const Status st = paged_logits_topk_ref(p.params());
     EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
-    EXPECT_TRUE(std::all_of(idx.begin(), idx.end(), [](int32_t v) { return v == -7; }));
+    EXPECT_TRUE(std::all_of(p.idx.begin(), p.idx.end(), [](int32_t v) { return v == -7; }));
   }
   ScopedCheckedMode unchecked(false);
-  ASSERT_TRUE(paged_logits_topk_ref(fused_params(c, idx)).ok());
-  std::vector<int32_t> clamped_idx;
-  Case clamped = c;
-  clamped.row_len[3] = 8 * 64;
-  clamped.schedule.clear();
-  ASSERT_TRUE(paged_logits_topk_ref(fused_params(clamped, clamped_idx)).ok());
-  EXPECT_EQ(idx, clamped_idx);
+  ASSERT_TRUE(paged_logits_topk_ref(p.params()).ok());
+  const std::vector<int32_t> over = p.idx;
+  p.row_len[3] = 8 * 64;
+  ASSERT_TRUE(paged_logits_topk_ref(p.params()).ok());
+  EXPECT_EQ(over, p.idx);
 }
 
 }  // namespace

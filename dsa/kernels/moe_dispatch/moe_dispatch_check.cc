@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "dsa/kernels/common/bf16_round.h"
+#include "dsa/kernels/linear/linear.h"
 
 namespace dsa::kernels {
 
@@ -150,6 +151,72 @@ Status check_grouped_linear(GroupedLinearFn op, int32_t rows, int32_t experts, i
     }
   }
   return ok_status();
+}
+
+GroupedLinearParams Fp8GroupedProblem::params(bf16* y) {
+  GroupedLinearParams p;
+  p.x = x.data();
+  p.x_rows = x_rows;
+  p.x_row = x_row.data();
+  p.weights_fp8 = weights_fp8.data();
+  p.weight_scales = weight_scales.data();
+  p.offsets = offsets.data();
+  p.num_groups = groups();
+  p.capacity = capacity;
+  p.in_features = in;
+  p.out_features = out;
+  p.y = y;
+  p.y_rows = y_rows;
+  p.y_row = y_row.data();
+  return p;
+}
+
+Fp8GroupedProblem make_fp8_grouped_problem(testing::Rng& rng, const std::vector<int32_t>& counts,
+                                           int32_t in, int32_t out, int32_t x_rows, int32_t spare,
+                                           int32_t distinct) {
+  Fp8GroupedProblem pr;
+  pr.in = in;
+  pr.out = out;
+  pr.x_rows = x_rows;
+  pr.x.resize(size_t(x_rows) * in);
+  for (int32_t t = 0; t < x_rows; ++t) {
+    const float scale = std::ldexp(1.f, int(rng.randint(-6, 6)));
+    for (int32_t j = 0; j < in; ++j) pr.x[size_t(t) * in + j] = float_to_bf16(rng.normal() * scale);
+  }
+  const size_t blocks = size_t((out + 127) / 128) * size_t((in + 127) / 128);
+  for (int32_t m = 0; m < distinct; ++m) {
+    pr.w8.push_back(rng.e4m3_vector(size_t(out) * in, 100.f));
+    std::vector<float> s(blocks);
+    for (auto& v : s) v = rng.uniform(0.5f, 2.f) * 0x1p-9f;
+    pr.sw.push_back(std::move(s));
+  }
+  pr.offsets.push_back(0);
+  for (const int32_t c : counts) {
+    const int32_t g = static_cast<int32_t>(pr.offsets.size()) - 1;
+    pr.weights_fp8.push_back(pr.w8[size_t(g % distinct)].data());
+    pr.weight_scales.push_back(pr.sw[size_t(g % distinct)].data());
+    pr.offsets.push_back(pr.offsets.back() + c);
+  }
+  const int32_t pairs = pr.offsets.back();
+  pr.capacity = pr.y_rows = pairs + spare;
+  pr.x_row.resize(size_t(pr.capacity));
+  for (auto& r : pr.x_row) r = static_cast<int32_t>(rng.randint(0, x_rows - 1));
+  pr.y_row = rng.permutation(0, pr.y_rows);
+  return pr;
+}
+
+std::vector<bf16> fp8_linear_row(const Fp8GroupedProblem& pr, int32_t g, int32_t i) {
+  std::vector<bf16> row(size_t(pr.out));
+  LinearParams lp;
+  lp.x = &pr.x[size_t(pr.x_row[size_t(i)]) * pr.in];
+  lp.weight_fp8 = pr.weights_fp8[size_t(g)];
+  lp.weight_scale_inv = pr.weight_scales[size_t(g)];
+  lp.y = row.data();
+  lp.num_tokens = 1;
+  lp.in_features = pr.in;
+  lp.out_features = pr.out;
+  if (!linear_ref(lp).ok()) return {};  // the caller's size check fails
+  return row;
 }
 
 }  // namespace dsa::kernels

@@ -37,7 +37,7 @@
 #include "dsa/core/fp8_quant.h"
 #include "dsa/kernels/common/hopper_async.cuh"
 #include "dsa/kernels/common/wgmma_e4m3_ops.cuh"
-#include "dsa/kernels/moe_dispatch/grouped_linear_kernel.cuh"
+#include "dsa/kernels/moe_dispatch/grouped_linear_device.cuh"
 #include "dsa/kernels/moe_dispatch/moe_dispatch.h"
 
 namespace dsa::kernels::grouped_fp8 {

@@ -25,8 +25,10 @@
 // synchronisation, nothing allocated, so the launch can be captured in a CUDA graph.
 //
 // What bounds it: one K block is waited, multiplied and promoted before the next (no second
-// accumulator set), with kStages - 1 blocks of loads in flight per CTA to keep the weight
-// stream going; wide N tiles (prefill) are far from the fp8 tensor-core peak.
+// accumulator set, unlike linear_fp8_wgmma.cuh), with kStages - 1 blocks of loads in flight per
+// CTA to keep the weight stream going and the next block's scales loaded under the MMA; the loads
+// are issued by the same warpgroup (no producer warp). Wide N tiles (prefill) are far from the
+// fp8 tensor-core peak: each group's weights are re-read once per N pairs.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -211,8 +213,22 @@ __global__ void __launch_bounds__(kThreads)
     grouped_linear_detail::cp_async_commit();  // one group per stage, so the counts stay exact
   }
 
+  // Block kb's scales for this thread's pairs: sw * sx[pair] (exact: sx is 2^e). Loaded one
+  // block ahead, while the previous block's MMA runs, so their latency is off the loop's path.
+  const auto load_scales = [&](int32_t kb, float(&to)[N / 4]) {
+    const float swk = sw_row[kb];
+#pragma unroll
+    for (int c = 0; c < N / 8; ++c) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int32_t xr = x_of[8 * c + 2 * (lane % 4) + h];
+        to[2 * c + h] = xr >= 0 ? sx[int64_t{xr} * nkb + kb] * swk : 0.f;
+      }
+    }
+  };
   float acc[N / 2] = {};
-  float d[N / 2];
+  float d[N / 2], sc[N / 4], sc_next[N / 4] = {};
+  load_scales(0, sc);
   for (int32_t kb = 0; kb < nkb; ++kb) {
     grouped_linear_detail::cp_async_wait<kStages - 2>();  // block kb landed (this thread's part)
     fence_proxy_async_smem();                             // ... visible to wgmma
@@ -223,17 +239,6 @@ __global__ void __launch_bounds__(kThreads)
     }
     grouped_linear_detail::cp_async_commit();
 
-    // This block's scales, loaded while the MMA runs: sw * sx[pair] (exact: sx is 2^e).
-    const float swk = sw_row[kb];
-    float sc[N / 4];
-#pragma unroll
-    for (int c = 0; c < N / 8; ++c) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int32_t xr = x_of[8 * c + 2 * (lane % 4) + h];
-        sc[2 * c + h] = xr >= 0 ? sx[int64_t{xr} * nkb + kb] * swk : 0.f;
-      }
-    }
     const uint32_t wa = smem_u32(smem + (kb % kStages) * kStageBytes<N>);
     const uint32_t xa = wa + kWeightTileBytes;
     wgmma_fence();
@@ -243,6 +248,7 @@ __global__ void __launch_bounds__(kThreads)
                                   k > 0 ? 1 : 0);
     }
     wgmma_commit();
+    if (kb + 1 < nkb) load_scales(kb + 1, sc_next);
     wgmma_wait<0>();
     fence_registers(d);
 #pragma unroll
@@ -252,6 +258,8 @@ __global__ void __launch_bounds__(kThreads)
       acc[4 * c + 2] = fmaf(d[4 * c + 2], sc[2 * c], acc[4 * c + 2]);
       acc[4 * c + 3] = fmaf(d[4 * c + 3], sc[2 * c + 1], acc[4 * c + 3]);
     }
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j) sc[j] = sc_next[j];
   }
   grouped_linear_detail::cp_async_wait<0>();  // only empty groups remain; leave none behind
 

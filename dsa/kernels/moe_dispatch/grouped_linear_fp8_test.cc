@@ -80,6 +80,21 @@ TEST(GroupedLinearFp8, BitIdenticalToPerRowLinearRef) {
   }
 }
 
+// Against the block formula of §8.8 in long double with its own quantisation of x (the check's
+// independent formulation), MoE-driven: x_row = pair_row, y_row = pair_slot, padded slots.
+TEST(GroupedLinearFp8, MatchesIndependentBlockFormula) {
+  const uint64_t seed = testing::test_seed();
+  struct Shape {
+    int32_t rows, experts, k, in, out;
+  } shapes[] = {{40, 4, 2, 272, 200}, {9, 8, 4, 256, 128}, {3, 16, 8, 16, 1}, {2, 256, 8, 512, 64}};
+  int n = 0;
+  for (const Shape& s : shapes) {
+    const Status st = check_grouped_linear_fp8(grouped_linear_ref, s.rows, s.experts, s.k, s.in,
+                                               s.out, seed + n++);
+    EXPECT_TRUE(st.ok()) << s.in << " -> " << s.out << ": " << st.to_string();
+  }
+}
+
 TEST(GroupedLinearFp8, AllPairsInOneGroup) {
   Fp8Run r = make_run({0, 0, 19, 0}, 384, 128, 7, 0, testing::test_seed());
   r.go();

@@ -41,6 +41,13 @@ Status check_moe_group(MoeGroupFn op, int32_t rows, int32_t experts, int32_t k, 
 Status check_grouped_linear(GroupedLinearFn op, int32_t rows, int32_t experts, int32_t k,
                             int32_t in_features, int32_t out_features, uint64_t seed);
 
+// The same MoE-driven run with FP8 block-scaled weights (SPEC.md §8.8): e4m3 codes ~N(0, 100)
+// with non-power-of-two block scales ~2^-9, x rows with scales 2^-6..2^6. Expected: the block
+// formula y = sum_k sx sw sum_j x8 w8 in long double, with its own §2.1 quantisation of x (the
+// exponent from frexp); every written element within 1 bf16 ulp, padded slots still poison.
+Status check_grouped_linear_fp8(GroupedLinearFn op, int32_t rows, int32_t experts, int32_t k,
+                                int32_t in_features, int32_t out_features, uint64_t seed);
+
 // An FP8 grouped-linear problem on the host (SPEC.md §8.8 weights), shared by the CPU and GPU
 // tests and the bench: x [x_rows, in] with per-row scales 2^-6..2^6; `distinct` weights of e4m3
 // codes ~N(0, 100) with non-power-of-two block scales ~2^-9, group g using matrix g % distinct

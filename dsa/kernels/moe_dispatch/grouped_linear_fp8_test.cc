@@ -95,6 +95,19 @@ TEST(GroupedLinearFp8, MatchesIndependentBlockFormula) {
   }
 }
 
+// The check sees a wrong element: the reference with one output of the first pair perturbed.
+TEST(GroupedLinearFp8, IndependentCheckCatchesAWrongOutput) {
+  const GroupedLinearFn wrong = [](const GroupedLinearParams& p) {
+    DSA_RETURN_IF_ERROR(grouped_linear_ref(p));
+    bf16& v = p.y[int64_t{p.y_row[0]} * p.out_features + 3];
+    v = float_to_bf16(bf16_to_float(v) * 1.5f + 0.25f);
+    return ok_status();
+  };
+  const Status s = check_grouped_linear_fp8(wrong, 9, 4, 2, 256, 64, testing::test_seed());
+  EXPECT_EQ(s.code(), StatusCode::kInternal) << s.to_string();
+  EXPECT_NE(s.message().find("][3] = "), std::string::npos) << s.to_string();
+}
+
 TEST(GroupedLinearFp8, AllPairsInOneGroup) {
   Fp8Run r = make_run({0, 0, 19, 0}, 384, 128, 7, 0, testing::test_seed());
   r.go();

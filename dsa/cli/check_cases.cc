@@ -129,6 +129,12 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
   add("grouped_linear", kV, "R=2 E=256 k=8 7168->2048", [o](uint64_t s) {
     return check_grouped_linear(o->grouped_linear, 2, 256, 8, 7168, 2048, s);
   });
+  add("grouped_linear", kS, "fp8 R=40 E=4 k=2 272->200", [o](uint64_t s) {
+    return check_grouped_linear_fp8(o->grouped_linear, 40, 4, 2, 272, 200, s);
+  });
+  add("grouped_linear", kV, "fp8 R=2 E=256 k=8 7168->2048", [o](uint64_t s) {
+    return check_grouped_linear_fp8(o->grouped_linear, 2, 256, 8, 7168, 2048, s);
+  });
   add("moe_combine", kS, "T=40 k=2 D=256",
       [o](uint64_t s) { return check_moe_combine(o->moe_combine, 40, 2, 256, s); });
   add("moe_combine", kV, "T=37 k=8 D=7168",

@@ -195,18 +195,7 @@ Status DsaModel::allocate_outputs() {
 // The graph runner captures one graph per key (runtime/graph_runner.h): its stage is this model's
 // all-padding metadata and inputs, its body the model's body.
 Status DsaModel::capture_graphs() {
-  std::vector<const MoeWeights*> moes;
-  for (const DecoderLayerWeights& l : weights_.layers) {
-    if (l.moe) moes.push_back(&*l.moe);
-  }
   const bool has_mtp = weights_.mtp.has_value();
-  if (has_mtp && weights_.mtp->block.moe) moes.push_back(&*weights_.mtp->block.moe);
-  for (const MoeWeights* moe : moes) {
-    if (store_.expert_tables(*moe) == nullptr) {
-      return failed_precondition(
-          "cuda_graphs: FP8 routed experts have no device-grouped path yet (run with graphs off)");
-    }
-  }
   const std::vector<runtime::GraphKey> keys =
       runtime::graph_keys(options_.num_draft_tokens, has_mtp, options_.buckets);
   auto padding_only = [&](const runtime::GraphKey& k) -> Status {

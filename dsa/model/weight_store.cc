@@ -1,5 +1,7 @@
 #include "dsa/model/weight_store.h"
 
+#include <fmt/format.h>
+
 #include <span>
 
 #include "dsa/core/check.h"
@@ -44,19 +46,56 @@ const void* WeightStore::get_bytes(const void* key, const void* host) const {
   return host;
 }
 
-Status WeightStore::add_expert_tables(const MoeWeights& w) {
-  std::vector<const bf16*> gate, up, down;
-  for (const MlpWeights& e : w.experts) {
-    if (e.gate.is_fp8() || e.up.is_fp8() || e.down.is_fp8()) return ok_status();
-    gate.push_back(get(e.gate.bf16_w));
-    up.push_back(get(e.up.bf16_w));
-    down.push_back(get(e.down.bf16_w));
+namespace {
+
+// The table of one projection (`part` picks it from an expert) over all experts.
+template <typename Part>
+Status build_table(const WeightStore& store, kernels::Backend backend, const MoeWeights& w,
+                   const char* name, Part part, WeightStore::ExpertTable& t) {
+  t.fp8 = !w.experts.empty() && part(w.experts[0]).is_fp8();
+  std::vector<const bf16*> weights;
+  std::vector<const uint8_t*> codes;
+  std::vector<const float*> scales;
+  for (size_t e = 0; e < w.experts.size(); ++e) {
+    const LinearWeight& lw = part(w.experts[e]);
+    if (lw.is_fp8() != t.fp8) {
+      return invalid_argument(fmt::format(
+          "weight store: expert {}'s {} weight is {} but expert 0's is {}: the experts of one "
+          "MoE projection must share one weight form",
+          e, name, lw.is_fp8() ? "FP8" : "bf16", t.fp8 ? "FP8" : "bf16"));
+    }
+    if (t.fp8) {
+      codes.push_back(store.get(lw.fp8_w));
+      scales.push_back(store.get(lw.scale_inv));
+    } else {
+      weights.push_back(store.get(lw.bf16_w));
+    }
   }
+  if (t.fp8) {
+    DSA_ASSIGN_OR_RETURN(t.weights_fp8, runtime::Buffer<const uint8_t*>::from_host(
+                                            backend, std::span<const uint8_t* const>(codes)));
+    DSA_ASSIGN_OR_RETURN(t.scales, runtime::Buffer<const float*>::from_host(
+                                       backend, std::span<const float* const>(scales)));
+  } else {
+    DSA_ASSIGN_OR_RETURN(t.weights, runtime::Buffer<const bf16*>::from_host(
+                                        backend, std::span<const bf16* const>(weights)));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status WeightStore::add_expert_tables(const MoeWeights& w) {
   ExpertTables t;
-  using Table = runtime::Buffer<const bf16*>;
-  DSA_ASSIGN_OR_RETURN(t.gate, Table::from_host(backend_, std::span<const bf16* const>(gate)));
-  DSA_ASSIGN_OR_RETURN(t.up, Table::from_host(backend_, std::span<const bf16* const>(up)));
-  DSA_ASSIGN_OR_RETURN(t.down, Table::from_host(backend_, std::span<const bf16* const>(down)));
+  DSA_RETURN_IF_ERROR(build_table(
+      *this, backend_, w, "gate", [](const MlpWeights& e) -> const LinearWeight& { return e.gate; },
+      t.gate));
+  DSA_RETURN_IF_ERROR(build_table(
+      *this, backend_, w, "up", [](const MlpWeights& e) -> const LinearWeight& { return e.up; },
+      t.up));
+  DSA_RETURN_IF_ERROR(build_table(
+      *this, backend_, w, "down", [](const MlpWeights& e) -> const LinearWeight& { return e.down; },
+      t.down));
   expert_tables_[&w] = std::move(t);
   return ok_status();
 }

@@ -49,14 +49,22 @@ class WeightStore {
     return static_cast<const T*>(get_bytes(&v, v.data()));
   }
 
-  // Per MoE layer with bf16 experts: arrays (in backend memory) of the backend's expert weight
-  // pointers, which the grouped linear reads on the device (SPEC.md §8.6, graph modes).
-  struct ExpertTables {
-    runtime::Buffer<const bf16*> gate, up, down;
+  // Per MoE layer: arrays (in backend memory) of the backend's expert weight pointers, which the
+  // grouped linear reads on the device (SPEC.md §8.6, graph modes). One projection's table holds
+  // either the bf16 weights or (FP8 experts, §8.8) the e4m3 codes and their block scales.
+  struct ExpertTable {
+    bool fp8 = false;
+    runtime::Buffer<const bf16*> weights;         // bf16: [E]
+    runtime::Buffer<const uint8_t*> weights_fp8;  // FP8: [E] e4m3 codes
+    runtime::Buffer<const float*> scales;         // FP8: [E] block scales (scale_inv)
   };
-  // Builds the tables of `w` (no-op when an expert is FP8); its experts must have been added.
+  struct ExpertTables {
+    ExpertTable gate, up, down;
+  };
+  // Builds the tables of `w`; its experts must have been added. InvalidArgument when the experts
+  // of one projection mix bf16 and FP8 weights (one grouped linear runs one weight form).
   Status add_expert_tables(const MoeWeights& w);
-  // nullptr when `w` has no tables (FP8 experts).
+  // nullptr when no tables were built for `w`.
   const ExpertTables* expert_tables(const MoeWeights& w) const;
 
  private:

@@ -86,6 +86,12 @@ __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
+// Makes this thread's generic-proxy writes to shared memory (st.shared, non-bulk cp.async once
+// waited for) visible to the async proxy, which wgmma's descriptor operands are read through.
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // ---- Warpgroup MMA -----------------------------------------------------------------------------
 // Shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle: rows of 128 bytes
 // (K = 128 e4m3), 8-row groups 1024 bytes apart, the tile 1024-byte aligned; `addr` may step

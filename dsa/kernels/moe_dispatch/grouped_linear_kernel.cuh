@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "dsa/core/dtype.h"
+#include "dsa/kernels/moe_dispatch/grouped_linear_device.cuh"
 #include "dsa/kernels/moe_dispatch/moe_dispatch.h"
 
 namespace dsa::kernels::grouped_linear_detail {
@@ -48,19 +49,6 @@ struct __align__(128) Smem {
 
 __device__ __forceinline__ const __nv_bfloat16* as_mma(const bf16* p) {
   return reinterpret_cast<const __nv_bfloat16*>(p);
-}
-
-// ---- cp.async: 16-byte copies global -> shared, zero-filling when src_bytes = 0 ----
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
-  const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(gmem),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 // ---- phase 1: which group and m-tile this CTA's slot `mt` is (warp 0) ----
@@ -103,12 +91,6 @@ __device__ inline void find_tile(const GroupedLinearParams& p, int32_t mt, int l
     lo_prev = __shfl_sync(kFull, hi, 31);
   }
   if (lane == 0) s.group = -1;
-}
-
-// The pair's row on the indexed side, or -1 when out of [0, rows) (unchecked: skipped).
-__device__ __forceinline__ int32_t pair_row(const int32_t* index, int32_t i, int32_t rows) {
-  const int32_t r = index != nullptr ? index[i] : i;
-  return r >= 0 && r < rows ? r : -1;
 }
 
 // ---- phase 2: one pipeline stage, A = x rows through a_row, B = W_g rows n0.. ----

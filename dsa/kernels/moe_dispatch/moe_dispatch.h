@@ -9,6 +9,7 @@
 // capacity = rows * k fixing every launch, so the whole MoE can be captured in a CUDA graph.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "dsa/core/dtype.h"
@@ -45,9 +46,21 @@ struct GroupedLinearParams {
   const bf16* x = nullptr;         // [x_rows, in] bf16 row-major
   int32_t x_rows = 0;              // rows of x
   const int32_t* x_row = nullptr;  // [capacity] int32: the x row pair i reads; nullptr = row i
-  // [G] pointers (the array itself in backend memory) to W_g [out, in] bf16 row-major. CUDA: each
-  // W_g 16-byte aligned (cudaMalloc gives 256).
+  // The weights, in exactly one of two forms (the same op rather than a sibling: the dispatch,
+  // offsets, row rules and CUDA grid are identical, only the per-group GEMM differs, as with
+  // LinearParams' two weight forms). Pointer arrays live in backend memory; CUDA: each W_g
+  // 16-byte aligned (cudaMalloc gives 256).
+  //   bf16: weights[g] -> W_g [out, in] bf16 row-major.
+  //   FP8 (SPEC.md §8.8): weights_fp8[g] -> W8_g [out, in] e4m3 codes row-major and
+  //   weight_scales[g] -> its [ceil(out/128), ceil(in/128)] fp32 block scales (scale_inv).
   const bf16* const* weights = nullptr;
+  const uint8_t* const* weights_fp8 = nullptr;
+  const float* const* weight_scales = nullptr;
+  // FP8, CUDA only: device scratch of at least grouped_linear_scratch_bytes(*this) bytes (the
+  // quantised x rows), 256-byte aligned; passed in (the model's workspace) so the call never
+  // allocates and can be captured in a graph. The CPU reference ignores it.
+  void* scratch = nullptr;
+  size_t scratch_bytes = 0;
   // [G + 1] int32 (backend memory): pairs of group g are [offsets[g], offsets[g+1]).
   const int32_t* offsets = nullptr;
   int32_t num_groups = 0;  // G (>= 1)
@@ -59,27 +72,39 @@ struct GroupedLinearParams {
   const int32_t* y_row = nullptr;  // [capacity] int32: the y row pair i writes; nullptr = row i
 };
 
-// Host checks (InvalidArgument): weights and offsets set, G >= 1, capacity >= 0, in >= 1 and
-// in % 8 == 0 (the CUDA kernel's 16-byte loads), out >= 1, x_rows >= 0, y_rows >= 0, x set when
-// x_rows > 0, y set when y_rows > 0.
+// Host checks (InvalidArgument): exactly one of weights / weights_fp8 set, weight_scales set
+// with (and only with) weights_fp8, offsets set, G >= 1, capacity >= 0, in >= 1 and in % 8 == 0
+// (bf16) or in % 16 == 0 (FP8; the CUDA kernels' 16-byte loads), out >= 1, x_rows >= 0,
+// y_rows >= 0, x set when x_rows > 0, y set when y_rows > 0.
 Status validate(const GroupedLinearParams& p);
+
+// Bytes of CUDA scratch the FP8 form needs: x8 [x_rows, in] e4m3 then sx [x_rows, ceil(in/128)]
+// fp32, each 256-byte aligned; 0 for bf16 weights.
+size_t grouped_linear_scratch_bytes(const GroupedLinearParams& p);
 
 // Checked mode (device data, OutOfRange naming the array, index and value): offsets[0] == 0,
 // offsets non-decreasing, offsets[G] <= capacity, and for every pair i < offsets[G]:
 // x_row[i] in [0, x_rows), y_row[i] in [0, y_rows); W_g of a group with pairs non-null (CUDA:
-// and 16-byte aligned). Unchecked: the offsets used are eff[g] = min(capacity,
-// max(0, offsets[0..g])) (clamped into [0, capacity] and made non-decreasing), a pair with an
-// out-of-range row index is skipped (no write), and so is a group whose W_g is null (CUDA: or
-// misaligned). The y rows of the dispatched pairs should be distinct; where two pairs share one,
-// which of them lands is unspecified.
+// and 16-byte aligned; FP8: its scales non-null too, named weight_scales[g]). FP8 (§2.1, §8.8):
+// the x rows of dispatched pairs and the block scales of groups with pairs finite, else
+// OutOfRange naming x[row][col] or weight_scales[g][block]. Unchecked: the offsets used are
+// eff[g] = min(capacity, max(0, offsets[0..g])) (clamped into [0, capacity] and made
+// non-decreasing), a pair with an out-of-range row index is skipped (no write), and so is a
+// group whose W_g (FP8: or its scales) is null (CUDA: or misaligned). The y rows of the
+// dispatched pairs should be distinct; where two pairs share one, which of them lands is
+// unspecified.
 //
-// CPU reference: each group's rows are gathered and run through linear_ref (bf16 weight path),
-// so every output row is bit-identical to linear_ref on that x row and W_g.
+// CPU reference: each group's rows are gathered and run through linear_ref (its bf16 or FP8
+// weight path), so every output row is bit-identical to linear_ref on that x row and W_g.
 Status grouped_linear_ref(const GroupedLinearParams& p);
 // CUDA backend (device pointers): bf16 tensor cores with fp32 accumulation, one RNE rounding; a
 // fixed grid of (ceil(capacity / 64) + G) x ceil(out / 64) CTAs, each finding its group on the
 // device. x must be 16-byte aligned. A misaligned W_g is OutOfRange (index g) in checked mode and
 // its group is skipped in either mode.
+// FP8: one quantiser launch over the x rows into `scratch` (§2.1, bit-identical to the
+// reference's), then a fixed grid of (ceil(capacity / N) + G) x ceil(out / 64) CTAs (N = 8..64
+// from capacity) running wgmma e4m3 on [64 outputs, N pairs] tiles, the block scales applied at
+// the fp32 promotion of every 128-wide K block (grouped_linear_fp8_kernel.cuh). Class T (§8.8).
 Status grouped_linear_cuda(const GroupedLinearParams& p);
 
 }  // namespace dsa::kernels

@@ -7,8 +7,9 @@
 //   slots: a slot's position is its expert's cursor + the count of the same expert in the
 //   chunk's earlier warps + its rank among the warp's peers (__match_any_sync). That is exactly
 //   ascending slot order, so the output equals the reference's counting sort bit for bit.
-// grouped_linear: grouped_linear_kernel.cuh (tensor cores). Checked mode validates the device
-//   arrays first with one small pass per array, so the error names the array.
+// grouped_linear: grouped_linear_kernel.cuh (bf16 tensor cores) or, for FP8 weights,
+//   grouped_linear_fp8_cuda.cu (wgmma e4m3). Checked mode validates the device arrays first with
+//   one small pass per array, so the error names the array.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
+#include "dsa/kernels/moe_dispatch/grouped_linear_fp8_cuda.h"
 #include "dsa/kernels/moe_dispatch/grouped_linear_kernel.cuh"
 #include "dsa/kernels/moe_dispatch/moe_dispatch.h"
 
@@ -151,7 +153,13 @@ __device__ bool gl_broken(const GroupedLinearParams& p, GlCheck check, int32_t i
     }
     case GlCheck::kWeights: {
       if (p.offsets[i + 1] <= p.offsets[i]) return false;  // no pairs: the weight is not read
-      const uintptr_t w = reinterpret_cast<uintptr_t>(p.weights[i]);
+      const bool fp8 = p.weights_fp8 != nullptr;
+      const uintptr_t w = fp8 ? reinterpret_cast<uintptr_t>(p.weights_fp8[i])
+                              : reinterpret_cast<uintptr_t>(p.weights[i]);
+      if (fp8 && p.weight_scales[i] == nullptr) {
+        *value = -2;
+        return true;
+      }
       *value = w == 0 ? -1 : static_cast<int32_t>(w % 16);
       return w == 0 || w % 16 != 0;
     }
@@ -198,9 +206,14 @@ Status check_device_data(const GroupedLinearParams& p) {
                                 "grouped_linear: x_row[index] = value: must be in [0, x_rows)"));
   DSA_RETURN_IF_ERROR(run_check(p, GlCheck::kYRow, err,
                                 "grouped_linear: y_row[index] = value: must be in [0, y_rows)"));
-  return run_check(p, GlCheck::kWeights, err,
-                   "grouped_linear: weights[index] of a group with pairs is null (value -1) or "
-                   "not 16-byte aligned (value = address % 16)");
+  return run_check(
+      p, GlCheck::kWeights, err,
+      p.weights_fp8 != nullptr
+          ? "grouped_linear: weights_fp8[index] of a group with pairs is null (value "
+            "-1) or not 16-byte aligned (value = address % 16), or weight_scales[index] "
+            "is null (value -2)"
+          : "grouped_linear: weights[index] of a group with pairs is null (value -1) "
+            "or not 16-byte aligned (value = address % 16)");
 }
 
 }  // namespace
@@ -231,6 +244,10 @@ Status grouped_linear_cuda(const GroupedLinearParams& p) {
                             std::to_string(p.out_features) + ": the grid exceeds the CUDA limits");
   }
   if (checked_mode()) DSA_RETURN_IF_ERROR(check_device_data(p));
+  if (p.weights_fp8 != nullptr) {
+    if (checked_mode()) DSA_RETURN_IF_ERROR(grouped_fp8::check_device_values(p));
+    return grouped_fp8::launch(p);
+  }
   const bool vec_out = p.out_features % gl::kVec == 0 && cuda::is_aligned(p.y, 16);
   const dim3 grid(static_cast<unsigned>(m_slots), static_cast<unsigned>(n_tiles));
   gl::grouped_linear_kernel<<<grid, gl::kThreads, 0, cuda::current_stream()>>>(p, vec_out);

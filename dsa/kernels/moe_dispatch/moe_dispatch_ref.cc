@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -73,6 +74,43 @@ Status check_offsets(const GroupedLinearParams& p) {
   return ok_status();
 }
 
+bool is_fp8(const GroupedLinearParams& p) { return p.weights_fp8 != nullptr; }
+
+// Group g's weight (either form) and, for FP8, its scales: null when the group must be skipped.
+const void* group_weight(const GroupedLinearParams& p, int32_t g) {
+  if (!is_fp8(p)) return p.weights[g];
+  return p.weight_scales[g] != nullptr ? p.weights_fp8[g] : nullptr;
+}
+
+int64_t blocks_of(int32_t n) { return (int64_t{n} + kLinearBlock - 1) / kLinearBlock; }
+
+// FP8 only: the activation quantiser's contract (§2.1, finite x) on the rows a pair reads, and
+// finite block scales of the groups with pairs; the message names the array and position.
+Status check_fp8_values(const GroupedLinearParams& p, int32_t g) {
+  for (int64_t i = p.offsets[g]; i < p.offsets[g + 1]; ++i) {
+    const int64_t xr = p.x_row != nullptr ? p.x_row[i] : i;
+    const bf16* row = p.x + xr * p.in_features;
+    for (int32_t j = 0; j < p.in_features; ++j) {
+      const float v = bf16_to_float(row[j]);
+      if (!std::isfinite(v)) {
+        return out_of_range(
+            fmt::format("{}: x[{}][{}] = {} (pair {}): must be finite (FP8 "
+                        "activation quantisation, §2.1)",
+                        kLinearOp, xr, j, v, i));
+      }
+    }
+  }
+  const int64_t n = blocks_of(p.out_features) * blocks_of(p.in_features);
+  for (int64_t b = 0; b < n; ++b) {
+    const float v = p.weight_scales[g][b];
+    if (!std::isfinite(v)) {
+      return out_of_range(
+          fmt::format("{}: weight_scales[{}][{}] = {}: must be finite", kLinearOp, g, b, v));
+    }
+  }
+  return ok_status();
+}
+
 // Offsets first (the pairs checked next are [0, offsets[G])), then every pair's rows and weight.
 Status check_data(const GroupedLinearParams& p) {
   DSA_RETURN_IF_ERROR(check_offsets(p));
@@ -89,9 +127,19 @@ Status check_data(const GroupedLinearParams& p) {
                              fmt::format("must be in [0, y_rows = {})", p.y_rows));
       }
     }
-    if (p.offsets[g + 1] > p.offsets[g] && p.weights[g] == nullptr) {
-      return out_of_range(fmt::format("{}: weights[{}] is null: group {} has {} pairs", kLinearOp,
-                                      g, g, p.offsets[g + 1] - p.offsets[g]));
+    if (p.offsets[g + 1] == p.offsets[g]) continue;  // no pairs: the weight is not read
+    const int32_t pairs = p.offsets[g + 1] - p.offsets[g];
+    if (!is_fp8(p) && p.weights[g] == nullptr) {
+      return out_of_range(
+          fmt::format("{}: weights[{}] is null: group {} has {} pairs", kLinearOp, g, g, pairs));
+    }
+    if (is_fp8(p)) {
+      const bool no_w = p.weights_fp8[g] == nullptr;
+      if (no_w || p.weight_scales[g] == nullptr) {
+        return out_of_range(fmt::format("{}: {}[{}] is null: group {} has {} pairs", kLinearOp,
+                                        no_w ? "weights_fp8" : "weight_scales", g, g, pairs));
+      }
+      DSA_RETURN_IF_ERROR(check_fp8_values(p, g));
     }
   }
   return ok_status();
@@ -110,11 +158,16 @@ Status run_group(const GroupedLinearParams& p, int32_t g, int32_t lo, int32_t hi
     dst.push_back(yr);
     xs.insert(xs.end(), p.x + size_t(xr) * in, p.x + size_t(xr) * in + in);
   }
-  if (dst.empty() || p.weights[g] == nullptr) return ok_status();
+  if (dst.empty() || group_weight(p, g) == nullptr) return ok_status();
   std::vector<bf16> ys(dst.size() * out);
   LinearParams lp;
   lp.x = xs.data();
-  lp.weight = p.weights[g];
+  if (is_fp8(p)) {
+    lp.weight_fp8 = p.weights_fp8[g];
+    lp.weight_scale_inv = p.weight_scales[g];
+  } else {
+    lp.weight = p.weights[g];
+  }
   lp.y = ys.data();
   lp.num_tokens = static_cast<int32_t>(dst.size());
   lp.in_features = p.in_features;
@@ -168,14 +221,25 @@ Status moe_group_ref(const MoeGroupParams& p) {
 }
 
 Status validate(const GroupedLinearParams& p) {
-  DSA_RETURN_IF_ERROR(require_pointer(kLinearOp, "weights", p.weights));
+  if ((p.weights == nullptr) == (p.weights_fp8 == nullptr)) {
+    return invalid_argument(fmt::format("{}: weights and weights_fp8 are both {}: set exactly one",
+                                        kLinearOp, p.weights == nullptr ? "null" : "set"));
+  }
+  if (p.weights_fp8 != nullptr) {
+    DSA_RETURN_IF_ERROR(require_pointer(kLinearOp, "weight_scales", p.weight_scales));
+  } else if (p.weight_scales != nullptr) {
+    return invalid_argument(fmt::format(
+        "{}: weight_scales is set with bf16 weights: only FP8 weights have scales", kLinearOp));
+  }
   DSA_RETURN_IF_ERROR(require_pointer(kLinearOp, "offsets", p.offsets));
   DSA_RETURN_IF_ERROR(require_in(kLinearOp, "num_groups", p.num_groups, 1, INT32_MAX - 1));
   DSA_RETURN_IF_ERROR(require_in(kLinearOp, "capacity", p.capacity, 0, INT32_MAX));
   DSA_RETURN_IF_ERROR(require_in(kLinearOp, "in_features", p.in_features, 1, INT32_MAX));
-  if (p.in_features % 8 != 0) {
+  const int32_t multiple = is_fp8(p) ? 16 : 8;
+  if (p.in_features % multiple != 0) {
     return field_error(StatusCode::kInvalidArgument, kLinearOp, "in_features", p.in_features,
-                       "must be a multiple of 8 (16-byte row loads)");
+                       fmt::format("must be a multiple of {} ({} weights: 16-byte row loads)",
+                                   multiple, is_fp8(p) ? "FP8" : "bf16"));
   }
   DSA_RETURN_IF_ERROR(require_in(kLinearOp, "out_features", p.out_features, 1, INT32_MAX));
   DSA_RETURN_IF_ERROR(require_in(kLinearOp, "x_rows", p.x_rows, 0, INT32_MAX));
@@ -183,6 +247,14 @@ Status validate(const GroupedLinearParams& p) {
   if (p.x_rows > 0) DSA_RETURN_IF_ERROR(require_pointer(kLinearOp, "x", p.x));
   if (p.y_rows > 0) DSA_RETURN_IF_ERROR(require_pointer(kLinearOp, "y", p.y));
   return ok_status();
+}
+
+size_t grouped_linear_scratch_bytes(const GroupedLinearParams& p) {
+  if (!is_fp8(p) || p.x_rows <= 0 || p.in_features <= 0) return 0;
+  const auto align = [](size_t n) { return (n + 255) / 256 * 256; };
+  const size_t rows = size_t(p.x_rows);
+  return align(rows * size_t(p.in_features)) +
+         align(rows * size_t(blocks_of(p.in_features)) * sizeof(float));
 }
 
 Status grouped_linear_ref(const GroupedLinearParams& p) {

@@ -434,7 +434,7 @@ struct GroupedValidation : ::testing::Test {
 TEST_F(GroupedValidation, ValidInputsPass) { EXPECT_TRUE(grouped_linear_ref(p).ok()); }
 TEST_F(GroupedValidation, NullWeights) {
   p.weights = nullptr;
-  expect_invalid("weights is null");
+  expect_invalid("weights and weights_fp8 are both null");
 }
 TEST_F(GroupedValidation, NullOffsets) {
   p.offsets = nullptr;

@@ -1,0 +1,139 @@
+// The FP8 grouped linear's launches (see grouped_linear_fp8_cuda.h and the kernel header). Every
+// launch configuration depends only on the params; nothing is allocated (the quantised rows go
+// to the caller's scratch) and nothing is synchronised outside checked mode.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "dsa/cuda/error_word.h"
+#include "dsa/cuda/launch.h"
+#include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/stream.h"
+#include "dsa/kernels/moe_dispatch/grouped_linear_fp8_cuda.h"
+#include "dsa/kernels/moe_dispatch/grouped_linear_fp8_kernel.cuh"
+
+namespace dsa::kernels::grouped_fp8 {
+
+namespace {
+
+constexpr int kCheckThreads = 256;
+constexpr int kCheckCtas = 256;  // the x pass: a grid-stride over (pair, column)
+
+int32_t blocks_of(int32_t n) { return (n + kBlock - 1) / kBlock; }
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+// Pairs [0, eff[G]) (clamped into [0, capacity]: the offsets pass may have been deferred by a
+// graph capture, and this pass must still stay inside x_row): a non-finite value of a row one
+// reads. The first report wins, so which bad element is named can vary; that one is bad.
+__global__ void __launch_bounds__(kCheckThreads)
+    check_x_kernel(GroupedLinearParams p, cuda::DeviceErrorWord* err) {
+  const int64_t pairs = min(max(p.offsets[p.num_groups], 0), p.capacity);
+  const int64_t n = pairs * p.in_features;
+  for (int64_t e = int64_t{blockIdx.x} * kCheckThreads + threadIdx.x; e < n;
+       e += int64_t{gridDim.x} * kCheckThreads) {
+    const int32_t i = static_cast<int32_t>(e / p.in_features);
+    const int32_t j = static_cast<int32_t>(e % p.in_features);
+    const int32_t xr = p.x_row != nullptr ? p.x_row[i] : i;
+    if (xr < 0 || xr >= p.x_rows) continue;  // the row pass reports it
+    if (!isfinite(bf16_to_float(p.x[int64_t{xr} * p.in_features + j]))) {
+      cuda::report_device_error(err, StatusCode::kOutOfRange, cuda::OpId::kModelOp, xr, j);
+    }
+  }
+}
+
+// One CTA per group: the block scales of a group with pairs (null ones: the weights pass).
+__global__ void __launch_bounds__(kCheckThreads)
+    check_scales_kernel(GroupedLinearParams p, int32_t scale_blocks, cuda::DeviceErrorWord* err) {
+  const int32_t g = static_cast<int32_t>(blockIdx.x);
+  if (p.offsets[g + 1] <= p.offsets[g]) return;
+  const float* s = p.weight_scales[g];
+  if (s == nullptr) return;
+  for (int32_t b = threadIdx.x; b < scale_blocks; b += kCheckThreads) {
+    if (!isfinite(s[b])) {
+      cuda::report_device_error(err, StatusCode::kOutOfRange, cuda::OpId::kModelOp, g, b);
+    }
+  }
+}
+
+// Pairs per tile: about four times the mean pairs of a group (the routing is uneven), a power
+// of two in [8, 64], never wider than the capacity needs. Decode (capacity <= G) takes 8.
+int choose_n(const GroupedLinearParams& p) {
+  const int64_t mean = (int64_t{p.capacity} + p.num_groups - 1) / p.num_groups;
+  const int64_t want = std::min<int64_t>(4 * mean, p.capacity);
+  int n = 8;
+  while (n < 64 && n < want) n *= 2;
+  return n;
+}
+
+template <int N>
+Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float* sx, int32_t nkb) {
+  DSA_RETURN_IF_ERROR(
+      cuda::allow_dynamic_smem_once<grouped_linear_fp8_kernel<N>>(size_t{kSmemBytes<N>}));
+  const int64_t m = std::min<int64_t>(p.num_groups, p.capacity);
+  const int64_t slots = m + (int64_t{p.capacity} - m) / N;
+  const int64_t n_tiles = (int64_t{p.out_features} + kTileRows - 1) / kTileRows;
+  if (slots > INT32_MAX || n_tiles > 65535) {
+    return invalid_argument("grouped_linear_cuda: capacity = " + std::to_string(p.capacity) +
+                            ", num_groups = " + std::to_string(p.num_groups) + ", out_features = " +
+                            std::to_string(p.out_features) + ": the grid exceeds the CUDA limits");
+  }
+  const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(n_tiles));
+  grouped_linear_fp8_kernel<N>
+      <<<grid, kThreads, kSmemBytes<N>, cuda::current_stream()>>>(p, x8, sx, nkb);
+  return cuda::launch_error("grouped_linear_fp8");
+}
+
+}  // namespace
+
+Status check_device_values(const GroupedLinearParams& p) {
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::device_error_word());
+  check_x_kernel<<<kCheckCtas, kCheckThreads, 0, cuda::current_stream()>>>(p, err);
+  DSA_RETURN_IF_ERROR(cuda::end_launch("grouped_linear_check_x", /*checked=*/true,
+                                       "grouped_linear: x[index][value] is not finite (the row "
+                                       "of a dispatched pair; FP8 activation quantisation, §2.1)"));
+  const int32_t scale_blocks = blocks_of(p.out_features) * blocks_of(p.in_features);
+  check_scales_kernel<<<p.num_groups, kCheckThreads, 0, cuda::current_stream()>>>(p, scale_blocks,
+                                                                                  err);
+  return cuda::end_launch("grouped_linear_check_scales", /*checked=*/true,
+                          "grouped_linear: weight_scales[index][value] is not finite (a group "
+                          "with pairs)");
+}
+
+Status launch(const GroupedLinearParams& p) {
+  const size_t need = grouped_linear_scratch_bytes(p);
+  if (need > 0 && (p.scratch == nullptr || p.scratch_bytes < need)) {
+    return invalid_argument(
+        "grouped_linear_cuda: scratch_bytes = " +
+        std::to_string(p.scratch == nullptr ? 0 : p.scratch_bytes) +
+        (p.scratch == nullptr ? " (scratch is null)" : "") +
+        ": FP8 weights need grouped_linear_scratch_bytes = " + std::to_string(need));
+  }
+  DSA_RETURN_IF_ERROR(cuda::require_aligned("grouped_linear", "scratch", p.scratch, 256));
+  if (p.x_rows == 0 || p.capacity == 0) return ok_status();  // no pair has a row to read
+  const int32_t nkb = blocks_of(p.in_features);
+  uint8_t* x8 = static_cast<uint8_t*>(p.scratch);
+  float* sx = reinterpret_cast<float*>(x8 + align256(size_t(p.x_rows) * size_t(p.in_features)));
+  const int64_t items = int64_t{p.x_rows} * nkb;
+  const int64_t qblocks = (items + kQuantWarps - 1) / kQuantWarps;
+  if (qblocks > INT32_MAX) {
+    return invalid_argument("grouped_linear_cuda: x_rows = " + std::to_string(p.x_rows) +
+                            ": too many rows to quantise in one launch");
+  }
+  quantize_rows_kernel<<<static_cast<unsigned>(qblocks), kQuantWarps * 32, 0,
+                         cuda::current_stream()>>>(p.x, p.x_rows, p.in_features, nkb, x8, sx);
+  DSA_RETURN_IF_ERROR(cuda::launch_error("grouped_linear_fp8_quantize"));
+  switch (choose_n(p)) {
+    case 8:
+      return launch_tiles<8>(p, x8, sx, nkb);
+    case 16:
+      return launch_tiles<16>(p, x8, sx, nkb);
+    case 32:
+      return launch_tiles<32>(p, x8, sx, nkb);
+    default:
+      return launch_tiles<64>(p, x8, sx, nkb);
+  }
+}
+
+}  // namespace dsa::kernels::grouped_fp8

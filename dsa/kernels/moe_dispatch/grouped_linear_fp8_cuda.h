@@ -1,0 +1,20 @@
+// The FP8 form of grouped_linear_cuda (SPEC.md §8.8), internal to this op folder: the launches of
+// grouped_linear_fp8_kernel.cuh and their checked-mode device checks. grouped_linear_cuda runs the
+// shared host and device checks first, then these.
+#pragma once
+
+#include "dsa/core/status.h"
+#include "dsa/kernels/moe_dispatch/moe_dispatch.h"
+
+namespace dsa::kernels::grouped_fp8 {
+
+// Checked mode, after the offsets pass: every x row a dispatched pair reads is finite (§2.1, the
+// quantiser's contract; OutOfRange at index = the x row, value = the column) and so is every
+// block scale of a group with pairs (index = g, value = the block's flat index).
+Status check_device_values(const GroupedLinearParams& p);
+
+// The quantiser, then the tile kernel. p is valid and holds FP8 weights; InvalidArgument when
+// p.scratch is missing, too small or not 256-byte aligned, or when the grid exceeds CUDA's limits.
+Status launch(const GroupedLinearParams& p);
+
+}  // namespace dsa::kernels::grouped_fp8

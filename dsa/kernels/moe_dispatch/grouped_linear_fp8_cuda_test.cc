@@ -1,0 +1,398 @@
+// GPU tests of grouped_linear_cuda with FP8 block-scaled weights (SPEC.md §8.6, §8.8) against
+// grouped_linear_ref: within the class-T bound of the dense FP8 linear's GPU test
+// (linear_tolerance_bounds: 2^-8 M + 2^-7 |ref| per output, M from the dequantised operands), at
+// the V3.2 expert shapes (7168 -> 2048 and 2048 -> 7168, 256 groups with 0 / 1 / odd / 64 / 65 /
+// more pairs) and small ones that take every tile width N (8..64) and short blocks; rows no pair
+// writes still poison; deterministic; the checked error word (misaligned or null weights, null
+// scales, non-finite x or scales) and the unchecked neutralisation; the scratch rule; and a CUDA
+// graph capture replayed on new offsets, rows and x, bit-identical to eager.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "dsa/core/checked_mode.h"
+#include "dsa/cuda/device_buffer.h"
+#include "dsa/cuda/stream.h"
+#include "dsa/kernels/linear/linear.h"
+#include "dsa/kernels/moe_dispatch/moe_dispatch.h"
+#include "dsa/kernels/moe_dispatch/moe_dispatch_check.h"
+#include "dsa/testing/compare.h"
+#include "dsa/testing/device_copy.h"
+#include "dsa/testing/first_difference.h"
+#include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/poison.h"
+#include "dsa/testing/random.h"
+
+namespace dsa::kernels {
+namespace {
+
+using cuda::DeviceBuffer;
+using testing::dev;
+using testing::host;
+using testing::is_poison;
+using testing::Rng;
+
+// The problem's device mirror: the distinct matrices once, the pointer tables aliasing them.
+struct Fp8Device {
+  DeviceBuffer<bf16> x, y;
+  std::vector<DeviceBuffer<uint8_t>> w8;
+  std::vector<DeviceBuffer<float>> sw;
+  DeviceBuffer<const uint8_t*> weights_fp8;
+  DeviceBuffer<const float*> weight_scales;
+  DeviceBuffer<int32_t> offsets, x_row, y_row;
+  DeviceBuffer<uint8_t> scratch;
+  GroupedLinearParams params;
+
+  explicit Fp8Device(Fp8GroupedProblem& pr) {
+    x = dev(pr.x, 1);
+    for (size_t m = 0; m < pr.w8.size(); ++m) {
+      w8.push_back(dev(pr.w8[m]));
+      sw.push_back(dev(pr.sw[m]));
+    }
+    std::vector<const uint8_t*> wt;
+    std::vector<const float*> st;
+    for (int32_t g = 0; g < pr.groups(); ++g) {
+      wt.push_back(w8[size_t(pr.matrix_of(g))].data());
+      st.push_back(sw[size_t(pr.matrix_of(g))].data());
+    }
+    weights_fp8 = dev(wt);
+    weight_scales = dev(st);
+    offsets = dev(pr.offsets);
+    x_row = dev(pr.x_row, 1);
+    y_row = dev(pr.y_row, 1);
+    y = testing::poisoned<bf16>(std::max<size_t>(size_t(pr.y_rows) * pr.out, 1));
+    params = pr.params(y.data());
+    params.x = x.data();
+    params.x_row = x_row.data();
+    params.y_row = y_row.data();
+    params.weights_fp8 = weights_fp8.data();
+    params.weight_scales = weight_scales.data();
+    params.offsets = offsets.data();
+    params.scratch_bytes = grouped_linear_scratch_bytes(params);
+    scratch = testing::dev_alloc<uint8_t>(std::max<size_t>(params.scratch_bytes, 256));
+    params.scratch = scratch.data();
+  }
+  // Runs the op with y poisoned first; y comes back upcast to fp32.
+  Status run(std::vector<bf16>* out) {
+    EXPECT_TRUE(y.fill_bytes(testing::kPoisonByte).ok());
+    const Status s = grouped_linear_cuda(params);
+    EXPECT_EQ(cudaStreamSynchronize(cuda::current_stream()), cudaSuccess);
+    *out = host(y);
+    return s;
+  }
+};
+
+// The reference and its class-T bounds per y row, from the host problem: each group's pairs
+// through linear_ref and linear_tolerance_bounds (the dense FP8 linear's GPU-test bound).
+struct Expected {
+  std::vector<float> ref, bound;
+  std::vector<bool> written;
+};
+Expected expected(const Fp8GroupedProblem& pr) {
+  const size_t in = size_t(pr.in), out = size_t(pr.out);
+  Expected e;
+  e.ref.assign(size_t(pr.y_rows) * out, 0.f);
+  e.bound.assign(e.ref.size(), 0.f);
+  e.written.assign(size_t(pr.y_rows), false);
+  for (int32_t g = 0; g < pr.groups(); ++g) {
+    const int32_t lo = pr.offsets[g], n = pr.offsets[g + 1] - lo;
+    if (n == 0) continue;
+    std::vector<bf16> xs, ys(size_t(n) * out);
+    for (int32_t i = lo; i < lo + n; ++i) {
+      const bf16* row = &pr.x[size_t(pr.x_row[size_t(i)]) * in];
+      xs.insert(xs.end(), row, row + in);
+    }
+    LinearParams lp;
+    lp.x = xs.data();
+    lp.weight_fp8 = pr.weights_fp8[size_t(g)];
+    lp.weight_scale_inv = pr.weight_scales[size_t(g)];
+    lp.y = ys.data();
+    lp.num_tokens = n;
+    lp.in_features = pr.in;
+    lp.out_features = pr.out;
+    EXPECT_TRUE(linear_ref(lp).ok());
+    std::vector<float> ref(ys.size()), bound(ys.size());
+    for (size_t k = 0; k < ys.size(); ++k) ref[k] = bf16_to_float(ys[k]);
+    EXPECT_TRUE(linear_tolerance_bounds(lp, ref.data(), bound.data()).ok());
+    for (int32_t r = 0; r < n; ++r) {
+      const size_t yr = size_t(pr.y_row[size_t(lo + r)]);
+      std::copy_n(&ref[size_t(r) * out], out, &e.ref[yr * out]);
+      std::copy_n(&bound[size_t(r) * out], out, &e.bound[yr * out]);
+      e.written[yr] = true;
+    }
+  }
+  return e;
+}
+
+void expect_matches(const Fp8GroupedProblem& pr, const std::vector<bf16>& got,
+                    const std::string& what) {
+  const Expected e = expected(pr);
+  const size_t out = size_t(pr.out);
+  std::vector<float> g, r, b;
+  for (int32_t y = 0; y < pr.y_rows; ++y) {
+    for (size_t o = 0; o < out; ++o) {
+      const size_t k = size_t(y) * out + o;
+      if (!e.written[size_t(y)]) {
+        ASSERT_TRUE(is_poison(got[k])) << what << ": y row " << y << " was written";
+        continue;
+      }
+      g.push_back(bf16_to_float(got[k]));
+      r.push_back(e.ref[k]);
+      b.push_back(e.bound[k]);
+    }
+  }
+  const auto res = testing::within_bound(g, r, b);
+  EXPECT_TRUE(res.ok) << what << ": " << res.message;
+}
+
+void run_case(const std::vector<int32_t>& counts, int32_t in, int32_t out, int32_t x_rows,
+              int32_t spare, int32_t distinct, uint64_t seed, const std::string& what) {
+  Rng rng(seed);
+  Fp8GroupedProblem pr = make_fp8_grouped_problem(rng, counts, in, out, x_rows, spare, distinct);
+  Fp8Device d(pr);
+  std::vector<bf16> got;
+  const Status s = d.run(&got);
+  ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
+  expect_matches(pr, got, what);
+}
+
+// 256 groups: the listed counts first, then 0..2 pairs each (decode-like).
+std::vector<int32_t> v32_counts(Rng& rng) {
+  std::vector<int32_t> c = {0, 1, 3, 64, 65, 130, 7, 0};
+  while (c.size() < 256) c.push_back(int32_t(rng.randint(0, 2)));
+  return c;
+}
+
+TEST(GroupedLinearFp8Cuda, V32GateShape) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  Rng rng(testing::test_seed());
+  run_case(v32_counts(rng), 7168, 2048, 64, 3, 4, testing::test_seed() + 1, "7168 -> 2048");
+}
+
+TEST(GroupedLinearFp8Cuda, V32DownShape) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  Rng rng(testing::test_seed() + 2);
+  run_case(v32_counts(rng), 2048, 7168, 600, 0, 4, testing::test_seed() + 3, "2048 -> 7168");
+}
+
+// Tile widths: N = the power of two >= 4 ceil(capacity / G) in [8, 64] (capacity = pairs + 2),
+// so these take N = 8, 16, 32, 64; short last K block (in = 272) and a partial
+// output tile (out = 200); every group empty; a single pair.
+TEST(GroupedLinearFp8Cuda, EveryTileWidthAndShortBlocks) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  const uint64_t seed = testing::test_seed();
+  struct Case {
+    std::vector<int32_t> counts;
+    int32_t in, out;
+  } cases[] = {
+      {{1, 0, 2, 1}, 272, 200},                  // N = 8
+      {{17, 0, 1, 0, 0, 0, 0, 0}, 512, 200},     // N = 16, a group of two tiles
+      {{33, 2, 0, 0, 0, 0, 0, 5}, 272, 384},     // N = 32, a group of two tiles
+      {{0, 1, 3, 64, 65, 130, 7, 2}, 256, 136},  // N = 64
+      {{0, 0, 0}, 128, 64},                      // nothing dispatched
+      {{0, 1}, 16, 8},                           // one block of 16
+      {std::vector<int32_t>(40, 1), 1024, 128},  // more groups than pairs per group
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    run_case(c.counts, c.in, c.out, 37, 2, 3, seed + n, "case " + std::to_string(n));
+    ++n;
+  }
+}
+
+TEST(GroupedLinearFp8Cuda, Deterministic) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  Rng rng(testing::test_seed());
+  Fp8GroupedProblem pr = make_fp8_grouped_problem(rng, {3, 70, 0, 9}, 1024, 512, 20, 0, 4);
+  Fp8Device d(pr);
+  std::vector<bf16> a, b;
+  ASSERT_TRUE(d.run(&a).ok());
+  ASSERT_TRUE(d.run(&b).ok());
+  EXPECT_EQ(testing::first_bit_difference(a, b), "");
+}
+
+// Unchecked: offsets clamped, bad rows and misaligned / null weights or scales skip their pairs.
+TEST(GroupedLinearFp8Cuda, UncheckedNeutralises) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  Rng rng(testing::test_seed());
+  Fp8GroupedProblem pr = make_fp8_grouped_problem(rng, {2, 2, 2, 2}, 256, 128, 6, 0, 4);
+  pr.offsets = {-5, 2, 4, 6, 99};  // eff = {0, 2, 4, 6, 8}: unchanged but for the ends
+  pr.x_row[1] = 6;                 // >= x_rows
+  const int32_t lost = pr.y_row[2];
+  pr.y_row[2] = -1;
+  Fp8Device d(pr);
+  std::vector<const uint8_t*> wt = host(d.weights_fp8);
+  std::vector<const float*> st = host(d.weight_scales);
+  wt[2] = wt[2] + 1;  // misaligned
+  st[3] = nullptr;
+  d.weights_fp8 = dev(wt);
+  d.weight_scales = dev(st);
+  d.params.weights_fp8 = d.weights_fp8.data();
+  d.params.weight_scales = d.weight_scales.data();
+  std::vector<bf16> got;
+  ASSERT_TRUE(d.run(&got).ok());
+  // The reference's view: the same clamping, pairs 1 and 2 and groups 2, 3 skipped.
+  Fp8GroupedProblem want = pr;
+  want.offsets = {0, 2, 4, 4, 4};
+  want.x_row[1] = 0;  // pairs 1 and 2 are compared as skipped below, whatever they compute
+  want.y_row[2] = lost;
+  const Expected e = expected(want);
+  for (int32_t o = 0; o < pr.out; ++o)
+    ASSERT_TRUE(is_poison(got[size_t(lost) * pr.out + o])) << "pair 2's row written";
+  const size_t out = size_t(pr.out);
+  for (int32_t i = 0; i < 8; ++i) {
+    const int32_t yr = pr.y_row[size_t(i)];
+    if (yr < 0) continue;
+    const bool live = i == 0 || i == 3;
+    for (size_t o = 0; o < out; ++o) {
+      const bf16 v = got[size_t(yr) * out + o];
+      if (!live) {
+        ASSERT_TRUE(is_poison(v)) << "pair " << i << " written";
+        continue;
+      }
+      const size_t k = size_t(yr) * out + o;
+      ASSERT_LE(std::fabs(bf16_to_float(v) - e.ref[k]), e.bound[k]) << "pair " << i << " o " << o;
+    }
+  }
+}
+
+// Checked mode: the device error word, naming index and value.
+struct Fp8CheckedCuda : ::testing::Test {
+  Rng rng{testing::test_seed()};
+  Fp8GroupedProblem pr = make_fp8_grouped_problem(rng, {2, 1, 3}, 256, 128, 5, 1, 3);
+  ScopedCheckedMode checked{true};
+  void expect_out_of_range(Fp8Device& d, const std::string& text) {
+    std::vector<bf16> got;
+    const Status s = d.run(&got);
+    EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s.to_string();
+    EXPECT_NE(s.message().find(text), std::string::npos) << s.to_string();
+  }
+};
+
+TEST_F(Fp8CheckedCuda, ValidInputsPass) {
+  DSA_SKIP_WITHOUT_GPU();
+  Fp8Device d(pr);
+  std::vector<bf16> got;
+  const Status s = d.run(&got);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  expect_matches(pr, got, "checked");
+}
+TEST_F(Fp8CheckedCuda, XRowOutOfRange) {
+  DSA_SKIP_WITHOUT_GPU();
+  pr.x_row[4] = 5;
+  Fp8Device d(pr);
+  expect_out_of_range(d, "x_row[index] = value");
+}
+TEST_F(Fp8CheckedCuda, MisalignedWeight) {
+  DSA_SKIP_WITHOUT_GPU();
+  Fp8Device d(pr);
+  std::vector<const uint8_t*> wt = host(d.weights_fp8);
+  wt[1] = wt[1] + 4;
+  d.weights_fp8 = dev(wt);
+  d.params.weights_fp8 = d.weights_fp8.data();
+  expect_out_of_range(d, "index 1 (value 4)");
+}
+TEST_F(Fp8CheckedCuda, NullScales) {
+  DSA_SKIP_WITHOUT_GPU();
+  Fp8Device d(pr);
+  std::vector<const float*> st = host(d.weight_scales);
+  st[2] = nullptr;
+  d.weight_scales = dev(st);
+  d.params.weight_scales = d.weight_scales.data();
+  expect_out_of_range(d, "index 2 (value -2)");
+}
+TEST_F(Fp8CheckedCuda, NonFiniteX) {
+  DSA_SKIP_WITHOUT_GPU();
+  const int32_t xr = pr.x_row[0];
+  pr.x[size_t(xr) * pr.in + 33] = float_to_bf16(NAN);
+  Fp8Device d(pr);
+  expect_out_of_range(d, "index " + std::to_string(xr) + " (value 33)");
+}
+TEST_F(Fp8CheckedCuda, NonFiniteScale) {
+  DSA_SKIP_WITHOUT_GPU();
+  pr.sw[1][1] = INFINITY;  // matrix 1: group 1
+  Fp8Device d(pr);
+  expect_out_of_range(d, "index 1 (value 1)");
+}
+
+TEST(GroupedLinearFp8Cuda, ScratchTooSmallIsInvalid) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed());
+  Fp8GroupedProblem pr = make_fp8_grouped_problem(rng, {1, 1}, 256, 64, 3, 0, 2);
+  Fp8Device d(pr);
+  d.params.scratch_bytes -= 1;
+  Status s = grouped_linear_cuda(d.params);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("grouped_linear_scratch_bytes"), std::string::npos) << s.to_string();
+  d.params.scratch = nullptr;
+  s = grouped_linear_cuda(d.params);
+  EXPECT_NE(s.message().find("scratch is null"), std::string::npos) << s.to_string();
+}
+
+// A graph captured once replays new offsets, rows and x (same capacity) exactly as eager
+// computes them, and within the bound of the reference.
+TEST(GroupedLinearFp8Cuda, GraphReplayMatchesEager) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);  // checked mode synchronises: not capturable
+  Rng rng(testing::test_seed());
+  const int32_t groups = 32, capacity = 96, x_rows = 12;
+  auto counts_for = [&](Rng& r) {  // `capacity` pairs split unevenly, empty groups included
+    std::vector<int32_t> c(size_t(groups), 0);
+    for (int32_t i = 0; i < capacity - 4; ++i) ++c[size_t(r.randint(0, groups / 2))];
+    return c;
+  };
+  Fp8GroupedProblem pr = make_fp8_grouped_problem(rng, counts_for(rng), 2048, 384, x_rows, 4, 4);
+  Fp8Device d(pr);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cuda::set_current_stream(stream);
+  ASSERT_TRUE(grouped_linear_cuda(d.params).ok());  // warm-up: modules load lazily
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Status captured = grouped_linear_cuda(d.params);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.ok()) << captured.to_string();
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  for (int replay = 0; replay < 3; ++replay) {
+    Rng next(testing::test_seed() + 100 + replay);
+    Fp8GroupedProblem np =
+        make_fp8_grouped_problem(next, counts_for(next), 2048, 384, x_rows, 4, 4);
+    np.w8 = pr.w8;  // the weights stay (the graph holds their tables)
+    np.sw = pr.sw;
+    for (int32_t g = 0; g < groups; ++g) {
+      np.weights_fp8[size_t(g)] = np.w8[size_t(np.matrix_of(g))].data();
+      np.weight_scales[size_t(g)] = np.sw[size_t(np.matrix_of(g))].data();
+    }
+    ASSERT_TRUE(d.x.upload(np.x).ok());
+    ASSERT_TRUE(d.offsets.upload(np.offsets).ok());
+    ASSERT_TRUE(d.x_row.upload(np.x_row).ok());
+    ASSERT_TRUE(d.y_row.upload(np.y_row).ok());
+    ASSERT_TRUE(d.y.fill_bytes(testing::kPoisonByte).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const std::vector<bf16> replayed = host(d.y);
+    std::vector<bf16> eager;
+    ASSERT_TRUE(d.run(&eager).ok());
+    ASSERT_EQ(testing::first_bit_difference(replayed, eager), "") << "replay " << replay;
+    expect_matches(np, replayed, "replay " + std::to_string(replay));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cuda::set_current_stream(nullptr);
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace dsa::kernels

@@ -27,7 +27,7 @@ namespace dsa::model {
 bool is_glm5_config(const JsonReader& r);
 
 // The refusal: names model_type, what dsa supports, and each difference found in this config
-// (keys it has that dsa does not read, keys dsa needs that it lacks, widths off V3.2's).
+// (keys it has that dsa does not read, keys dsa needs that it lacks, head widths above V3.2's).
 std::string glm5_refusal(const JsonReader& r);
 
 }  // namespace dsa::model

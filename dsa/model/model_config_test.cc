@@ -122,7 +122,7 @@ TEST(ModelConfig, Glm5RefusalListsEachDifference) {
        {"glm5/config.json: model_type \"glm_moe_dsa\"", "GlmMoeDsaForCausalLM",
         "DeepseekV32ForCausalLM", "\"deepseek_v32\"", "rope_parameters (", "mlp_layer_types (",
         "indexer_types (", "not implemented", "eos_token_id [1,2,3] (a list",
-        "qk_nope_head_dim = 192 (V3.2: 128", "v_head_dim = 256 (V3.2: 128",
+        "qk_nope_head_dim = 192 (above V3.2's 128", "v_head_dim = 256 (above V3.2's 128",
         "lacks keys dsa requires: moe_layer_freq, rope_scaling, rope_theta, topk_method"}) {
     EXPECT_NE(msg.find(want), std::string::npos) << "missing '" << want << "' in: " << msg;
   }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -198,6 +199,129 @@ TEST_F(CheckpointStream, ShardTruncatedAfterTheIndexNamesFileAndTensor) {
   for (const std::string& t : cut) named = named || msg.find(t) != std::string::npos;
   EXPECT_TRUE(named) << msg;
   fs::remove_all(bad);
+}
+
+// A copy of the checkpoint whose shard 3 has an old modification time, so that a write during the
+// load is seen even within the file system's timestamp granularity.
+fs::path copy_of(const fs::path& dir, const std::string& suffix) {
+  const fs::path out = fs::path(dir).concat(suffix);
+  fs::remove_all(out);
+  fs::copy(dir, out);
+  fs::last_write_time(out / kShard3, fs::file_time_type::clock::now() - std::chrono::hours(1));
+  return out;
+}
+
+// The tensor a Status names after "<shard>: tensor ", if any.
+std::string tensor_named(const std::string& msg, const fs::path& shard) {
+  const std::string lead = shard.string() + ": tensor ";
+  const size_t at = msg.find(lead);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + lead.size();
+  return msg.substr(begin, msg.find(':', begin) - begin);
+}
+
+// Shard 3 loses its data after the checkpoint was opened (and validated) but before its first
+// tensor is read: the fstat before each tensor sees it.
+TEST_F(CheckpointStream, ShardTruncatedAfterOpenNamesFileAndTensor) {
+  const fs::path bad = copy_of(dir(), "_shrunk");
+  StatusOr<ModelConfig> config = load_model_config(bad / "config.json");
+  ASSERT_TRUE(config.ok());
+  StatusOr<Checkpoint> ck = Checkpoint::open(bad);
+  ASSERT_TRUE(ck.ok()) << ck.status().to_string();
+  fs::resize_file(bad / kShard3, 1000);
+
+  WeightStore store(kernels::Backend::kCpu);
+  ModelWeights w;
+  StatusOr<StreamStats> st = stream_checkpoint(*ck, *config, StreamOptions{}, w, store);
+  ASSERT_FALSE(st.ok());
+  const std::string msg = st.status().message();
+  const std::string tensor = tensor_named(msg, bad / kShard3);
+  ASSERT_FALSE(tensor.empty()) << msg;
+  EXPECT_EQ(ck->path_of(tensor), (bad / kShard3).string()) << msg;
+  EXPECT_NE(msg.find("changed size during the load"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1000 now"), std::string::npos) << msg;
+  fs::remove_all(bad);
+}
+
+// The same shard rewritten in place (same size) after open: its modification time gives it away.
+TEST_F(CheckpointStream, ShardRewrittenAfterOpenNamesFileAndTensor) {
+  const fs::path bad = copy_of(dir(), "_rewritten");
+  StatusOr<ModelConfig> config = load_model_config(bad / "config.json");
+  ASSERT_TRUE(config.ok());
+  StatusOr<Checkpoint> ck = Checkpoint::open(bad);
+  ASSERT_TRUE(ck.ok()) << ck.status().to_string();
+  {
+    std::fstream f(bad / kShard3, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(-1, std::ios::end);
+    f.put('\x5a');
+  }
+  WeightStore store(kernels::Backend::kCpu);
+  ModelWeights w;
+  StatusOr<StreamStats> st = stream_checkpoint(*ck, *config, StreamOptions{}, w, store);
+  ASSERT_FALSE(st.ok());
+  const std::string msg = st.status().message();
+  EXPECT_FALSE(tensor_named(msg, bad / kShard3).empty()) << msg;
+  EXPECT_NE(msg.find("modified during the load"), std::string::npos) << msg;
+  fs::remove_all(bad);
+}
+
+// The worst case: shard 3 is truncated to nothing while one of its tensors is being copied (from
+// the sink, after the check before the tensor passed), so the copy itself reads pages the file no
+// longer has. Without the guard this is SIGBUS and the test binary dies; with it the copy reads
+// zeros, and the check after the tensor reports the fault, naming the shard and that tensor. Both
+// upload paths: straight from the mapping, and through the staging slots.
+TEST_F(CheckpointStream, ShardTruncatedDuringACopyIsAStatusNotSigbus) {
+  for (const bool stage : {false, true}) {
+    const fs::path bad = copy_of(dir(), stage ? "_cut_staged" : "_cut_straight");
+    const fs::path shard = bad / kShard3;
+    StatusOr<ModelConfig> config = load_model_config(bad / "config.json");
+    ASSERT_TRUE(config.ok());
+    StatusOr<Checkpoint> ck = Checkpoint::open(bad);
+    ASSERT_TRUE(ck.ok()) << ck.status().to_string();
+    // Where shard 3's data lies in memory, to spot its first tensor as the sink receives it.
+    int64_t idx = -1;
+    for (size_t i = 0; i < ck->num_files(); ++i) {
+      if (ck->file(i).path() == shard) idx = int64_t(i);
+    }
+    ASSERT_GE(idx, 0);
+    const SafetensorsFile& f = ck->file(size_t(idx));
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (const std::string& n : f.names()) {
+      StatusOr<TensorInfo> t = f.get(n);
+      ASSERT_TRUE(t.ok());
+      lo = std::min(lo, reinterpret_cast<uintptr_t>(t->data));
+      hi = std::max(hi, reinterpret_cast<uintptr_t>(t->data) + t->nbytes);
+    }
+
+    WeightStore store(kernels::Backend::kCpu);
+    StatusOr<runtime::StagedUpload> up =
+        runtime::StagedUpload::create(kernels::Backend::kCpu, 64 * 1024, stage);
+    ASSERT_TRUE(up.ok());
+    bool cut = false;
+    size_t cut_bytes = 0;
+    WeightSink sink = [&](const void* key, const void* src, size_t bytes) {
+      const auto at = reinterpret_cast<uintptr_t>(src);
+      if (!cut && at >= lo && at < hi && bytes > 8192) {
+        fs::resize_file(shard, 0);
+        cut = true;
+        cut_bytes = bytes;
+      }
+      return store.stream(key, src, bytes, *up);
+    };
+    ModelWeights w;
+    Status s = stream_model_weights(*ck, *config, w, sink);
+    ASSERT_TRUE(cut) << "no tensor of shard 3 went through the sink";
+    ASSERT_FALSE(s.ok());
+    const std::string msg = s.message();
+    const std::string tensor = tensor_named(msg, shard);
+    ASSERT_FALSE(tensor.empty()) << msg;
+    StatusOr<TensorInfo> t = ck->get(tensor);
+    ASSERT_TRUE(t.ok()) << msg;
+    EXPECT_EQ(t->nbytes, cut_bytes) << msg;  // the tensor whose copy faulted, not a later one
+    EXPECT_NE(msg.find("SIGBUS"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("truncated while dsa loaded it"), std::string::npos) << msg;
+    fs::remove_all(bad);
+  }
 }
 
 // An upload that fails (device memory exhausted, say) is reported with the tensor's shard and

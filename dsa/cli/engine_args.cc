@@ -163,10 +163,14 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
                "weights made where they live (host, or on the GPU); no safetensors are read");
   cmd.add_option("--random-weights-seed", a.random_weights_seed, "Seed of --random-weights")
       ->capture_default_str();
+  cmd.add_option("--load-chunk-bytes", a.load_chunk_bytes,
+                 "Checkpoint load: bytes of each of the two staging chunks a tensor is copied "
+                 "through on its way to the device (cuda; on the cpu, tensors are copied straight)")
+      ->capture_default_str();
   for (const char* name :
-       {"--random-weights-seed", "--speculative-num-steps", "--speculative-eagle-topk",
-        "--speculative-num-draft-tokens", "--max-running-requests", "--context-length",
-        "--chunked-prefill-size", "--max-prefill-tokens"}) {
+       {"--random-weights-seed", "--load-chunk-bytes", "--speculative-num-steps",
+        "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--max-running-requests",
+        "--context-length", "--chunked-prefill-size", "--max-prefill-tokens"}) {
     cmd.get_option(name)->check(int64_range());
   }
 }
@@ -214,6 +218,8 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
   }
   DSA_RETURN_IF_ERROR(check_range("--random-weights-seed", a.random_weights_seed, 0, INT64_MAX));
   DSA_RETURN_IF_ERROR(check_range("--dp-size", a.dp_size, 1, kMaxDpSize));
+  DSA_RETURN_IF_ERROR(check_range("--load-chunk-bytes", a.load_chunk_bytes, kMinLoadChunkFlagBytes,
+                                  int64_t(model::kMaxLoadChunkBytes)));
   if (a.dp_size > 1 && a.device == "cuda") {
     // One process per GPU over NcclGroup is the product path; the launcher that starts those
     // processes is not built, and N in-process ranks on one GPU would only share it.
@@ -227,6 +233,7 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
   model::ModelOptions& o = s.model;
   o.random_weights = a.random_weights;
   o.random_seed = uint64_t(a.random_weights_seed);
+  o.load_chunk_bytes = size_t(a.load_chunk_bytes);
   if (a.kv_cache_dtype == "auto" || a.kv_cache_dtype == "bf16" || a.kv_cache_dtype == "bfloat16") {
     o.latent_format = kernels::LatentFormat::kBf16;
   } else if (a.kv_cache_dtype == "fp8_e4m3") {

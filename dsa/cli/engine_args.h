@@ -16,6 +16,7 @@
 #include "dsa/engine/engine.h"
 #include "dsa/model/dsa_model.h"
 #include "dsa/model/model_config.h"
+#include "dsa/model/weight_stream.h"
 
 namespace dsa::cli {
 
@@ -43,6 +44,9 @@ struct EngineArgs {
   // argparse's prefix matching accepts). Registered by add_dp_option, for the commands that run
   // several ranks (generate); 1 elsewhere.
   int64_t dp_size = 1;
+  // Each of the loader's two staging chunks (model/weight_stream.h); neither SGLang nor vLLM has
+  // such a flag, so the name is dsa's own.
+  int64_t load_chunk_bytes = int64_t(model::kDefaultLoadChunkBytes);
 };
 
 // Registers the options on `cmd` (defaults shown in --help).
@@ -53,6 +57,11 @@ void add_dp_option(CLI::App& cmd, EngineArgs& a);
 // Most data-parallel ranks: on the CPU each is a whole model instance and a thread in this
 // process (engine/dp_engine_group.h); SGLang runs at most one per GPU, 8 on a node.
 constexpr int64_t kMaxDpSize = 64;
+
+// --load-chunk-bytes: below 1 MiB each copy's fixed cost starts to show in the load time; 1 GiB is
+// the loader's own limit (two of them stay page-locked for the whole load). The loader accepts
+// chunks down to 4 KiB for its tests; the flag does not offer them.
+constexpr int64_t kMinLoadChunkFlagBytes = int64_t(1) << 20;
 
 struct EngineSetup {
   kernels::Backend backend = kernels::Backend::kCpu;

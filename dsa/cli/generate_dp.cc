@@ -11,11 +11,6 @@ namespace dsa::cli {
 
 namespace {
 
-// The group's watchdog: a rank missing a collective this long ends the run with an error
-// instead of hanging. Ranks wait in a collective for the slowest rank's forward, and a CPU
-// forward of a large model's prefill chunk takes minutes, so it is far above any step.
-constexpr std::chrono::minutes kDpTimeout{30};
-
 std::string bytes(double b) {
   return b >= double(1ull << 30) ? fmt::format("{:.2f} GiB", b / double(1ull << 30))
                                  : fmt::format("{:.1f} MiB", b / double(1ull << 20));
@@ -40,7 +35,7 @@ StatusOr<DpRunResult> run_dp(const std::vector<std::unique_ptr<model::DsaModel>>
   std::vector<model::DsaModel*> ranks;
   for (const auto& m : models) ranks.push_back(m.get());
   DSA_ASSIGN_OR_RETURN(std::unique_ptr<engine::DpEngineGroup> group,
-                       engine::DpEngineGroup::create(ranks, options, kDpTimeout));
+                       engine::DpEngineGroup::create(ranks, options, engine::kDpWatchdog));
   DpRunResult out;
   out.dp.world_size = group->world_size();
   out.dp.requests.assign(size_t(group->world_size()), 0);

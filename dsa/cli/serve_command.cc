@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "dsa/cli/engine_args.h"
+#include "dsa/cli/generate_dp.h"
 #include "dsa/core/log.h"
 #include "dsa/engine/engine.h"
 #include "dsa/model/chat_template.h"
@@ -139,8 +140,8 @@ StatusOr<int> run(const ServeArgs& a) {
   ho.max_request_bytes = size_t(a.max_request_bytes);
   // A connection per running or queued request (streams hold theirs), and a few for /health,
   // /metrics and the 429s beyond the queue.
-  ho.threads =
-      int(std::min<int64_t>(a.engine.max_running_requests + a.max_queued_requests + 16, 4096));
+  ho.threads = int(std::min<int64_t>(
+      a.engine.max_running_requests * setup.dp_size + a.max_queued_requests + 16, 4096));
   ho.read_timeout_s = ho.write_timeout_s = int(a.http_timeout_s);
   server::HttpServer http(ho, &metrics);
   DSA_ASSIGN_OR_RETURN(const int port, http.bind());
@@ -183,33 +184,56 @@ StatusOr<int> run(const ServeArgs& a) {
   server::EngineLoop* loop = nullptr;
   // Both outlive the HTTP threads (a handler may still hold the loop while the server drains):
   // they are made on the engine thread and destroyed here, after the listener has stopped.
-  std::unique_ptr<model::DsaModel> model;
+  // --dp-size N: N instances of the same weights, one per rank, as `dsa generate --dp-size`
+  // (generate_dp.h); the caches share --mem-fraction-static, each rank planning its share.
+  std::vector<std::unique_ptr<model::DsaModel>> models;
   std::unique_ptr<server::EngineLoop> engine_loop;
   std::thread engine_thread([&] {
-    StatusOr<std::unique_ptr<model::DsaModel>> loaded = internal_error("not loaded");
+    model::ModelOptions mo = setup.model;
+    mo.mem_fraction_static /= double(setup.dp_size);
+    std::vector<std::unique_ptr<model::DsaModel>> loaded_models;
+    Status loaded = ok_status();
     try {
-      loaded = model::DsaModel::load(dir, setup.model, *ops);
+      for (int32_t r = 0; r < setup.dp_size && loaded.ok(); ++r) {
+        StatusOr<std::unique_ptr<model::DsaModel>> m = model::DsaModel::load(dir, mo, *ops);
+        if (m.ok()) {
+          loaded_models.push_back(std::move(*m));
+        } else {
+          loaded = setup.dp_size > 1 ? m.status().with_context(fmt::format("dp rank {}", r))
+                                     : m.status();
+        }
+      }
     } catch (const std::exception& e) {  // an exception here would end the process unreported
       loaded = internal_error(fmt::format("loading the model: {}", e.what()));
     }
     std::unique_lock lock(mu);
     if (!loaded.ok()) {
-      load_error = loaded.status();
+      load_error = loaded;
       state = State::kFailed;
       return;
     }
-    model = std::move(*loaded);
+    models = std::move(loaded_models);
     if (state == State::kAbandoned) return;  // a signal arrived while loading
     engine::EngineOptions eo;
     eo.prefill_chunk = setup.prefill_chunk;
     eo.tokenizer = &tok;
     eo.simulate_accept_length = setup.simulate_accept_length;
-    engine_loop = std::make_unique<server::EngineLoop>(
-        *model, eo,
-        server::EngineLoopOptions{.max_running = model->metadata_config().max_requests,
-                                  .max_queued = a.max_queued_requests,
-                                  .num_draft_tokens = setup.num_draft_tokens},
+    std::vector<model::DsaModel*> ranks;
+    for (const auto& m : models) ranks.push_back(m.get());
+    StatusOr<std::unique_ptr<server::EngineLoop>> made = server::EngineLoop::create(
+        ranks, eo,
+        server::EngineLoopOptions{
+            .max_running = int64_t(models[0]->metadata_config().max_requests) * setup.dp_size,
+            .max_queued = a.max_queued_requests,
+            .num_draft_tokens = setup.num_draft_tokens},
         &metrics);
+    if (!made.ok()) {
+      load_error = made.status();
+      state = State::kFailed;
+      return;
+    }
+    engine_loop = std::move(*made);
+    const model::DsaModel* model = models[0].get();
     loop = engine_loop.get();
     ctx.loop = loop;
     ctx.created = std::chrono::duration_cast<std::chrono::seconds>(
@@ -218,13 +242,18 @@ StatusOr<int> run(const ServeArgs& a) {
     http.set_ready(&ctx);
     state = State::kReady;
     lock.unlock();
-    DSA_LOG_INFO("dsa serve: ready: model {} on {}, d = {}, {} running + {} queued requests",
-                 model_name, a.engine.device, setup.num_draft_tokens, a.engine.max_running_requests,
-                 a.max_queued_requests);
+    DSA_LOG_INFO(
+        "dsa serve: ready: model {} on {}, d = {}, {} running + {} queued requests{}", model_name,
+        a.engine.device, setup.num_draft_tokens,
+        int64_t(model->metadata_config().max_requests) * setup.dp_size, a.max_queued_requests,
+        setup.dp_size > 1 ? fmt::format(" over {} DP ranks (placed by load)", setup.dp_size) : "");
     if (model->load_stats().tensors > 0) {
-      DSA_LOG_INFO("dsa serve: {}", model::describe_load(model->load_stats()));
+      DSA_LOG_INFO("dsa serve: {}{}", setup.dp_size > 1 ? "per rank: " : "",
+                   model::describe_load(model->load_stats()));
     }
-    DSA_LOG_INFO("dsa serve: {}", model::describe_cache_plan(model->cache_plan()));
+    DSA_LOG_INFO("dsa serve: {}{}", setup.dp_size > 1 ? "per rank: " : "",
+                 model::describe_cache_plan(model->cache_plan()));
+    if (setup.dp_size > 1) DSA_LOG_INFO("dsa serve: {}", describe_dp_memory(models));
     if (a.engine.random_weights) {
       DSA_LOG_WARN(
           "dsa serve: random weights (--random-weights: benchmark mode, the text is meaningless; "
@@ -300,6 +329,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions)");
   add_engine_options(*cmd, a->engine);
+  add_dp_option(*cmd, a->engine);
   cmd->add_option("--host", a->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", a->port, "Port to listen on (0: any free port)")->capture_default_str();
   cmd->add_option("--served-model-name", a->served_model_name,

@@ -26,9 +26,10 @@ Status check_same_options(const model::DsaModel& a, const model::DsaModel& b, si
 
 }  // namespace
 
-StatusOr<std::unique_ptr<DpEngineGroup>> DpEngineGroup::create(std::vector<model::DsaModel*> models,
-                                                               const EngineOptions& options,
-                                                               std::chrono::milliseconds timeout) {
+StatusOr<std::unique_ptr<DpEngineGroup>> DpEngineGroup::create(
+    std::vector<model::DsaModel*> models, const EngineOptions& options,
+    std::chrono::milliseconds timeout,
+    const std::function<void(int32_t rank, EngineOptions&)>& per_rank) {
   if (models.empty()) return invalid_argument("dp group: models is empty (no ranks)");
   for (size_t r = 0; r < models.size(); ++r) {
     if (models[r] == nullptr)
@@ -38,15 +39,25 @@ StatusOr<std::unique_ptr<DpEngineGroup>> DpEngineGroup::create(std::vector<model
   DSA_ASSIGN_OR_RETURN(std::unique_ptr<dist::LocalGroup> group,
                        dist::LocalGroup::create(int32_t(models.size()), timeout));
   return std::unique_ptr<DpEngineGroup>(
-      new DpEngineGroup(std::move(group), std::move(models), options));
+      new DpEngineGroup(std::move(group), std::move(models), options, per_rank));
 }
 
 DpEngineGroup::DpEngineGroup(std::unique_ptr<dist::LocalGroup> group,
-                             std::vector<model::DsaModel*> models, const EngineOptions& options)
+                             std::vector<model::DsaModel*> models, const EngineOptions& options,
+                             const std::function<void(int32_t, EngineOptions&)>& per_rank)
     : group_(std::move(group)), steps_(models.size(), 0) {
   for (size_t r = 0; r < models.size(); ++r) {
-    engines_.push_back(std::make_unique<Engine>(*models[r], options, &group_->rank(int32_t(r))));
+    EngineOptions o = options;
+    if (per_rank) per_rank(int32_t(r), o);
+    engines_.push_back(std::make_unique<Engine>(*models[r], o, &group_->rank(int32_t(r))));
   }
+}
+
+bool DpEngineGroup::has_work() const {
+  for (const auto& e : engines_) {
+    if (e->has_work()) return true;
+  }
+  return false;
 }
 
 StatusOr<DpRequestId> DpEngineGroup::add_request(GenerationRequest req) {
@@ -73,7 +84,6 @@ StatusOr<DpRequestId> DpEngineGroup::add_request_on(int32_t rank, GenerationRequ
 // reduced value, the same on every rank, is what decides.
 Status DpEngineGroup::run_rank(int32_t rank, const std::function<bool()>& stop) {
   Engine& e = engine(rank);
-  steps_[size_t(rank)] = 0;
   while (true) {
     int64_t work[] = {e.has_work() && !(stop && stop()) ? 1 : 0};
     DSA_RETURN_IF_ERROR(e.group().all_reduce(work, dist::ReduceOp::kMax));
@@ -84,10 +94,24 @@ Status DpEngineGroup::run_rank(int32_t rank, const std::function<bool()>& stop) 
 }
 
 Status DpEngineGroup::run_to_completion(const std::function<bool()>& stop) {
+  for (int64_t& n : steps_) n = 0;
+  return on_every_rank([this, &stop](int32_t r) { return run_rank(r, stop); });
+}
+
+Status DpEngineGroup::step_all() {
+  for (int64_t& n : steps_) n = 0;
+  return on_every_rank([this](int32_t r) {
+    DSA_RETURN_IF_ERROR(engine(r).step());
+    ++steps_[size_t(r)];
+    return ok_status();
+  });
+}
+
+Status DpEngineGroup::on_every_rank(const std::function<Status(int32_t)>& body) {
   std::vector<Status> status(engines_.size());
   std::vector<std::thread> threads;
   for (int32_t r = 0; r < world_size(); ++r) {
-    threads.emplace_back([this, r, &status, &stop] { status[size_t(r)] = run_rank(r, stop); });
+    threads.emplace_back([r, &status, &body] { status[size_t(r)] = body(r); });
   }
   for (std::thread& t : threads) t.join();
   // The rank that failed first explains it; the others then time out in a collective.

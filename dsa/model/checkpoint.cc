@@ -156,6 +156,11 @@ StatusOr<TensorInfo> Checkpoint::get(std::string_view name) const {
   return files_[it->second].get(name);
 }
 
+Status Checkpoint::check_intact(std::string_view name) const {
+  auto it = where_.find(name);
+  return it == where_.end() ? ok_status() : files_[it->second].check_intact(name);
+}
+
 Status Checkpoint::expect(std::string_view name, DType dtype, const Shape& shape) const {
   auto it = where_.find(name);
   if (it == where_.end()) {

@@ -71,6 +71,8 @@ class Checkpoint {
   std::string path_of(std::string_view name) const;
   // kNotFound "<file>: tensor <name> not found" when absent.
   StatusOr<TensorInfo> get(std::string_view name) const;
+  // As SafetensorsFile::check_intact, for the shard holding `name` (OK when absent: get() says so).
+  Status check_intact(std::string_view name) const;
   // As SafetensorsFile::expect, in the tensor's own shard.
   Status expect(std::string_view name, DType dtype, const Shape& shape) const;
 

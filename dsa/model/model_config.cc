@@ -5,6 +5,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "dsa/model/glm5_config.h"
 #include "dsa/model/json_reader.h"
 #include "dsa/model/model_limits.h"
 
@@ -43,30 +44,9 @@ Status get_positive_f32(const JsonReader& r, std::string_view key, double* out) 
                    "must be > 0 and a finite fp32");
 }
 
-// GLM-5 (zai-org/GLM-5: model_type glm_moe_dsa, GlmMoeDsaForCausalLM) has the same DSA + MLA +
-// MoE layout but its own config spelling (an eos_token_id list, other widths): refused by name
-// rather than as a generic architecture mismatch, until its fields are mapped and tested.
-bool is_glm5(const JsonReader& r) {
-  if (r.has("model_type")) {
-    std::string t;
-    if (r.get("model_type", &t).ok() && t == "glm_moe_dsa") return true;
-  }
-  StatusOr<const json*> arch = r.find("architectures");
-  if (!arch.ok() || !(*arch)->is_array()) return false;
-  for (const json& a : **arch) {
-    if (a.is_string() && a.get<std::string>() == "GlmMoeDsaForCausalLM") return true;
-  }
-  return false;
-}
-
 Status read_identity(const JsonReader& r, ModelConfig* c) {
-  if (is_glm5(r)) {
-    return unimplemented(r.file() +
-                         ": model_type \"glm_moe_dsa\" / GlmMoeDsaForCausalLM (GLM-5) is not "
-                         "supported yet: dsa reads DeepSeek-V3.2 configs only (architectures "
-                         "[\"DeepseekV32ForCausalLM\"], model_type \"deepseek_v32\"); GLM-5's "
-                         "config fields (eos_token_id as a list, its own widths) are not mapped");
-  }
+  // Refused by name with each difference (glm5_config.h), not as a generic mismatch.
+  if (is_glm5_config(r)) return unimplemented(glm5_refusal(r));
   DSA_ASSIGN_OR_RETURN(const json* arch, r.find("architectures"));
   bool found = false;
   if (arch->is_array()) {

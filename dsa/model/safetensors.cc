@@ -90,11 +90,28 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& pat
   }
   void* map = ::mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd, 0);
   int map_errno = errno;
-  ::close(fd);  // the mapping keeps the file alive
-  if (map == MAP_FAILED) return internal_error(file + ": mmap failed: " + std::strerror(map_errno));
-
-  DSA_ASSIGN_OR_RETURN(SafetensorsFile f, from_mapping(path, map, file_size));
+  if (map == MAP_FAILED) {
+    ::close(fd);
+    return internal_error(file + ": mmap failed: " + std::strerror(map_errno));
+  }
+  // Guarded before the header is read: the file may shrink at any time after the fstat above.
+  MappingGuard guard(map, file_size);
+  StatusOr<SafetensorsFile> parsed = from_mapping(path, map, file_size);
+  if (!parsed.ok()) {
+    ::close(fd);
+    return parsed.status();  // from_mapping has unmapped it; `guard` is dropped right after
+  }
+  SafetensorsFile f = std::move(*parsed);
   f.file_backed_ = true;
+  f.fd_ = fd;
+  f.opened_size_ = file_size;
+  f.opened_mtime_ns_ = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  f.guard_ = std::move(guard);
+  if (f.guard_.faults() > 0) {
+    return failed_precondition(file +
+                               ": reading the header faulted (SIGBUS): the file was "
+                               "truncated while dsa opened it");
+  }
   // The loader reads each shard front to back once: let the kernel read ahead.
   ::madvise(map, file_size, MADV_SEQUENTIAL);
   return f;
@@ -267,6 +284,10 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
     map_size_ = std::exchange(other.map_size_, 0);
     data_ = std::exchange(other.data_, nullptr);
     file_backed_ = std::exchange(other.file_backed_, false);
+    fd_ = std::exchange(other.fd_, -1);
+    opened_size_ = other.opened_size_;
+    opened_mtime_ns_ = other.opened_mtime_ns_;
+    guard_ = std::move(other.guard_);
     tensors_ = std::move(other.tensors_);
     metadata_ = std::move(other.metadata_);
   }
@@ -290,7 +311,39 @@ void SafetensorsFile::drop_pages(const TensorInfo& t) const {
   ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+Status SafetensorsFile::check_intact(std::string_view tensor) const {
+  if (!file_backed_) return ok_status();
+  const std::string where = path_.string() + ": tensor " + clip_for_message(tensor) + ": ";
+  if (guard_.faults() > 0) {
+    return failed_precondition(
+        where + "reading the mapping faulted (SIGBUS) " + std::to_string(guard_.faults()) +
+        " time(s): the file was truncated while dsa loaded it (or the disk failed); the load "
+        "stopped, nothing read from it is used");
+  }
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) {
+    return internal_error(where + "cannot stat the open file: " + std::strerror(errno));
+  }
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size != opened_size_) {
+    return failed_precondition(where + "the file changed size during the load (" +
+                               std::to_string(opened_size_) + " bytes when opened, " +
+                               std::to_string(size) +
+                               " now): truncated or rewritten while dsa read it");
+  }
+  const int64_t mtime = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  if (mtime != opened_mtime_ns_) {
+    return failed_precondition(where +
+                               "the file was modified during the load (its modification time "
+                               "changed since it was opened): rewritten while dsa read it");
+  }
+  return ok_status();
+}
+
 void SafetensorsFile::unmap() {
+  guard_ = MappingGuard();  // unguarded before the range can be reused by another mapping
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
   if (map_ != nullptr) ::munmap(map_, map_size_);
   map_ = nullptr;
   map_size_ = 0;

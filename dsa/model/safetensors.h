@@ -21,6 +21,7 @@
 #include "dsa/core/dtype.h"
 #include "dsa/core/status.h"
 #include "dsa/core/tensor.h"
+#include "dsa/model/mapping_guard.h"
 
 namespace dsa::model {
 
@@ -79,6 +80,11 @@ class SafetensorsFile {
   // resident set (MADV_DONTNEED; a later read faults them back in from the file), so streaming a
   // checkpoint never keeps the shards resident. A no-op for an in-memory image.
   void drop_pages(const TensorInfo& t) const;
+  // The file is still the one that was mapped (issue 16): the same size and modification time as
+  // at open(), and no read of the mapping has faulted (MappingGuard: the file shrank under it).
+  // The loader asks before and after reading each tensor; kFailedPrecondition
+  // "<file>: tensor <name>: ..." saying what changed. Always OK for an in-memory image.
+  Status check_intact(std::string_view tensor) const;
   // kNotFound as get(); kInvalidArgument "<file>: <name>: expected bf16 [256], got f32 [255]".
   Status expect(std::string_view name, DType dtype, const Shape& shape) const;
 
@@ -107,6 +113,12 @@ class SafetensorsFile {
   size_t map_size_ = 0;
   const unsigned char* data_ = nullptr;  // start of the data section inside map_
   bool file_backed_ = false;             // open(), not from_image(): pages can be dropped
+  // open() only: the descriptor is kept to fstat the very file that was mapped (a path could
+  // since name another one); its size and mtime then.
+  int fd_ = -1;
+  uint64_t opened_size_ = 0;
+  int64_t opened_mtime_ns_ = 0;
+  MappingGuard guard_;
   std::map<std::string, Entry, std::less<>> tensors_;
   std::map<std::string, std::string, std::less<>> metadata_;
 };

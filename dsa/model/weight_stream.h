@@ -5,7 +5,9 @@
 // never holds a copy of the checkpoint: only the staging chunks and, for the few tensors the loader
 // converts (model_weights.h: stream_model_weights), a temporary of that one tensor. The weight
 // structs keep their shapes with every vector empty; the store holds the one copy of the data
-// (on the CPU backend, in host memory).
+// (on the CPU backend, in host memory). A shard truncated or rewritten while it is read is a Status
+// naming the shard and tensor, never SIGBUS (SafetensorsFile::check_intact before and after each
+// tensor, MappingGuard during its copy).
 #pragma once
 
 #include <cstddef>

@@ -5,6 +5,13 @@
 // HTTP thread (the client went away) has its request aborted before the next step, which frees its
 // pages. Shutdown stops taking requests, lets the running ones finish until a deadline, then
 // aborts what is left.
+//
+// With several models (--dp-size N, the CPU stand-in of DP attention, docs/multi_gpu.md) the loop
+// drives an engine::DpEngineGroup: each submitted request is placed on the least-loaded rank as it
+// is admitted (dp_placement.h), and whenever any rank has work every rank takes the step, each on
+// its own thread (DpEngineGroup::step_all), so the ranks' collectives pair up. Admission, aborts
+// and releases happen between steps on this thread, when no rank runs; a rank's token and finish
+// callbacks run on that rank's thread and touch only that rank's requests.
 #pragma once
 
 #include <atomic>
@@ -20,6 +27,7 @@
 #include <vector>
 
 #include "dsa/core/status.h"
+#include "dsa/engine/dp_engine_group.h"
 #include "dsa/engine/engine.h"
 #include "dsa/model/dsa_model.h"
 #include "dsa/server/server_metrics.h"
@@ -64,6 +72,7 @@ class RequestChannel {
   std::condition_variable cv_;
   std::deque<RequestEvent> events_;
   // Engine thread only.
+  int32_t rank_ = 0;  // the DP rank that owns the request
   int64_t engine_id_ = -1;
   size_t text_sent_ = 0;  // bytes of the request's text already sent as deltas
   std::string tag_;       // the response id, for the log line
@@ -103,24 +112,43 @@ class EngineLoop {
   int64_t in_flight() const { return in_flight_.load(); }
   bool failed() const { return failed_.load(); }
 
+  // --dp-size N: one rank per model (the same weights and options, each outliving the loop).
+  // InvalidArgument as DpEngineGroup::create (no models, models that differ); one model is the
+  // constructor above.
+  static StatusOr<std::unique_ptr<EngineLoop>> create(std::vector<model::DsaModel*> models,
+                                                      engine::EngineOptions options,
+                                                      EngineLoopOptions limits,
+                                                      ServerMetrics* metrics);
+
+  int32_t world_size() const { return int32_t(ranks_.size()); }
+
  private:
+  EngineLoop(std::vector<model::DsaModel*> models, EngineLoopOptions limits,
+             ServerMetrics* metrics);
   struct Submission {
     engine::GenerationRequest req;
     std::shared_ptr<RequestChannel> channel;
   };
 
-  void on_tokens(const engine::RequestState& r, std::span<const int32_t> tokens);
-  void on_finish(const engine::RequestState& r);
+  // Routes a rank's callbacks to this loop (the engine options of every rank).
+  engine::EngineOptions routed(engine::EngineOptions options, int32_t rank);
+  void on_tokens(int32_t rank, const engine::RequestState& r, std::span<const int32_t> tokens);
+  void on_finish(int32_t rank, const engine::RequestState& r);
+  bool has_work() const;
+  Status step();
+  std::string where(int32_t rank) const;
   void admit(std::vector<Submission> incoming);
   void abort_cancelled(bool all);
   void fail_all(const Status& why);
   void finish_channel(RequestChannel& c, RequestEvent e);
   void update_gauges();
 
-  model::DsaModel& model_;
+  std::vector<model::DsaModel*> models_;
   EngineLoopOptions limits_;
   ServerMetrics* metrics_;
-  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<engine::Engine> solo_;          // one model
+  std::unique_ptr<engine::DpEngineGroup> group_;  // several
+  std::vector<engine::Engine*> ranks_;            // the engines, by rank
 
   std::mutex mu_;  // guards incoming_, stopping_, deadline_
   std::condition_variable cv_;
@@ -131,9 +159,11 @@ class EngineLoop {
   std::atomic<bool> failed_{false};
   std::thread thread_;
 
+  // Per rank, touched by the engine thread between steps and by that rank's thread in a step.
+  std::vector<std::map<int64_t, std::shared_ptr<RequestChannel>>> active_;  // engine id -> channel
+  std::vector<std::vector<int64_t>> to_release_;
   // Engine thread only.
-  std::map<int64_t, std::shared_ptr<RequestChannel>> active_;  // engine id -> channel
-  std::vector<int64_t> to_release_;
+  std::vector<int64_t> placed_, steps_;  // per rank
   int64_t emitted_seen_ = 0;
 };
 

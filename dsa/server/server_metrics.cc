@@ -77,6 +77,15 @@ ServerMetrics::ServerMetrics(int32_t num_draft_tokens)
                    .Name("dsa:num_requests_rejected_total")
                    .Help("Requests refused before reaching the engine, by reason")
                    .Register(r);
+  auto rank_family = [&](const char* name, const char* help) {
+    return &BuildGauge().Name(name).Help(help).Register(r);
+  };
+  rank_running_ = rank_family("dsa:dp_rank_num_requests_running", "Running requests of a DP rank");
+  rank_waiting_ = rank_family("dsa:dp_rank_num_requests_waiting", "Waiting requests of a DP rank");
+  rank_pages_ = rank_family("dsa:dp_rank_kv_pages_used", "KV cache pages in use on a DP rank");
+  rank_steps_ = rank_family("dsa:dp_rank_steps",
+                            "Steps a DP rank has taken (every rank takes every step: all equal)");
+  rank_placed_ = rank_family("dsa:dp_rank_requests_placed", "Requests placed on a DP rank by load");
   // Every reason from the start: a rate over a series that appears late reads wrong.
   for (auto reason : {"stop", "length", "abort", "error"}) {
     this->counter(*finished_, "finish_reason", reason);
@@ -118,6 +127,15 @@ void ServerMetrics::set_accept_stats(const engine::AcceptStats& total) {
 
 void ServerMetrics::add_generation_tokens(int64_t n) {
   if (n > 0) generation_tokens_->Increment(double(n));
+}
+
+void ServerMetrics::set_rank(int32_t rank, const RankFigures& f) {
+  const prometheus::Labels label{{"dp_rank", std::to_string(rank)}};
+  rank_running_->Add(label).Set(double(f.running));  // Add returns the existing one
+  rank_waiting_->Add(label).Set(double(f.waiting));
+  rank_pages_->Add(label).Set(double(f.kv_pages_used));
+  rank_steps_->Add(label).Set(double(f.steps));
+  rank_placed_->Add(label).Set(double(f.placed));
 }
 
 void ServerMetrics::request_finished(const engine::RequestState& r,

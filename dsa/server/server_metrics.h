@@ -25,6 +25,15 @@ class Family;
 
 namespace dsa::server {
 
+// One data-parallel rank's share, labelled dp_rank (rank 0 alone without --dp-size): with these a
+// rank that gets no work, or falls behind, shows; the unlabelled totals are every rank merged.
+struct RankFigures {
+  int64_t running = 0, waiting = 0;  // requests on this rank's engine
+  int64_t kv_pages_used = 0;
+  int64_t steps = 0;   // steps this rank has taken: every rank takes every step, so all equal
+  int64_t placed = 0;  // requests placed on this rank so far
+};
+
 class ServerMetrics {
  public:
   explicit ServerMetrics(int32_t num_draft_tokens);
@@ -39,6 +48,7 @@ class ServerMetrics {
   // the difference from the last call).
   void set_accept_stats(const engine::AcceptStats& engine_total);
   void add_generation_tokens(int64_t n);
+  void set_rank(int32_t rank, const RankFigures& f);
   // Engine thread, once per finished request (figures only for requests that emitted tokens).
   void request_finished(const engine::RequestState& r, const engine::RequestFigures& f);
 
@@ -62,6 +72,8 @@ class ServerMetrics {
       *spec_steps_;
   prometheus::Family<prometheus::Counter>* finished_;
   prometheus::Family<prometheus::Counter>* rejected_;
+  prometheus::Family<prometheus::Gauge>*rank_running_, *rank_waiting_, *rank_pages_, *rank_steps_,
+      *rank_placed_;
   int64_t drafts_seen_ = 0, accepted_seen_ = 0, steps_seen_ = 0;  // engine thread only
 };
 

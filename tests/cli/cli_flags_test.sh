@@ -119,6 +119,13 @@ good --context-length 163840 --mem-fraction-static 0.5
 good --chunked-prefill-size 1
 good --max-prefill-tokens 1 --chunked-prefill-size 1
 good --mem-fraction-static 1
+# The loader's staging chunk (issue 16): [1 MiB, 1 GiB], named with the value when outside.
+bad "load-chunk-bytes = 1000: must be in \\[1048576, 1073741824\\]" --load-chunk-bytes 1000
+bad "load-chunk-bytes = 2147483648" --load-chunk-bytes 2147483648
+bad "load-chunk-bytes.*range" --load-chunk-bytes $big
+bad "load-chunk-bytes.*not an integer" --load-chunk-bytes 64M
+good --load-chunk-bytes 1048576
+good --load-chunk-bytes 1073741824
 good --kv-cache-dtype fp8_e4m3
 good --kv-cache-dtype bfloat16
 good --speculative-algorithm EAGLE

@@ -21,7 +21,7 @@ if ! cmake --build "$build" -j "$(nproc)" >>"$out/build.log" 2>&1; then
 fi
 grep -c "warning" "$out/build.log" | xargs echo "build warnings:"
 # Which tensor-core instructions the DSA kernels compiled to (fp8 MMA for the indexer).
-for lib in paged_logits ragged_logits sparse_mla linear; do
+for lib in paged_logits ragged_logits paged_logits_topk sparse_mla linear moe_dispatch; do
   a=$(find "$build" -name "libdsa_op_${lib}_cuda.a" | head -1)
   [ -n "$a" ] && echo "$lib SASS MMA: $(cuobjdump -sass "$a" 2>/dev/null | grep -oE '[A-Z]*MMA[.A-Z0-9]*' | sort | uniq -c | tr '\n' ' ')"
 done | tee -a "$out/env.txt"

@@ -12,7 +12,7 @@
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
-#include "dsa/cuda/tensor_map.h"
+#include "dsa/kernels/common/indexer_tensor_maps.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"
 #include "dsa/kernels/paged_logits/paged_logits_wgmma.cuh"
 
@@ -20,29 +20,6 @@ namespace dsa::kernels {
 
 namespace {
 namespace detail = paged_logits_wgmma;
-
-// The pool as [num_pages][64 tokens][128 B] (pages 8448 bytes apart): one box = one page's keys.
-Status keys_map(const PagedLogitsParams& p, CUtensorMap* out) {
-  cuda::ByteTensorMap m;
-  m.base = p.pool.data;
-  m.rank = 3;
-  m.dims = {uint64_t{detail::kDim}, uint64_t{detail::kTokens}, uint64_t(p.pool.num_pages)};
-  m.strides = {uint64_t{detail::kDim}, uint64_t(p.pool.page_stride_bytes)};
-  m.box = {detail::kDim, detail::kTokens, 1};
-  return cuda::encode_tensor_map(m, out);
-}
-
-// q as [B_pad n H][128 B]: one box = 64 rows; rows past the end are zero-filled.
-Status q_map(const PagedLogitsParams& p, CUtensorMap* out) {
-  cuda::ByteTensorMap m;
-  m.base = p.q;
-  m.rank = 2;
-  m.dims = {uint64_t{detail::kDim},
-            uint64_t(p.batch_pad) * uint64_t(p.rows_per_request) * uint64_t(p.num_heads)};
-  m.strides = {uint64_t{detail::kDim}};
-  m.box = {detail::kDim, detail::kQBoxRows};
-  return cuda::encode_tensor_map(m, out);
-}
 
 template <int H>
 Status launch(const PagedLogitsParams& p, const detail::Args& a, const CUtensorMap& keys,
@@ -98,8 +75,11 @@ Status paged_logits_cuda(const PagedLogitsParams& p) {
 
   // B_pad = 0 still launches (the header check is always on, §3b), with maps of one q row.
   CUtensorMap keys{}, q{};
-  DSA_RETURN_IF_ERROR(keys_map(p, &keys));
-  if (p.batch_pad > 0) DSA_RETURN_IF_ERROR(q_map(p, &q));
+  DSA_RETURN_IF_ERROR(indexer_keys_map(p.pool, &keys));
+  if (p.batch_pad > 0) {
+    DSA_RETURN_IF_ERROR(rows_128b_map(
+        p.q, uint64_t(p.batch_pad) * uint64_t(p.rows_per_request) * uint64_t(p.num_heads), &q));
+  }
   switch (p.num_heads) {  // validate() admits only 16, 32, 64
     case 16:
       DSA_RETURN_IF_ERROR(launch<16>(p, a, keys, q, plan.bytes));

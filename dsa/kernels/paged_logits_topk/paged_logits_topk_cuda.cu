@@ -8,12 +8,13 @@
 #include <tuple>
 
 #include "dsa/core/checked_mode.h"
+#include "dsa/cuda/cluster_launch.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
-#include "dsa/cuda/tensor_map.h"
+#include "dsa/kernels/common/indexer_tensor_maps.h"
 #include "dsa/kernels/paged_logits_topk/paged_logits_topk.h"
 #include "dsa/kernels/paged_logits_topk/paged_logits_topk_kernel.cuh"
 #include "dsa/kernels/paged_logits_topk/paged_logits_topk_launch.h"
@@ -30,46 +31,17 @@ int32_t chunk_for(int32_t width, int32_t cluster) {
   return static_cast<int32_t>((per + kPageSize - 1) / kPageSize * kPageSize);
 }
 
-Status keys_map(const PagedLogitsTopkParams& p, CUtensorMap* out) {
-  cuda::ByteTensorMap m;
-  m.base = p.pool.data;
-  m.rank = 3;
-  m.dims = {uint64_t{detail::kDim}, uint64_t{detail::kTokens}, uint64_t(p.pool.num_pages)};
-  m.strides = {uint64_t{detail::kDim}, uint64_t(p.pool.page_stride_bytes)};
-  m.box = {detail::kDim, detail::kTokens, 1};
-  return cuda::encode_tensor_map(m, out);
-}
-
-Status q_map(const PagedLogitsTopkParams& p, CUtensorMap* out) {
-  cuda::ByteTensorMap m;
-  m.base = p.q;
-  m.rank = 2;
-  m.dims = {uint64_t{detail::kDim},
-            uint64_t(p.batch_pad) * uint64_t(p.rows_per_request) * uint64_t(p.num_heads)};
-  m.strides = {uint64_t{detail::kDim}};
-  m.box = {detail::kDim, detail::kQBoxRows};
-  return cuda::encode_tensor_map(m, out);
-}
-
 template <int H>
 Status launch(const detail::Args& a, const PagedLogitsTopkLaunch& l, const CUtensorMap& keys,
               const CUtensorMap& q) {
   auto* kernel = detail::paged_logits_topk_kernel<H>;
   DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<detail::paged_logits_topk_kernel<H>>(
       detail::kSmemBudget + 1024));
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(int64_t{a.batch_pad} * l.cluster));
-  config.blockDim = dim3(detail::kThreads);
-  config.dynamicSmemBytes = l.smem_bytes;
-  config.stream = cuda::current_stream();
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;  // also for C = 1: the kernel's barriers
-  attr[0].val.clusterDim.x = static_cast<unsigned>(l.cluster);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  DSA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, a, keys, q));
+  // The attribute also for C = 1: the kernel's cluster barriers need a cluster.
+  cuda::ClusterLaunchConfig launch(static_cast<unsigned>(int64_t{a.batch_pad} * l.cluster),
+                                   detail::kThreads, l.smem_bytes, cuda::current_stream(),
+                                   static_cast<unsigned>(l.cluster), true);
+  DSA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&launch.config, kernel, a, keys, q));
   return ok_status();
 }
 
@@ -82,20 +54,11 @@ template <int H>
 Status max_clusters(int32_t cluster, uint32_t smem_bytes, int32_t* out) {
   DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<detail::paged_logits_topk_kernel<H>>(
       detail::kSmemBudget + 1024));
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(cluster));
-  config.blockDim = dim3(detail::kThreads);
-  config.dynamicSmemBytes = smem_bytes;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
+  cuda::ClusterLaunchConfig launch(static_cast<unsigned>(cluster), detail::kThreads, smem_bytes,
+                                   nullptr, static_cast<unsigned>(cluster), true);
   int count = 0;
   DSA_CUDA_RETURN_IF_ERROR(
-      cudaOccupancyMaxActiveClusters(&count, detail::paged_logits_topk_kernel<H>, &config));
+      cudaOccupancyMaxActiveClusters(&count, detail::paged_logits_topk_kernel<H>, &launch.config));
   *out = count;
   return ok_status();
 }
@@ -222,8 +185,9 @@ Status paged_logits_topk_cuda(const PagedLogitsTopkParams& p) {
   a.off_ids = s.off_ids;
 
   CUtensorMap keys{}, q{};
-  DSA_RETURN_IF_ERROR(keys_map(p, &keys));
-  DSA_RETURN_IF_ERROR(q_map(p, &q));
+  DSA_RETURN_IF_ERROR(indexer_keys_map(p.pool, &keys));
+  DSA_RETURN_IF_ERROR(rows_128b_map(
+      p.q, uint64_t(p.batch_pad) * uint64_t(p.rows_per_request) * uint64_t(p.num_heads), &q));
   switch (p.num_heads) {  // validate() admits only 16, 32, 64
     case 16:
       DSA_RETURN_IF_ERROR(launch<16>(a, l, keys, q));

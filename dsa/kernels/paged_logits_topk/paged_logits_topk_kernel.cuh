@@ -354,6 +354,24 @@ __device__ __forceinline__ int32_t slot_of(const Smem& sm, const Request& r, int
   return sm.ids[i / kPageSize] * kPageSize + (r.first + i) % kPageSize;
 }
 
+// Selection thread tid's share of row j in this CTA: a contiguous segment [s0, s1) of the CTA's
+// positions of odd length (so the threads' reads fall on distinct banks); `all` for a row of
+// len <= K, which takes every position.
+struct Segment {
+  int32_t s0, s1;
+  bool all;
+};
+__device__ __forceinline__ Segment segment(const Args& a, const Request& r, int32_t j, int tid) {
+  const int32_t len = r.len[j];
+  const int32_t mine = min(max(len - r.first, 0), a.chunk);
+  const int32_t seg = ((mine + kSelectThreads - 1) / kSelectThreads) | 1;
+  Segment g;
+  g.s0 = min(tid * seg, mine);
+  g.s1 = min(g.s0 + seg, mine);
+  g.all = len <= a.k;
+  return g;
+}
+
 __device__ void select_rows(const Args& a, const Smem& sm, const Request& r, RowState* state,
                             uint32_t* warp_sums) {
   const int tid = threadIdx.x - 128;
@@ -426,19 +444,14 @@ __device__ void select_rows(const Args& a, const Smem& sm, const Request& r, Row
         select_sync();
       }
     }
-    // Counts in position order: thread t owns a contiguous segment of odd length (so the
-    // threads' reads fall on distinct banks).
+    // Counts in position order, over each thread's segment.
     for (int32_t jj = 0; jj < nb; ++jj) {
-      const int32_t j = j0 + jj;
-      const int32_t len = r.len[j];
-      const int32_t mine = min(max(len - r.first, 0), a.chunk);
-      const int32_t seg = ((mine + kSelectThreads - 1) / kSelectThreads) | 1;
-      const int32_t s0 = min(tid * seg, mine), s1 = min(s0 + seg, mine);
-      const bool all = len <= K;
+      const Segment g = segment(a, r, j0 + jj, tid);
       const uint32_t T = state[jj].prefix;
-      const float* row = sm.logits + size_t(j) * a.row_stride;
+      const float* row = sm.logits + size_t(j0 + jj) * a.row_stride;
+      const bool all = g.all;
       uint32_t win = 0, tie = 0;
-      for (int32_t i = s0; i < s1; ++i) {
+      for (int32_t i = g.s0; i < g.s1; ++i) {
         const uint32_t key = order_key(row[i]);
         win += all || key > T;
         tie += !all && key == T;
@@ -457,10 +470,8 @@ __device__ void select_rows(const Args& a, const Smem& sm, const Request& r, Row
     for (int32_t jj = 0; jj < nb; ++jj) {
       const int32_t j = j0 + jj;
       const int32_t len = r.len[j];
-      const int32_t mine = min(max(len - r.first, 0), a.chunk);
-      const int32_t seg = ((mine + kSelectThreads - 1) / kSelectThreads) | 1;
-      const int32_t s0 = min(tid * seg, mine), s1 = min(s0 + seg, mine);
-      const bool all = len <= K;
+      const Segment g = segment(a, r, j, tid);
+      const bool all = g.all;
       const uint32_t T = state[jj].prefix;
       const int32_t need = all ? 0 : state[jj].need;
       uint32_t base_w = 0, base_t = 0;
@@ -473,7 +484,7 @@ __device__ void select_rows(const Args& a, const Smem& sm, const Request& r, Row
       uint32_t win = base_w + (before & 0xffffu), tie = base_t + (before >> 16);
       int32_t* out = a.idx + (int64_t{r.b} * a.n + j) * K;
       const float* row = sm.logits + size_t(j) * a.row_stride;
-      for (int32_t i = s0; i < s1; ++i) {
+      for (int32_t i = g.s0; i < g.s1; ++i) {
         const uint32_t key = order_key(row[i]);
         if (all || key > T) {
           out[win++] = slot_of(sm, r, i);

@@ -14,6 +14,7 @@
 #include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/cuda/tensor_map.h"
+#include "dsa/kernels/common/indexer_tensor_maps.h"
 #include "dsa/kernels/ragged_logits/ragged_logits.h"
 #include "dsa/kernels/ragged_logits/ragged_logits_launch.h"
 #include "dsa/kernels/ragged_logits/ragged_logits_wgmma.cuh"
@@ -24,17 +25,6 @@ namespace {
 namespace detail = ragged_logits_wgmma;
 constexpr const char* kOp = "ragged_logits_cuda";
 
-// The gathered keys as [S][128 B]: one box = 64 keys; keys past S are zero-filled.
-Status keys_map(const RaggedLogitsParams& p, CUtensorMap* out) {
-  cuda::ByteTensorMap m;
-  m.base = p.k8;
-  m.rank = 2;
-  m.dims = {uint64_t{detail::kDim}, uint64_t(p.num_keys)};
-  m.strides = {uint64_t{detail::kDim}};
-  m.box = {detail::kDim, detail::kTokens};
-  return cuda::encode_tensor_map(m, out);
-}
-
 // The key scales as S * 4 bytes: one box = 64 scales.
 Status scales_map(const RaggedLogitsParams& p, CUtensorMap* out) {
   cuda::ByteTensorMap m;
@@ -43,17 +33,6 @@ Status scales_map(const RaggedLogitsParams& p, CUtensorMap* out) {
   m.dims = {uint64_t(p.num_keys) * 4};
   m.box = {detail::kScaleTileBytes};
   m.swizzle_128b = false;
-  return cuda::encode_tensor_map(m, out);
-}
-
-// q as [T H][128 B]: one box = 64 rows; rows past the end are zero-filled.
-Status q_map(const RaggedLogitsParams& p, CUtensorMap* out) {
-  cuda::ByteTensorMap m;
-  m.base = p.q;
-  m.rank = 2;
-  m.dims = {uint64_t{detail::kDim}, uint64_t(p.num_tokens) * uint64_t(p.num_heads)};
-  m.strides = {uint64_t{detail::kDim}};
-  m.box = {detail::kDim, detail::kQBoxRows};
   return cuda::encode_tensor_map(m, out);
 }
 
@@ -126,10 +105,10 @@ Status ragged_logits_cuda(const RaggedLogitsParams& p) {
 
   CUtensorMap keys{}, scales{}, q{};
   if (p.num_keys > 0) {  // no keys: every row is empty and the kernel only checks the ranges
-    DSA_RETURN_IF_ERROR(keys_map(p, &keys));
+    DSA_RETURN_IF_ERROR(rows_128b_map(p.k8, uint64_t(p.num_keys), &keys));
     DSA_RETURN_IF_ERROR(scales_map(p, &scales));
   }
-  DSA_RETURN_IF_ERROR(q_map(p, &q));
+  DSA_RETURN_IF_ERROR(rows_128b_map(p.q, uint64_t(p.num_tokens) * uint64_t(p.num_heads), &q));
   const RaggedLogitsGrid g = ragged_logits_grid(p.num_tokens, p.num_keys, p.num_heads, sms);
   const dim3 grid(static_cast<unsigned>(g.row_groups), static_cast<unsigned>(g.slices));
   switch (p.num_heads) {  // validate() admits only 16, 32, 64

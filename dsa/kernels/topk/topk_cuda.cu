@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "dsa/core/checked_mode.h"
+#include "dsa/cuda/cluster_launch.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
@@ -33,19 +34,9 @@ Status launch(void (*kernel)(KernelArgs), const KernelArgs& args, int32_t rows, 
   if (blocks > INT32_MAX) {
     return invalid_argument("topk_cuda: rows * cluster size exceeds the grid limit");
   }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = cuda::current_stream();
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.attrs = attr;
-  config.numAttrs = cluster > 1 ? 1 : 0;
-  DSA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, args));
+  cuda::ClusterLaunchConfig launch(static_cast<unsigned>(blocks), kThreads, smem_bytes,
+                                   cuda::current_stream(), static_cast<unsigned>(cluster));
+  DSA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&launch.config, kernel, args));
   return ok_status();
 }
 template <TopkVariant V>

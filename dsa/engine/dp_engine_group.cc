@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <exception>
 #include <thread>
 
 #include "dsa/engine/dp_placement.h"
@@ -111,7 +112,17 @@ Status DpEngineGroup::on_every_rank(const std::function<Status(int32_t)>& body) 
   std::vector<Status> status(engines_.size());
   std::vector<std::thread> threads;
   for (int32_t r = 0; r < world_size(); ++r) {
-    threads.emplace_back([r, &status, &body] { status[size_t(r)] = body(r); });
+    // An exception must not escape a rank's thread (std::terminate would take the server down):
+    // it becomes that rank's Status, as a throwing step is on the engine loop's own thread.
+    threads.emplace_back([r, &status, &body] {
+      try {
+        status[size_t(r)] = body(r);
+      } catch (const std::exception& e) {
+        status[size_t(r)] = internal_error(fmt::format("step threw: {}", e.what()));
+      } catch (...) {
+        status[size_t(r)] = internal_error("step threw a non-standard exception");
+      }
+    });
   }
   for (std::thread& t : threads) t.join();
   // The rank that failed first explains it; the others then time out in a collective.

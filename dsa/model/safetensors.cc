@@ -98,8 +98,9 @@ StatusOr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& pat
   MappingGuard guard(map, file_size);
   StatusOr<SafetensorsFile> parsed = from_mapping(path, map, file_size);
   if (!parsed.ok()) {
+    guard = MappingGuard();  // from_mapping has unmapped the range: stop guarding it at once
     ::close(fd);
-    return parsed.status();  // from_mapping has unmapped it; `guard` is dropped right after
+    return parsed.status();
   }
   SafetensorsFile f = std::move(*parsed);
   f.file_backed_ = true;

@@ -50,7 +50,11 @@ inline constexpr int kMaxRows = 8;
 inline constexpr int kMaxCluster = 8;
 inline constexpr int kBins = 2048;  // 11-bit radix digits
 inline constexpr int kHistBytes = kBins * 4;
-inline constexpr int kMinStages = 2;  // the key ring doubles as 2 x `stages` row histograms
+// Consumer c takes items c, c + 3, ...: with fewer stages than consumers a consumer would wait on a
+// stage whose earlier item is not yet issued (its parity wait passes on a stale phase) and the
+// producer's third end marker would wait for an `empty` arrival no end marker gets (a hang).
+// The key ring also doubles as 2 x `stages` row histograms.
+inline constexpr int kMinStages = kConsumers;
 inline constexpr int kMaxStages = 16;
 inline constexpr int kRowPad =
     8;  // floats between row buffers: the epilogue's rows on distinct banks

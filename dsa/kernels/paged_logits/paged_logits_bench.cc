@@ -33,6 +33,7 @@
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/logits_schedule/logits_schedule.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"
+#include "dsa/testing/cold_indexer_pool.h"
 
 namespace {
 
@@ -42,16 +43,6 @@ using namespace dsa::kernels;  // NOLINT
 constexpr int32_t kHeads = 64, kDim = 128;
 
 using SplitMix = SplitMix64;
-
-// Random e4m3 codes with bit 6 clear: |v| < 2, never NaN (0x7F / 0xFF have bit 6 set).
-void fill_codes(SplitMix& rng, uint8_t* p, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const uint64_t v = rng.next() & 0xBFBFBFBFBFBFBFBFull;
-    std::memcpy(p + i, &v, 8);
-  }
-  for (; i < n; ++i) p[i] = uint8_t(rng.next()) & 0xBF;
-}
 
 template <class T>
 StatusOr<cuda::DeviceBuffer<T>> upload(const std::vector<T>& v) {
@@ -71,7 +62,7 @@ Status run(int iters) {
   std::vector<uint8_t> pool_host(size_t(max_pages) * kPageSize * (kDim + 4), 0);
   for (int32_t page = 1; page < max_pages; ++page) {
     uint8_t* base = pool_host.data() + size_t(page) * kPageSize * (kDim + 4);
-    fill_codes(rng, base, size_t(kPageSize) * kDim);
+    testing::fill_bench_codes(rng, base, size_t(kPageSize) * kDim);
     for (int32_t o = 0; o < kPageSize; ++o) {
       const float scale = 1.f / float(1 << (rng.next() % 8));
       std::memcpy(base + kPageSize * kDim + 4 * o, &scale, 4);
@@ -99,7 +90,7 @@ Status run(int iters) {
           for (int32_t j = 0; j < n; ++j) row_len[size_t(b * n + j)] = L - n + j + 1;
         }
         std::vector<uint8_t> q(size_t(rows) * kHeads * kDim);
-        fill_codes(rng, q.data(), q.size());
+        testing::fill_bench_codes(rng, q.data(), q.size());
         std::vector<float> w(size_t(rows) * kHeads);
         for (auto& v : w) v = float(int64_t(rng.next() % 2001) - 1000) * 1e-4f;
         std::vector<int32_t> schedule(size_t(logits_schedule_words(G)));
@@ -181,46 +172,21 @@ Status run_peer_shape(const cuda::ShapeArg& shape, int iters) {
   const double touched = double(B) * W * page_bytes + double(rows) * kHeads * (kDim + 4) +
                          4.0 * B * W + 4.0 * rows * L;
   DSA_ASSIGN_OR_RETURN(const int copies, cuda::cold_copies(touched));
-  const int64_t pages = int64_t{copies} * B * W + 1;
-  if (pages > INT32_MAX / kPageSize) return invalid_argument("paged_logits peer shape too large");
-
-  // Random pages: a template of up to 4096 pages filled on the host, repeated over the pool on the
-  // device (values may repeat across copies; addresses, which is what L2 sees, do not).
+  // Scattered random pages and their page table (testing/cold_indexer_pool.h).
   SplitMix rng{42};
-  const int64_t tmpl_pages = std::min<int64_t>(pages - 1, 4096);
-  std::vector<uint8_t> tmpl(size_t(tmpl_pages * page_bytes));
-  for (int64_t page = 0; page < tmpl_pages; ++page) {
-    uint8_t* base = tmpl.data() + page * page_bytes;
-    fill_codes(rng, base, size_t(kPageSize) * kDim);
-    for (int32_t o = 0; o < kPageSize; ++o) {
-      const float scale = 1.f / float(1 << (rng.next() % 8));
-      std::memcpy(base + kPageSize * kDim + 4 * o, &scale, 4);
-    }
-  }
-  DSA_ASSIGN_OR_RETURN(auto pool, cuda::DeviceBuffer<uint8_t>::alloc(size_t(pages * page_bytes)));
-  DSA_CUDA_RETURN_IF_ERROR(cudaMemset(pool.data(), 0, size_t(page_bytes)));
-  DSA_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(pool.data() + page_bytes, tmpl.data(), tmpl.size(), cudaMemcpyHostToDevice));
-  DSA_RETURN_IF_ERROR(cuda::fill_pool_by_doubling(pool.data(), pages, page_bytes, tmpl_pages));
-  tmpl = {};
-
-  // Page table: row 0 reserved, then copy c's request b at row 1 + c B + b; pages of (c, b, i)
-  // from a random permutation of [1, pages), so every copy's pages are disjoint and scattered.
-  std::vector<int32_t> perm(size_t(pages - 1));
-  for (size_t i = 0; i < perm.size(); ++i) perm[i] = int32_t(i + 1);
-  for (size_t i = perm.size() - 1; i > 0; --i) std::swap(perm[i], perm[rng.next() % (i + 1)]);
-  const int32_t table_rows = copies * B + 1;
-  std::vector<int32_t> table(size_t(table_rows) * W, 0);
-  for (size_t r = 1; r < size_t(table_rows); ++r)
-    for (int32_t i = 0; i < W; ++i) table[r * W + size_t(i)] = perm[(r - 1) * W + size_t(i)];
-  perm = {};
+  DSA_ASSIGN_OR_RETURN(testing::ColdIndexerPool cold,
+                       testing::make_cold_indexer_pool(rng, copies, B, W));
+  cuda::DeviceBuffer<uint8_t>& pool = cold.pool;
+  const std::vector<int32_t>& table = cold.table;
+  const int64_t pages = cold.pages;
+  const int32_t table_rows = cold.table_rows;
   std::vector<int32_t> req_slot(size_t(copies) * B);
   for (size_t i = 0; i < req_slot.size(); ++i) req_slot[i] = int32_t(i + 1);
   std::vector<int32_t> row_len(static_cast<size_t>(rows));
   for (int32_t b = 0; b < B; ++b)
     for (int32_t j = 0; j < n; ++j) row_len[size_t(b * n + j)] = L - n + j + 1;
   std::vector<uint8_t> q(size_t(rows) * kHeads * kDim);
-  fill_codes(rng, q.data(), q.size());
+  testing::fill_bench_codes(rng, q.data(), q.size());
   std::vector<float> w(size_t(rows) * kHeads);
   for (auto& v : w) v = float(int64_t(rng.next() % 2001) - 1000) * 1e-4f;
 

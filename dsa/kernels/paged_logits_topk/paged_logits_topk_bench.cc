@@ -32,6 +32,7 @@
 #include "dsa/kernels/paged_logits_topk/paged_logits_topk.h"
 #include "dsa/kernels/paged_logits_topk/paged_logits_topk_launch.h"
 #include "dsa/kernels/topk/topk.h"
+#include "dsa/testing/cold_indexer_pool.h"
 
 namespace {
 
@@ -39,11 +40,6 @@ using namespace dsa;           // NOLINT: a benchmark main
 using namespace dsa::kernels;  // NOLINT
 
 constexpr int32_t kHeads = 64, kDim = 128, kK = 2048;
-
-// Random e4m3 codes with bit 6 clear: |v| < 2, never NaN.
-void fill_codes(SplitMix64& rng, uint8_t* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) p[i] = uint8_t(rng.next()) & 0xBF;
-}
 
 template <class T>
 StatusOr<cuda::DeviceBuffer<T>> upload(const std::vector<T>& v) {
@@ -67,36 +63,13 @@ Status run_shape(const cuda::ShapeArg& shape, int iters) {
   const double touched = double(B) * W * page_bytes + double(rows) * kHeads * (kDim + 4) +
                          4.0 * B * W + 8.0 * rows * L;
   DSA_ASSIGN_OR_RETURN(const int copies, cuda::cold_copies(touched));
-  const int64_t pages = int64_t{copies} * B * W + 1;
-  if (pages > INT32_MAX / kPageSize) return invalid_argument("shape too large");
-
+  // Scattered random pages and their page table, as paged_logits_bench builds them.
   SplitMix64 rng{42};
-  const int64_t tmpl_pages = std::min<int64_t>(pages - 1, 4096);
-  std::vector<uint8_t> tmpl(size_t(tmpl_pages * page_bytes));
-  for (int64_t page = 0; page < tmpl_pages; ++page) {
-    uint8_t* base = tmpl.data() + page * page_bytes;
-    fill_codes(rng, base, size_t(kPageSize) * kDim);
-    for (int32_t o = 0; o < kPageSize; ++o) {
-      const float scale = 1.f / float(1 << (rng.next() % 8));
-      std::memcpy(base + kPageSize * kDim + 4 * o, &scale, 4);
-    }
-  }
-  DSA_ASSIGN_OR_RETURN(auto pool, cuda::DeviceBuffer<uint8_t>::alloc(size_t(pages * page_bytes)));
-  DSA_CUDA_RETURN_IF_ERROR(cudaMemset(pool.data(), 0, size_t(page_bytes)));
-  DSA_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(pool.data() + page_bytes, tmpl.data(), tmpl.size(), cudaMemcpyHostToDevice));
-  DSA_RETURN_IF_ERROR(cuda::fill_pool_by_doubling(pool.data(), pages, page_bytes, tmpl_pages));
-  tmpl = {};
-
-  // Row 0 reserved; copy c's request b at row 1 + c B + b, its pages a random permutation.
-  std::vector<int32_t> perm(size_t(pages - 1));
-  for (size_t i = 0; i < perm.size(); ++i) perm[i] = int32_t(i + 1);
-  for (size_t i = perm.size() - 1; i > 0; --i) std::swap(perm[i], perm[rng.next() % (i + 1)]);
-  const int32_t table_rows = copies * B + 1;
-  std::vector<int32_t> table(size_t(table_rows) * W, 0);
-  for (size_t r = 1; r < size_t(table_rows); ++r)
-    for (int32_t i = 0; i < W; ++i) table[r * W + size_t(i)] = perm[(r - 1) * W + size_t(i)];
-  perm = {};
+  DSA_ASSIGN_OR_RETURN(testing::ColdIndexerPool cold,
+                       testing::make_cold_indexer_pool(rng, copies, B, W));
+  const std::vector<int32_t>& table = cold.table;
+  const int64_t pages = cold.pages;
+  const int32_t table_rows = cold.table_rows;
   std::vector<int32_t> req_slot(size_t(copies) * B), row_page(size_t(copies) * rows);
   for (size_t i = 0; i < req_slot.size(); ++i) req_slot[i] = int32_t(i + 1);
   for (size_t r = 0; r < row_page.size(); ++r) row_page[r] = int32_t(r / size_t(n) + 1);
@@ -104,7 +77,7 @@ Status run_shape(const cuda::ShapeArg& shape, int iters) {
   for (int32_t b = 0; b < B; ++b)
     for (int32_t j = 0; j < n; ++j) row_len[size_t(b * n + j)] = std::max(L - n + j + 1, 0);
   std::vector<uint8_t> q(size_t(copies) * rows * kHeads * kDim);
-  fill_codes(rng, q.data(), q.size());
+  testing::fill_bench_codes(rng, q.data(), q.size());
   std::vector<float> w(size_t(copies) * rows * kHeads);
   for (auto& v : w) v = float(int64_t(rng.next() % 2001) - 1000) * 1e-4f;
   std::vector<int32_t> schedule(size_t(logits_schedule_words(G)));
@@ -134,7 +107,7 @@ Status run_shape(const cuda::ShapeArg& shape, int iters) {
     p.row_len = d_len.data();
     p.req_slot = d_slot.data() + c * B;
     p.page_table = pt;
-    p.pool.data = pool.data();
+    p.pool.data = cold.pool.data();
     p.pool.num_pages = int32_t(pages);
     p.schedule = d_sched.data();
     p.schedule_words = int32_t(schedule.size());

@@ -41,13 +41,14 @@ int64_t logits_ld(const PagedLogitsTopkParams& p) {
 }  // namespace
 
 Status validate(const PagedLogitsTopkParams& p) {
-  // The logits half is paged_logits' own validation (with a stand-in schedule and output).
-  const int32_t words = logits_schedule_words(1);
-  std::vector<int32_t> schedule_stub(static_cast<size_t>(words), 0);
+  // The logits half is paged_logits' own validation, with a stand-in schedule (10 + 2 x 2
+  // words for one consumer; only its size is checked) and output, on the stack: the CUDA op
+  // validates on every launch.
+  int32_t schedule_stub[14] = {};
   float logits_stub = 0.f;
-  PagedLogitsParams l = logits_params(p, schedule_stub.data(), words, &logits_stub,
-                                      p.page_table.width >= 1 ? logits_ld(p) : 0);
-  l.logits_rows = int64_t{p.batch_pad} * p.rows_per_request;
+  const PagedLogitsParams l =
+      logits_params(p, schedule_stub, logits_schedule_words(1), &logits_stub,
+                    p.page_table.width >= 1 ? logits_ld(p) : 0);
   DSA_RETURN_IF_ERROR(validate(l));
   if (p.k < kMinTopk || p.k > 2048 || p.k % kTopkMultiple != 0) {
     return field_error(StatusCode::kInvalidArgument, kOp, "k", p.k,

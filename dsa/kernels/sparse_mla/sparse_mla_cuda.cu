@@ -14,13 +14,14 @@
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/sparse_mla/sparse_mla.h"
 #include "dsa/kernels/sparse_mla/sparse_mla_kernel.cuh"
+#include "dsa/kernels/sparse_mla/sparse_mla_wgmma.cuh"
 
 namespace dsa::kernels {
 
 namespace {
 using sparse_mla_cuda::MlaKernelArgs;
 
-// Splits for decode: as many as fill one wave of CTAs (one CTA per SM: the kernel takes 226 KB of
+// Splits for decode: as many as fill one wave of CTAs (one CTA per SM: the kernel takes 227 KB of
 // shared memory), at most one per 64-key tile, and no more than the workspace holds.
 StatusOr<int32_t> choose_splits(const SparseMlaDecodeParams& p) {
   if (p.num_splits != 0) return p.num_splits;
@@ -38,17 +39,17 @@ StatusOr<int32_t> choose_splits(const SparseMlaDecodeParams& p) {
 // word) the word is collected, synchronously, after the last launch.
 template <LatentFormat kFormat>
 Status launch(const MlaKernelArgs& args, std::string_view op) {
-  constexpr auto kernel = sparse_mla_cuda::sparse_mla_kernel<kFormat>;
-  DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<kernel>(sparse_mla_cuda::kSmemBytes));
+  constexpr auto kernel = sparse_mla_cuda::sparse_mla_wgmma_kernel<kFormat>;
+  constexpr int kSmem = sparse_mla_cuda::wg::kSmemBytes;
+  DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<kernel>(kSmem));
   const bool checked = args.err != nullptr;
-  const dim3 grid(static_cast<uint32_t>(args.rows),
-                  static_cast<uint32_t>((args.heads + sparse_mla_cuda::kHeadsPerCta - 1) /
-                                        sparse_mla_cuda::kHeadsPerCta),
+  const int64_t head_blocks =
+      (args.heads + sparse_mla_cuda::kHeadsPerCta - 1) / sparse_mla_cuda::kHeadsPerCta;
+  const dim3 grid(static_cast<uint32_t>(int64_t{args.rows} * head_blocks), 1,
                   static_cast<uint32_t>(args.num_splits));
-  kernel<<<grid, sparse_mla_cuda::kThreads, sparse_mla_cuda::kSmemBytes, cuda::current_stream()>>>(
-      args);
-  if (args.num_splits <= 1) return cuda::end_launch("sparse_mla_kernel", checked, op);
-  DSA_RETURN_IF_ERROR(cuda::launch_error("sparse_mla_kernel"));
+  kernel<<<grid, sparse_mla_cuda::wg::kThreads, kSmem, cuda::current_stream()>>>(args);
+  if (args.num_splits <= 1) return cuda::end_launch("sparse_mla_wgmma_kernel", checked, op);
+  DSA_RETURN_IF_ERROR(cuda::launch_error("sparse_mla_wgmma_kernel"));
   const int64_t blocks = int64_t{args.rows} * args.heads;
   sparse_mla_cuda::
       sparse_mla_combine_kernel<<<static_cast<uint32_t>(blocks), 128, 0, cuda::current_stream()>>>(

@@ -277,6 +277,48 @@ TEST(SparseMlaDecodeCuda, V32ShapesBothFormats) {
   }
 }
 
+// Scales a FP8-656 slot's four tile scales by 2^e (still powers of two): the dequantised row
+// grows or shrinks exactly, and the reference reads the same bytes.
+void scale_fp8_slot(DecodeCase& c, int32_t slot, int e) {
+  uint8_t* row = c.pool.bytes().data() + int64_t{slot} * kFp8LatentBytes;
+  for (int tile = 0; tile < 4; ++tile) {
+    float scale;
+    std::memcpy(&scale, row + kLatentDim + 4 * tile, 4);
+    scale = std::ldexp(scale, e);
+    std::memcpy(row + kLatentDim + 4 * tile, &scale, 4);
+  }
+}
+
+// The rows of one MTP request select the same keys (another order, duplicates within a row),
+// next to rows with K, K - 1, 1 and 0 valid slots and -1 scattered; FP8 slots with extreme
+// power-of-two scales; every split count from 1 to past the row's tile count.
+TEST(SparseMlaDecodeCuda, SharedSelectionsValidCountsExtremeScalesEverySplit) {
+  DSA_SKIP_WITHOUT_GPU();
+  for (LatentFormat f : {LatentFormat::kFp8_656, LatentFormat::kBf16}) {
+    Rng rng(testing::test_seed() + 31 + int(f));
+    const int32_t num_pages = 12, topk = 256;
+    DecodeCase c(num_pages, f, 8, 128, topk, rng);
+    std::vector<int32_t> perm = rng.permutation(kPageSize, num_pages * kPageSize);
+    perm.resize(topk);
+    if (f == LatentFormat::kFp8_656) {
+      for (int32_t i = 0; i < 16; ++i) scale_fp8_slot(c, perm[i], i % 2 == 0 ? 16 : -40);
+    }
+    std::vector<int32_t> shuffled = perm;
+    std::copy(perm.begin(), perm.end(), c.row_indices(0));  // K valid
+    std::copy(perm.begin(), perm.end(), c.row_indices(1));  // K - 1 valid
+    c.row_indices(1)[rng.randint(0, topk - 1)] = -1;
+    c.row_indices(2)[rng.randint(0, topk - 1)] = perm[7];  // 1 valid
+    // row 3: 0 valid (all -1, topk_len K)
+    std::shuffle(shuffled.begin(), shuffled.end(), rng.engine());
+    std::copy(shuffled.begin(), shuffled.end(), c.row_indices(4));         // row 0's set, reordered
+    for (int32_t i = 0; i < topk; ++i) c.row_indices(5)[i] = perm[i / 2];  // duplicates
+    for (int32_t i = 0; i < topk; ++i) c.row_indices(6)[i] = rng.randint(0, 1) ? -1 : perm[i];
+    std::copy(perm.begin(), perm.end(), c.row_indices(7));
+    c.topk_len[7] = topk - 1;
+    check_decode_paths(c, "shared fmt " + std::to_string(int(f)), {2, 3, 4, 5, 8});
+  }
+}
+
 // Rows >= SMs / 2: the auto path does not split; results still match.
 TEST(SparseMlaDecodeCuda, ManyRowsNoSplit) {
   DSA_SKIP_WITHOUT_GPU();

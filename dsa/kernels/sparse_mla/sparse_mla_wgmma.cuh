@@ -3,11 +3,12 @@
 // One CTA = one query row r, a block of 64 heads [h0, h0 + 64) (heads >= H are zero rows of Q) and
 // one split's range of 64-key tiles of the row's index list. 384 threads in three warpgroups:
 //   producers (warpgroup 0): gather the tile's 64 selected latent rows into one of two
-//     bf16 key tiles: bf16 cache rows by cp.async straight into the tile; FP8-656 rows loaded into
-//     registers (8 rows per warp in flight at once), dequantised exactly (e4m3 * 2^e is a
-//     bf16) and stored, their bf16 RoPE part by cp.async. Invalid keys are zero rows (never read
-//     from memory) and flagged, so the consumers mask them to -inf. The tile's completion is an
-//     mbarrier phase ("full"); the consumers hand the tile back through another ("empty").
+//     bf16 key tiles: bf16 cache rows by cp.async straight into the tile; FP8-656 rows by cp.async
+//     into a staging area inside the tile (the whole tile in flight at once), then dequantised in
+//     place, exactly (e4m3 * 2^e is a bf16), their bf16 RoPE part by cp.async. Invalid keys are
+//     zero rows (never read from memory) and flagged, so the consumers mask them to -inf. The
+//     tile's completion is an mbarrier phase ("full"); the consumers hand the tile back through
+//     another ("empty").
 //   consumers (warpgroups 1, 2): consumer c computes, per tile,
 //     S_c[64 h, 32 keys] = Q[64, 576] . K[keys 32c .. 32c + 31, 576]^T   (wgmma m64n32k16, 36
 //     steps) the online softmax in the log2 domain (row maxima exchanged between the two consumers
@@ -70,7 +71,6 @@ inline constexpr int kBarOff = kValidOff + 2 * kTileKeys;
 // + 1008: the dynamic base (16-byte aligned) is aligned up to the 1024 bytes of the swizzle atom.
 inline constexpr int kSmemBytes = kBarOff + 4 * 8 + 1008;
 static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 shared memory per block");
-inline constexpr int kFp8Batch = 8;  // FP8 rows a producer lane holds in flight
 static_assert(kTileKeys % kProducerWarps == 0 && kKeysPerProducerWarp == 16);
 
 // Byte offset of 16-byte chunk `chunk` (of 72 per 576-wide row) of row `row` in a tile.
@@ -94,17 +94,8 @@ __device__ __forceinline__ uint64_t mnmajor_sw128_desc(uint32_t addr) {
 __device__ __forceinline__ void consumer_sync(int id) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kConsumerThreads) : "memory");
 }
-
-// Key `row` of list position `pos`: its index if it is attended, else -1 (reporting a bad index
-// in checked mode).
-__device__ __forceinline__ int32_t attended_index(const MlaKernelArgs& a, int32_t r, int32_t len,
-                                                  int32_t pos, bool report) {
-  const int32_t idx = pos < len ? __ldg(a.indices + int64_t{r} * a.topk + pos) : -1;
-  const bool ok = idx >= a.lo && idx < a.hi;
-  if (!ok && idx != -1 && report) {
-    report_device_error(a.err, StatusCode::kOutOfRange, cuda::OpId::kSparseMla, r, idx);
-  }
-  return ok ? idx : -1;
+__device__ __forceinline__ void producer_sync() {
+  asm volatile("bar.sync 3, %0;\n" ::"n"(kProducerThreads) : "memory");
 }
 
 // Sixteen e4m3 values times 2^e into sixteen bf16 (exact), as two 16-byte chunks.
@@ -124,70 +115,121 @@ __device__ __forceinline__ void dequant16(uint4 raw, float scale, uint4& lo, uin
   hi = make_uint4(packed[4], packed[5], packed[6], packed[7]);
 }
 
-// One producer warp's 16 keys of tile t into `tile`, their flags into `valid`.
-template <LatentFormat kFormat>
-__device__ __forceinline__ void produce_keys(const MlaKernelArgs& a, int32_t r, int32_t len, int t,
-                                             int pw, int lane, uint8_t* tile, uint8_t* valid) {
-  const int key0 = pw * kKeysPerProducerWarp;
+// The list entries one producer thread reads for a tile, loaded a tile ahead (their latency then
+// hides behind the current tile's copies): the key of each copy pass (16 keys per pass, 8
+// threads per key: key pass * 16 + ptid / 8) and, for FP8, the key it dequantises (ptid & 63).
+struct TileIndices {
+  int32_t pass[kTileKeys / 16];
+  int32_t own;
+};
+
+__device__ __forceinline__ int32_t list_entry(const MlaKernelArgs& a, int32_t r, int32_t len,
+                                              int32_t pos) {
+  return pos < len ? __ldg(a.indices + int64_t{r} * a.topk + pos) : -1;
+}
+
+__device__ __forceinline__ TileIndices load_tile_indices(const MlaKernelArgs& a, int32_t r,
+                                                         int32_t len, int t, int ptid) {
+  TileIndices ix;
+#pragma unroll
+  for (int p = 0; p < kTileKeys / 16; ++p) {
+    ix.pass[p] = list_entry(a, r, len, t * kTileKeys + p * 16 + (ptid >> 3));
+  }
+  ix.own = list_entry(a, r, len, t * kTileKeys + (ptid & (kTileKeys - 1)));
+  return ix;
+}
+
+// An entry if it is attended, else -1; an entry that is neither -1 nor a valid row is reported
+// (checked mode) by the thread that passes `report`.
+__device__ __forceinline__ int32_t attended(const MlaKernelArgs& a, int32_t r, int32_t idx,
+                                            bool report) {
+  const bool ok = idx >= a.lo && idx < a.hi;
+  if (!ok && idx != -1 && report) {
+    report_device_error(a.err, StatusCode::kOutOfRange, cuda::OpId::kSparseMla, r, idx);
+  }
+  return ok ? idx : -1;
+}
+
+// bf16 cache: the tile's 64 rows by cp.async straight into `tile` (8 threads per row, 128
+// contiguous bytes per copy instruction), their flags into `valid`.
+__device__ __forceinline__ void produce_bf16(const MlaKernelArgs& a, int32_t r,
+                                             const TileIndices& ix, int ptid, uint8_t* tile,
+                                             uint8_t* valid) {
   const uint32_t base = hopper::smem_u32(tile);
-  // Zero-filled copies still need a mapped source address: q is one.
-  const uint8_t* dummy = reinterpret_cast<const uint8_t*>(a.q);
-  if constexpr (kFormat == LatentFormat::kBf16) {
-    // 4 keys per pass, 8 lanes per key row (128 contiguous bytes per copy instruction).
+  const uint8_t* dummy = reinterpret_cast<const uint8_t*>(a.q);  // mapped, for zero-fills
 #pragma unroll
-    for (int pass = 0; pass < kKeysPerProducerWarp / 4; ++pass) {
-      const int key = key0 + pass * 4 + (lane >> 3);
-      const int32_t idx =
-          attended_index(a, r, len, t * kTileKeys + key, /*report=*/(lane & 7) == 0);
-      if ((lane & 7) == 0) valid[key] = idx >= 0;
-      const uint8_t* src = idx >= 0 ? a.kv + int64_t{idx} * kBf16LatentBytes : dummy;
+  for (int p = 0; p < kTileKeys / 16; ++p) {
+    const int key = p * 16 + (ptid >> 3);
+    const int32_t idx = attended(a, r, ix.pass[p], /*report=*/(ptid & 7) == 0);
+    if ((ptid & 7) == 0) valid[key] = idx >= 0;
+    const uint8_t* src = idx >= 0 ? a.kv + int64_t{idx} * kBf16LatentBytes : dummy;
 #pragma unroll
-      for (int k = 0; k < kQkChunks / 8; ++k) {
-        const int chunk = (lane & 7) + 8 * k;
-        hopper::cp_async16(base + tile_off(key, chunk), idx >= 0 ? src + chunk * 16 : dummy,
-                           idx >= 0 ? 16 : 0);
-      }
+    for (int k = 0; k < kQkChunks / 8; ++k) {
+      const int chunk = (ptid & 7) + 8 * k;
+      hopper::cp_async16(base + tile_off(key, chunk), idx >= 0 ? src + chunk * 16 : dummy,
+                         idx >= 0 ? 16 : 0);
     }
-  } else {
-    // Lane k < 16 reads key k's index; every lane then reads 16 e4m3 values (one 16-byte chunk)
-    // and their scale of each row.
-    const int32_t my_idx =
-        lane < kKeysPerProducerWarp
-            ? attended_index(a, r, len, t * kTileKeys + key0 + lane, /*report=*/true)
-            : -1;
-    if (lane < kKeysPerProducerWarp) valid[key0 + lane] = my_idx >= 0;
-      // Two batches of 8 rows: a batch's loads are all issued before its first use (80 registers
-      // for all 16 rows would spill in the producer's share of the register file).
+  }
+}
+
+// FP8-656: the raw e4m3 rows land by cp.async (no registers: the whole tile in flight at once) in
+// a staging area inside the tile itself, raw chunk c (16 values) of row k where bf16 chunk 32 + c
+// of the row goes (column blocks 4..7); the bf16 RoPE parts go straight to column block 8. Then
+// the rows are dequantised in place, exactly (e4m3 * 2^e is a bf16): values 0..255 into column
+// blocks 0..3, which hold no staging, then 256..511, whose raw chunks every thread reads before
+// any thread overwrites the staging. Thread (k = ptid & 63, g = ptid >> 6) converts chunks
+// 8g .. 8g + 7 of each half of row k; eight consecutive threads take eight rows, so the swizzled
+// reads and writes are conflict-free.
+__device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
+                                            const TileIndices& ix, int ptid, uint8_t* tile,
+                                            uint8_t* valid) {
+  const uint32_t base = hopper::smem_u32(tile);
+  const uint8_t* dummy = reinterpret_cast<const uint8_t*>(a.q);  // mapped, for zero-fills
 #pragma unroll
-    for (int batch = 0; batch < kKeysPerProducerWarp / kFp8Batch; ++batch) {
-      uint4 raw[kFp8Batch];
-      float scale[kFp8Batch];
+  for (int p = 0; p < kTileKeys / 16; ++p) {
+    const int key = p * 16 + (ptid >> 3), lane8 = ptid & 7;
+    const int32_t idx = attended(a, r, ix.pass[p], /*report=*/lane8 == 0);
+    if (lane8 == 0) valid[key] = idx >= 0;
+    const uint8_t* row = a.kv + int64_t{idx < 0 ? 0 : idx} * kFp8LatentBytes;
 #pragma unroll
-      for (int jj = 0; jj < kFp8Batch; ++jj) {
-        const int j = batch * kFp8Batch + jj;
-        const int32_t idx = __shfl_sync(0xffffffffu, my_idx, j);
-        const uint8_t* row = a.kv + int64_t{idx < 0 ? 0 : idx} * kFp8LatentBytes;
-        raw[jj] = make_uint4(0u, 0u, 0u, 0u);
-        scale[jj] = 0.f;
-        if (idx >= 0) {
-          raw[jj] = __ldg(reinterpret_cast<const uint4*>(row) + lane);
-          scale[jj] = __ldg(reinterpret_cast<const float*>(row + kLatentDim) + (lane >> 3));
-        }
-        if (lane < kRopeDim / 8) {  // the bf16 RoPE part: 8 chunks, copied as they are
-          hopper::cp_async16(base + tile_off(key0 + j, kLatentDim / 8 + lane),
-                             idx >= 0 ? row + kLatentDim + 16 + lane * 16 : dummy,
-                             idx >= 0 ? 16 : 0);
-        }
-      }
-#pragma unroll
-      for (int jj = 0; jj < kFp8Batch; ++jj) {
-        const int j = batch * kFp8Batch + jj;
-        uint4 lo, hi;
-        dequant16(raw[jj], scale[jj], lo, hi);
-        *reinterpret_cast<uint4*>(tile + tile_off(key0 + j, 2 * lane)) = lo;
-        *reinterpret_cast<uint4*>(tile + tile_off(key0 + j, 2 * lane + 1)) = hi;
-      }
+    for (int m = 0; m < 4; ++m) {
+      const int c = lane8 + 8 * m;
+      hopper::cp_async16(base + tile_off(key, 32 + c), idx >= 0 ? row + c * 16 : dummy,
+                         idx >= 0 ? 16 : 0);
     }
+    hopper::cp_async16(base + tile_off(key, kLatentDim / 8 + lane8),
+                       idx >= 0 ? row + kLatentDim + 16 + lane8 * 16 : dummy, idx >= 0 ? 16 : 0);
+  }
+  const int k = ptid & (kTileKeys - 1), g = ptid >> 6;
+  const int32_t idx_k = attended(a, r, ix.own, /*report=*/false);
+  const float* scales = reinterpret_cast<const float*>(
+      a.kv + int64_t{idx_k < 0 ? 0 : idx_k} * kFp8LatentBytes + kLatentDim);
+  const float scale_a = idx_k >= 0 ? __ldg(scales + g) : 0.f;
+  const float scale_b = idx_k >= 0 ? __ldg(scales + 2 + g) : 0.f;
+  hopper::cp_async_commit();
+  hopper::cp_async_wait_all();
+  producer_sync();  // every row staged
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int u = 8 * g + j;
+    uint4 lo, hi;
+    dequant16(*reinterpret_cast<const uint4*>(tile + tile_off(k, 32 + u)), scale_a, lo, hi);
+    *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = lo;
+    *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = hi;
+  }
+  uint4 raw[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    raw[j] = *reinterpret_cast<const uint4*>(tile + tile_off(k, 48 + 8 * g + j));
+  }
+  producer_sync();  // the staging is read
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int u = 16 + 8 * g + j;
+    uint4 lo, hi;
+    dequant16(raw[j], scale_b, lo, hi);
+    *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = lo;
+    *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = hi;
   }
 }
 
@@ -209,7 +251,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + wg::kBarOff);  // [2]
   uint64_t* empty = full + 2;                                        // [2]
 
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x, lane = tid & 31;
   const int head_blocks = (a.heads + kHeadsPerCta - 1) / kHeadsPerCta;
   const int h0 = (blockIdx.x % head_blocks) * kHeadsPerCta;
   const int32_t r = blockIdx.x / head_blocks;
@@ -240,176 +282,191 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
   if (tid < wg::kProducerThreads) {
     // ---------------------------------- producers ----------------------------------
     regs_release<wg::kProducerRegs>();
-    if (n == 0) return;
-    const int pw = warp;
-    // Q: 64 heads x 576, padding heads zero-filled; completes with tile 0.
-    for (int it = tid; it < kHeadsPerCta * kQkChunks; it += wg::kProducerThreads) {
-      const int row = it / kQkChunks, chunk = it % kQkChunks;
-      const bool ok = h0 + row < a.heads;
-      const bf16* src = a.q + (int64_t{r} * a.heads + (ok ? h0 + row : 0)) * kQkDim + chunk * 8;
-      cp_async16(smem_u32(q_s) + wg::tile_off(row, chunk), src, ok ? 16 : 0);
+    if (n > 0) {
+      // Q: 64 heads x 576, padding heads zero-filled; completes with tile 0.
+      for (int it = tid; it < kHeadsPerCta * kQkChunks; it += wg::kProducerThreads) {
+        const int row = it / kQkChunks, chunk = it % kQkChunks;
+        const bool ok = h0 + row < a.heads;
+        const bf16* src = a.q + (int64_t{r} * a.heads + (ok ? h0 + row : 0)) * kQkDim + chunk * 8;
+        cp_async16(smem_u32(q_s) + wg::tile_off(row, chunk), src, ok ? 16 : 0);
+      }
     }
+    wg::TileIndices ix = wg::load_tile_indices(a, r, len, t_begin, tid);
     for (int i = 0; i < n; ++i) {
       const int b = i & 1;
+      const wg::TileIndices cur = ix;
+      if (i + 1 < n) ix = wg::load_tile_indices(a, r, len, t_begin + i + 1, tid);
       if (i >= 2) mbar_wait(&empty[b], ((i >> 1) - 1) & 1);
-      wg::produce_keys<kFormat>(a, r, len, t_begin + i, pw, lane,
-                                smem + wg::kKOff + b * wg::kTileBytes, valid_s + b * kTileKeys);
+      uint8_t* tile = smem + wg::kKOff + b * wg::kTileBytes;
+      if constexpr (kFormat == LatentFormat::kBf16) {
+        wg::produce_bf16(a, r, cur, tid, tile, valid_s + b * kTileKeys);
+      } else {
+        wg::produce_fp8(a, r, cur, tid, tile, valid_s + b * kTileKeys);
+      }
       cp_async_commit();
       cp_async_wait_all();
       fence_proxy_async_smem();  // this thread's tile writes, visible to the consumers' wgmma
       mbar_arrive(&full[b]);
     }
-    return;
-  }
+  } else {
+    // ---------------------------------- consumers ----------------------------------
+    regs_claim<wg::kConsumerRegs>();
+    const int ctid = tid - wg::kProducerThreads;
+    const int c = ctid >> 7;         // consumer: keys 32c.., value dims 256c..
+    const int cw = (ctid >> 5) & 3;  // warp within the consumer warpgroup
+    const int row0 = cw * 16 + (lane >> 2), cc = lane & 3;  // rows row0, row0 + 8; column pair cc
 
-  // ---------------------------------- consumers ----------------------------------
-  regs_claim<wg::kConsumerRegs>();
-  const int ctid = tid - wg::kProducerThreads;
-  const int c = ctid >> 7;                                // consumer: keys 32c.., value dims 256c..
-  const int cw = (ctid >> 5) & 3;                         // warp within the consumer warpgroup
-  const int row0 = cw * 16 + (lane >> 2), cc = lane & 3;  // rows row0, row0 + 8; column pair cc
-
-  float o[128];
+    float o[128];
 #pragma unroll
-  for (int j = 0; j < 128; ++j) o[j] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY};  // running max (log2 domain), rows row0 and row0 + 8
-  float l[2] = {0.f, 0.f};              // this thread's share of the running sums
+    for (int j = 0; j < 128; ++j) o[j] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY};  // running max (log2 domain), rows row0 and row0 + 8
+    float l[2] = {0.f, 0.f};              // this thread's share of the running sums
 
-  const uint32_t q_base = smem_u32(q_s), p_base = smem_u32(p_s);
-  for (int i = 0; i < n; ++i) {
-    const int b = i & 1;
-    mbar_wait(&full[b], (i >> 1) & 1);
-    const uint32_t k_base = smem_u32(smem + wg::kKOff + b * wg::kTileBytes);
-
-    // ---- S_c = Q . K[32c .. 32c + 31]^T ----
-    float s[16];
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kQkDim / 16; ++ks) {
-      const uint32_t k_off = (ks >> 2) * wg::kBlockBytes + (ks & 3) * 32;
-      wgmma::wgmma_m64n32k16_bf16(s, kmajor_sw128_desc(q_base + k_off),
-                                  kmajor_sw128_desc(k_base + k_off + c * 32 * 128), ks > 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();  // S of tile i and P . V of tile i - 1
-    fence_registers(s);
-    fence_registers(o);
-    if (i > 0 && lane == 0) mbar_arrive(&empty[b ^ 1]);  // tile i - 1 fully read
-
-    // ---- online softmax (log2 domain) ----
-    const uint8_t* valid = valid_s + b * kTileKeys;
-    float tmax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = c * 32 + j * 8 + 2 * cc + (e & 1);
-        s[4 * j + e] = valid[key] ? s[4 * j + e] * a.scale_log2 : -INFINITY;
-        tmax[e >> 1] = fmaxf(tmax[e >> 1], s[4 * j + e]);
+    const uint32_t q_base = smem_u32(q_s), p_base = smem_u32(p_s);
+    for (int i = 0; i < n; ++i) {
+      const int b = i & 1;
+      if (i > 0) {
+        // P . V of tile i - 1 retired: its key tile goes back to the producers before this
+        // consumer waits for tile i, so they have all of tile i's time to fill it. (Waiting for
+        // that group alone behind S would serialise the MMAs: ptxas C7514.)
+        wgmma_wait<0>();
+        if (lane == 0) mbar_arrive(&empty[b ^ 1]);
       }
+      mbar_wait(&full[b], (i >> 1) & 1);
+      const uint32_t k_base = smem_u32(smem + wg::kKOff + b * wg::kTileBytes);
+
+      // ---- S_c = Q . K[32c .. 32c + 31]^T ----
+      float s[16];
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kQkDim / 16; ++ks) {
+        const uint32_t k_off = (ks >> 2) * wg::kBlockBytes + (ks & 3) * 32;
+        wgmma::wgmma_m64n32k16_bf16(s, kmajor_sw128_desc(q_base + k_off),
+                                    kmajor_sw128_desc(k_base + k_off + c * 32 * 128), ks > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();  // S of tile i
+      fence_registers(s);
+      fence_registers(o);
+
+      // ---- online softmax (log2 domain) ----
+      const uint8_t* valid = valid_s + b * kTileKeys;
+      float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = c * 32 + j * 8 + 2 * cc + (e & 1);
+          s[4 * j + e] = valid[key] ? s[4 * j + e] * a.scale_log2 : -INFINITY;
+          tmax[e >> 1] = fmaxf(tmax[e >> 1], s[4 * j + e]);
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 1));
+        tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 2));
+      }
+      float* max_i = max_s + (i & 1) * 2 * kHeadsPerCta;
+      if (cc == 0) {
+        max_i[c * kHeadsPerCta + row0] = tmax[0];
+        max_i[c * kHeadsPerCta + row0 + 8] = tmax[1];
+      }
+      wg::consumer_sync(1);  // both maxima written; both consumers' P . V of tile i - 1 retired
+      float m_use[2], alpha[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h;
+        const float m_new = fmaxf(m[h], fmaxf(max_i[row], max_i[kHeadsPerCta + row]));
+        m_use[h] = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: p = 0, alpha = 0
+        alpha[h] = exp2f(m[h] - m_use[h]);
+        m[h] = m_new;
+        l[h] *= alpha[h];
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float p0 = exp2f(s[4 * j + 2 * h] - m_use[h]);
+          const float p1 = exp2f(s[4 * j + 2 * h + 1] - m_use[h]);
+          l[h] += p0 + p1;
+          const int row = row0 + 8 * h;
+          *reinterpret_cast<uint32_t*>(p_s + row * 128 + (((c * 4 + j) ^ (row & 7)) << 4) +
+                                       4 * cc) = pack_bf16x2(p0, p1);
+        }
+      }
+      // O rescales only when a row maximum of this warp grew (after the first tiles, rarely).
+      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+          o[4 * j] *= alpha[0], o[4 * j + 1] *= alpha[0];
+          o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
+        }
+      }
+      fence_proxy_async_smem();
+      wg::consumer_sync(2);  // P complete
+
+      // ---- O_c += P . V[:, 256c .. 256c + 255] ----
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kTileKeys / 16; ++kk) {
+        wgmma::wgmma_m64n256k16_bf16_bt(
+            o, kmajor_sw128_desc(p_base + kk * 32),
+            wg::mnmajor_sw128_desc(k_base + c * 4 * wg::kBlockBytes + kk * 16 * 128), 1);
+      }
+      wgmma_commit();
     }
+    wgmma_wait<0>();
+    fence_registers(o);
+
+    // ---- epilogue: the row sums of both consumers, then out / lse or the split's partials ----
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 1));
-      tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 2));
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
     }
-    float* max_i = max_s + (i & 1) * 2 * kHeadsPerCta;
     if (cc == 0) {
-      max_i[c * kHeadsPerCta + row0] = tmax[0];
-      max_i[c * kHeadsPerCta + row0 + 8] = tmax[1];
+      sum_s[c * kHeadsPerCta + row0] = l[0];
+      sum_s[c * kHeadsPerCta + row0 + 8] = l[1];
     }
-    wg::consumer_sync(1);  // both maxima written; both consumers' P . V of tile i - 1 retired
-    float m_use[2], alpha[2];
+    wg::consumer_sync(1);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + 8 * h;
-      const float m_new = fmaxf(m[h], fmaxf(max_i[row], max_i[kHeadsPerCta + row]));
-      m_use[h] = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: p = 0, alpha = 0
-      alpha[h] = exp2f(m[h] - m_use[h]);
-      m[h] = m_new;
-      l[h] *= alpha[h];
+      l[h] = sum_s[row] + sum_s[kHeadsPerCta + row];
     }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float p0 = exp2f(s[4 * j + 2 * h] - m_use[h]);
-        const float p1 = exp2f(s[4 * j + 2 * h + 1] - m_use[h]);
-        l[h] += p0 + p1;
-        const int row = row0 + 8 * h;
-        *reinterpret_cast<uint32_t*>(p_s + row * 128 + (((c * 4 + j) ^ (row & 7)) << 4) + 4 * cc) =
-            pack_bf16x2(p0, p1);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      o[4 * j] *= alpha[0], o[4 * j + 1] *= alpha[0];
-      o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
-    }
-    fence_proxy_async_smem();
-    wg::consumer_sync(2);  // P complete
-
-    // ---- O_c += P . V[:, 256c .. 256c + 255] ----
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kTileKeys / 16; ++kk) {
-      wgmma::wgmma_m64n256k16_bf16_bt(
-          o, kmajor_sw128_desc(p_base + kk * 32),
-          wg::mnmajor_sw128_desc(k_base + c * 4 * wg::kBlockBytes + kk * 16 * 128), 1);
-    }
-    wgmma_commit();
-  }
-  wgmma_wait<0>();
-  fence_registers(o);
-
-  // ---- epilogue: the row sums of both consumers, then out / lse or the split's partials ----
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-  }
-  if (cc == 0) {
-    sum_s[c * kHeadsPerCta + row0] = l[0];
-    sum_s[c * kHeadsPerCta + row0 + 8] = l[1];
-  }
-  wg::consumer_sync(1);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = row0 + 8 * h;
-    l[h] = sum_s[row] + sum_s[kHeadsPerCta + row];
-  }
 
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (h0 + row0 + 8 * h >= a.heads) continue;  // padding head
-    const int64_t rh = int64_t{r} * a.heads + h0 + row0 + 8 * h;
-    if (a.num_splits == 1) {
-      const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
-      bf16* out = a.out + rh * kVDim + c * 256 + 2 * cc;
+    for (int h = 0; h < 2; ++h) {
+      if (h0 + row0 + 8 * h >= a.heads) continue;  // padding head
+      const int64_t rh = int64_t{r} * a.heads + h0 + row0 + 8 * h;
+      if (a.num_splits == 1) {
+        const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+        bf16* out = a.out + rh * kVDim + c * 256 + 2 * cc;
 #pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const uint32_t v =
-            l[h] > 0.f ? pack_bf16x2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv) : 0u;
-        *reinterpret_cast<uint32_t*>(out + j * 8) = v;
-      }
-      if (c == 0 && cc == 0) {
-        a.lse[rh] = l[h] > 0.f ? m[h] * kLn2 + logf(l[h]) : INFINITY;
-        if (a.max_logit != nullptr) a.max_logit[rh] = l[h] > 0.f ? m[h] * kLn2 : -INFINITY;
-      }
-    } else {
-      const int64_t slot = split * (int64_t{a.rows} * a.heads) + rh;
-      float* po = a.part_o + slot * kVDim + c * 256 + 2 * cc;
+        for (int j = 0; j < 32; ++j) {
+          const uint32_t v =
+              l[h] > 0.f ? pack_bf16x2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv) : 0u;
+          *reinterpret_cast<uint32_t*>(out + j * 8) = v;
+        }
+        if (c == 0 && cc == 0) {
+          a.lse[rh] = l[h] > 0.f ? m[h] * kLn2 + logf(l[h]) : INFINITY;
+          if (a.max_logit != nullptr) a.max_logit[rh] = l[h] > 0.f ? m[h] * kLn2 : -INFINITY;
+        }
+      } else {
+        const int64_t slot = split * (int64_t{a.rows} * a.heads) + rh;
+        float* po = a.part_o + slot * kVDim + c * 256 + 2 * cc;
 #pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        *reinterpret_cast<float2*>(po + j * 8) =
-            make_float2(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
-      }
-      if (c == 0 && cc == 0) {
-        a.part_ml[slot * 2] = l[h] > 0.f ? m[h] : -INFINITY;
-        a.part_ml[slot * 2 + 1] = l[h];
+        for (int j = 0; j < 32; ++j) {
+          *reinterpret_cast<float2*>(po + j * 8) =
+              make_float2(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
+        }
+        if (c == 0 && cc == 0) {
+          a.part_ml[slot * 2] = l[h] > 0.f ? m[h] : -INFINITY;
+          a.part_ml[slot * 2 + 1] = l[h];
+        }
       }
     }
-  }
+  }  // consumers
 }
 
 }  // namespace dsa::kernels::sparse_mla_cuda

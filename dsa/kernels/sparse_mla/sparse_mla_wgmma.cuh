@@ -240,9 +240,10 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
 template <LatentFormat kFormat>
 __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const MlaKernelArgs a) {
   using namespace hopper;
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem =
-      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  // Aligned up by pointer arithmetic on the shared array itself (not through an integer cast), so
+  // the compiler keeps every access below a shared-memory one (LDS / STS, not generic LD / ST).
+  uint8_t* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   uint8_t* q_s = smem + wg::kQOff;
   uint8_t* p_s = smem + wg::kPOff;
   float* max_s = reinterpret_cast<float*>(smem + wg::kMaxOff);       // [tile & 1][consumer][64]

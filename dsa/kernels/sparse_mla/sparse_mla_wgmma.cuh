@@ -123,9 +123,22 @@ struct TileIndices {
   int32_t own;
 };
 
+// Read-only global loads issued where they are written: volatile, so the compiler cannot sink
+// them to their first use (past the copies and barriers whose latency they should hide).
+__device__ __forceinline__ int32_t ldg_early(const int32_t* p) {
+  int32_t v;
+  asm volatile("ld.global.nc.b32 %0, [%1];\n" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float ldg_early(const float* p) {
+  float v;
+  asm volatile("ld.global.nc.f32 %0, [%1];\n" : "=f"(v) : "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ int32_t list_entry(const MlaKernelArgs& a, int32_t r, int32_t len,
                                               int32_t pos) {
-  return pos < len ? __ldg(a.indices + int64_t{r} * a.topk + pos) : -1;
+  return pos < len ? ldg_early(a.indices + int64_t{r} * a.topk + pos) : -1;
 }
 
 __device__ __forceinline__ TileIndices load_tile_indices(const MlaKernelArgs& a, int32_t r,
@@ -204,8 +217,8 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
   const int32_t idx_k = attended(a, r, ix.own, /*report=*/false);
   const float* scales = reinterpret_cast<const float*>(
       a.kv + int64_t{idx_k < 0 ? 0 : idx_k} * kFp8LatentBytes + kLatentDim);
-  const float scale_a = idx_k >= 0 ? __ldg(scales + g) : 0.f;
-  const float scale_b = idx_k >= 0 ? __ldg(scales + 2 + g) : 0.f;
+  const float scale_a = idx_k >= 0 ? ldg_early(scales + g) : 0.f;
+  const float scale_b = idx_k >= 0 ? ldg_early(scales + 2 + g) : 0.f;
   hopper::cp_async_commit();
   hopper::cp_async_wait_all();
   producer_sync();  // every row staged

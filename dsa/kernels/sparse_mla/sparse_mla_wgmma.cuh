@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
   if (tid == 0) {
     for (int b = 0; b < 2; ++b) {
       mbar_init(&full[b], wg::kProducerThreads);
-      mbar_init(&empty[b], wg::kConsumerThreads / 32);
+      mbar_init(&empty[b], wg::kConsumerThreads);
     }
     fence_mbar_init();
   }
@@ -344,7 +344,9 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
         // consumer waits for tile i, so they have all of tile i's time to fill it. (Waiting for
         // that group alone behind S would serialise the MMAs: ptxas C7514.)
         wgmma_wait<0>();
-        if (lane == 0) mbar_arrive(&empty[b ^ 1]);
+        // Every consumer thread arrives: an arrival releases only the arriving thread's own reads
+        // (of the tile's valid flags here).
+        mbar_arrive(&empty[b ^ 1]);
       }
       mbar_wait(&full[b], (i >> 1) & 1);
       const uint32_t k_base = smem_u32(smem + wg::kKOff + b * wg::kTileBytes);

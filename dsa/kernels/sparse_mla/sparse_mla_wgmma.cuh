@@ -120,7 +120,7 @@ __device__ __forceinline__ void dequant16(uint4 raw, float scale, uint4& lo, uin
 // threads per key: key pass * 16 + ptid / 8) and, for FP8, the key it dequantises (ptid & 63).
 struct TileIndices {
   int32_t pass[kTileKeys / 16];
-  int32_t own;
+  int32_t own = -1;
 };
 
 // Read-only global loads issued where they are written: volatile, so the compiler cannot sink
@@ -141,14 +141,18 @@ __device__ __forceinline__ int32_t list_entry(const MlaKernelArgs& a, int32_t r,
   return pos < len ? ldg_early(a.indices + int64_t{r} * a.topk + pos) : -1;
 }
 
+template <LatentFormat kFormat>
 __device__ __forceinline__ TileIndices load_tile_indices(const MlaKernelArgs& a, int32_t r,
                                                          int32_t len, int t, int ptid) {
-  TileIndices ix;
+  TileIndices ix{};
 #pragma unroll
   for (int p = 0; p < kTileKeys / 16; ++p) {
     ix.pass[p] = list_entry(a, r, len, t * kTileKeys + p * 16 + (ptid >> 3));
   }
-  ix.own = list_entry(a, r, len, t * kTileKeys + (ptid & (kTileKeys - 1)));
+  // Only the FP8 producer dequantises a row of its own (the loads are volatile: not dropped).
+  if constexpr (kFormat == LatentFormat::kFp8_656) {
+    ix.own = list_entry(a, r, len, t * kTileKeys + (ptid & (kTileKeys - 1)));
+  }
   return ix;
 }
 
@@ -305,11 +309,11 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
         cp_async16(smem_u32(q_s) + wg::tile_off(row, chunk), src, ok ? 16 : 0);
       }
     }
-    wg::TileIndices ix = wg::load_tile_indices(a, r, len, t_begin, tid);
+    wg::TileIndices ix = wg::load_tile_indices<kFormat>(a, r, len, t_begin, tid);
     for (int i = 0; i < n; ++i) {
       const int b = i & 1;
       const wg::TileIndices cur = ix;
-      if (i + 1 < n) ix = wg::load_tile_indices(a, r, len, t_begin + i + 1, tid);
+      if (i + 1 < n) ix = wg::load_tile_indices<kFormat>(a, r, len, t_begin + i + 1, tid);
       if (i >= 2) mbar_wait(&empty[b], ((i >> 1) - 1) & 1);
       uint8_t* tile = smem + wg::kKOff + b * wg::kTileBytes;
       if constexpr (kFormat == LatentFormat::kBf16) {

@@ -167,6 +167,17 @@ __device__ __forceinline__ int32_t attended(const MlaKernelArgs& a, int32_t r, i
   return ok ? idx : -1;
 }
 
+// The key of copy pass p for this thread (16 keys per pass, 8 threads per key) and its attended
+// index (-1 if not attended); the first thread of the key's eight writes its flag.
+__device__ __forceinline__ int32_t pass_key(const MlaKernelArgs& a, int32_t r,
+                                            const TileIndices& ix, int p, int ptid, uint8_t* valid,
+                                            int& key) {
+  key = p * 16 + (ptid >> 3);
+  const int32_t idx = attended(a, r, ix.pass[p], /*report=*/(ptid & 7) == 0);
+  if ((ptid & 7) == 0) valid[key] = idx >= 0;
+  return idx;
+}
+
 // bf16 cache: the tile's 64 rows by cp.async straight into `tile` (8 threads per row, 128
 // contiguous bytes per copy instruction), their flags into `valid`.
 __device__ __forceinline__ void produce_bf16(const MlaKernelArgs& a, int32_t r,
@@ -176,9 +187,8 @@ __device__ __forceinline__ void produce_bf16(const MlaKernelArgs& a, int32_t r,
   const uint8_t* dummy = reinterpret_cast<const uint8_t*>(a.q);  // mapped, for zero-fills
 #pragma unroll
   for (int p = 0; p < kTileKeys / 16; ++p) {
-    const int key = p * 16 + (ptid >> 3);
-    const int32_t idx = attended(a, r, ix.pass[p], /*report=*/(ptid & 7) == 0);
-    if ((ptid & 7) == 0) valid[key] = idx >= 0;
+    int key;
+    const int32_t idx = pass_key(a, r, ix, p, ptid, valid, key);
     const uint8_t* src = idx >= 0 ? a.kv + int64_t{idx} * kBf16LatentBytes : dummy;
 #pragma unroll
     for (int k = 0; k < kQkChunks / 8; ++k) {
@@ -204,9 +214,9 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
   const uint8_t* dummy = reinterpret_cast<const uint8_t*>(a.q);  // mapped, for zero-fills
 #pragma unroll
   for (int p = 0; p < kTileKeys / 16; ++p) {
-    const int key = p * 16 + (ptid >> 3), lane8 = ptid & 7;
-    const int32_t idx = attended(a, r, ix.pass[p], /*report=*/lane8 == 0);
-    if (lane8 == 0) valid[key] = idx >= 0;
+    const int lane8 = ptid & 7;
+    int key;
+    const int32_t idx = pass_key(a, r, ix, p, ptid, valid, key);
     const uint8_t* row = a.kv + int64_t{idx < 0 ? 0 : idx} * kFp8LatentBytes;
 #pragma unroll
     for (int m = 0; m < 4; ++m) {

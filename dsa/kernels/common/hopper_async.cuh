@@ -1,7 +1,7 @@
-// Hopper (sm_90a) asynchronous building blocks for the indexer kernels: mbarriers, the bulk tensor
-// copy engine (TMA) and plain bulk copies completing on them, warpgroup MMA descriptors, fences and
-// register reallocation. Thin wrappers over PTX, one instruction each, so a kernel reads as its
-// pipeline and the PTX names stay greppable.
+// Hopper (sm_90a) asynchronous building blocks for the indexer, linear, MoE and sparse MLA kernels:
+// mbarriers, cp.async, the bulk tensor copy engine (TMA) and plain bulk copies completing on them,
+// warpgroup MMA descriptors, fences and register reallocation. Thin wrappers over PTX, one
+// instruction each, so a kernel reads as its pipeline and the PTX names stay greppable.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
@@ -108,8 +108,8 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 
 // ---- Warpgroup MMA -----------------------------------------------------------------------------
 // Shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle: rows of 128 bytes
-// (K = 128 e4m3), 8-row groups 1024 bytes apart, the tile 1024-byte aligned; `addr` may step
-// along K inside the swizzle atom (32 bytes per k-step of 32 e4m3).
+// (K = 128 e4m3 or 64 bf16), 8-row groups 1024 bytes apart, the tile 1024-byte aligned; `addr`
+// may step along K inside the swizzle atom (32 bytes per k-step: 32 e4m3 or 16 bf16).
 __device__ __forceinline__ uint64_t kmajor_sw128_desc(uint32_t addr) {
   uint64_t desc = (addr & 0x3FFFFu) >> 4;  // start address, bits 0-13
   desc |= uint64_t{1} << 16;               // leading byte offset: unused in this mode

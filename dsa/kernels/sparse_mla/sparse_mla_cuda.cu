@@ -66,6 +66,8 @@ Status sparse_mla_decode_cuda(const SparseMlaDecodeParams& p) {
   DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "q", p.q, 16));
   DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "cache.data", p.cache.data, 16));
   DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "split_workspace", p.split_workspace, 16));
+  // The kernels store out in 4- and 8-byte words (bf16 pairs, the combine's quads).
+  DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "out", p.out, 8));
   DSA_ASSIGN_OR_RETURN(const int32_t splits, choose_splits(p));
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked_mode()));
 
@@ -90,6 +92,7 @@ Status sparse_mla_prefill_cuda(const SparseMlaPrefillParams& p) {
   if (p.tokens == 0) return ok_status();
   DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "q", p.q, 16));
   DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "kv", p.kv, 16));
+  DSA_RETURN_IF_ERROR(cuda::require_aligned(kOp, "out", p.out, 8));
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked_mode()));
 
   MlaKernelArgs args{};

@@ -412,6 +412,7 @@ TEST(SparseMlaDecodeCuda, HostValidation) {
           q.q = reinterpret_cast<const bf16*>(reinterpret_cast<const uint8_t*>(q.q) + 2);
         },
         kInvalid},
+       {"misaligned out", [](auto& q) { q.out += 1; }, kInvalid},
        {"R = 0 is a no-op",
         [](auto& q) {
           q.rows = 0, q.q = nullptr, q.indices = nullptr, q.out = nullptr;

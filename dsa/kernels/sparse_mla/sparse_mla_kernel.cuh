@@ -16,8 +16,7 @@ namespace dsa::kernels::sparse_mla_cuda {
 
 inline constexpr int kHeadsPerCta = 64;
 inline constexpr int kTileKeys = 64;
-inline constexpr int kQkChunks = kQkDim / 8;                // 72 16-byte chunks per bf16 row
-inline constexpr int kFp8RowChunks = kFp8LatentBytes / 16;  // 41
+inline constexpr int kQkChunks = kQkDim / 8;  // 72 16-byte chunks per bf16 row
 
 inline constexpr float kLn2 = 0.693147180559945309f;
 

@@ -17,9 +17,9 @@
 //     O_c[64 h, 256 dims] += P[64, 64] . K[64 keys, dims 256c .. 256c + 255]   (m64n256k16, 4
 //     steps, the value columns read MN-major from the same key tile)
 //   with O_c in registers. Each consumer keeps its own partial row sums (both use the same running
-//   maxima, so the sums add at the end). The P . V of tile t runs on the tensor cores while the
-//   consumer issues S of tile t + 1; the wait for S also retires that P . V, after which the key
-//   tile goes back to the producers.
+//   maxima, so the sums add at the end). At the top of tile t the consumer waits for the P . V of
+//   tile t - 1 (which overlaps only its wait for tile t's data), hands that key tile back to the
+//   producers at once, then issues S of tile t.
 // A non-split CTA writes out = O / l (bf16) and lse = (m + log2 l) ln 2; a split CTA writes its
 // unnormalised (O, m, l) to the workspace and sparse_mla_combine_kernel merges the splits in order.
 //
@@ -48,12 +48,11 @@ namespace wg {
 
 inline constexpr int kThreads = 384;
 inline constexpr int kProducerThreads = 128;
-inline constexpr int kProducerWarps = kProducerThreads / 32;
-inline constexpr int kKeysPerProducerWarp = kTileKeys / kProducerWarps;  // 16
 inline constexpr int kConsumerThreads = 256;
 // Register split (setmaxnreg, which ptxas allocates each role by): the consumers hold O (128
-// fp32) and S (16) with all of O live across the m64n256 MMAs; the FP8 producer holds 16 rows'
-// chunks in flight (80). 128 x 120 + 256 x 192 = 384 x 168, the launch's allocation.
+// fp32) and S (16) with all of O live across the m64n256 MMAs; the producers need far fewer (the
+// FP8 one holds 8 raw chunks, 32, plus two tiles' list entries; the rows themselves are staged in
+// shared memory). 128 x 120 + 256 x 192 = 384 x 168, the launch's allocation.
 inline constexpr int kProducerRegs = 120;
 inline constexpr int kConsumerRegs = 192;
 static_assert(kProducerThreads * kProducerRegs + kConsumerThreads * kConsumerRegs <=
@@ -71,7 +70,7 @@ inline constexpr int kBarOff = kValidOff + 2 * kTileKeys;
 // + 1008: the dynamic base (16-byte aligned) is aligned up to the 1024 bytes of the swizzle atom.
 inline constexpr int kSmemBytes = kBarOff + 4 * 8 + 1008;
 static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 shared memory per block");
-static_assert(kTileKeys % kProducerWarps == 0 && kKeysPerProducerWarp == 16);
+static_assert(kProducerThreads == 2 * kTileKeys, "copy passes: 16 keys x 8 threads, 4 passes");
 
 // Byte offset of 16-byte chunk `chunk` (of 72 per 576-wide row) of row `row` in a tile.
 __device__ __forceinline__ uint32_t tile_off(int row, int chunk) {
@@ -424,7 +423,8 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
                                        4 * cc) = pack_bf16x2(p0, p1);
         }
       }
-      // O rescales only when a row maximum of this warp grew (after the first tiles, rarely).
+      // O rescales only when a row maximum of this warp grew (after the first tiles, rarely) or a
+      // row is still all masked (alpha = 0 while O is 0).
       if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
         for (int j = 0; j < 32; ++j) {

@@ -115,8 +115,8 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
   add("linear", kV, "T=2 7168->1536 fp8 (block 128)",
       [o](uint64_t s) { return check_linear(o->linear, 2, 7168, 1536, true, s); });
   // The absorbed MLA's per-head W_UK (nope -> 512) and W_UV (512 -> v), every head in one op.
-  add("batched_linear", kS, "B=16 T=5 32->512",
-      [o](uint64_t s) { return check_batched_linear(o->batched_linear, 16, 5, 32, 512, s); });
+  add("batched_linear", kS, "B=16 T=5 64->512",
+      [o](uint64_t s) { return check_batched_linear(o->batched_linear, 16, 5, 64, 512, s); });
   add("batched_linear", kV, "B=128 T=3 128->512",
       [o](uint64_t s) { return check_batched_linear(o->batched_linear, 128, 3, 128, 512, s); });
   add("batched_linear", kV, "B=128 T=3 512->128",

@@ -1,6 +1,7 @@
 #include "dsa/cli/check_cases.h"
 
 #include "dsa/kernels/activation/activation_check.h"
+#include "dsa/kernels/batched_linear/batched_linear_check.h"
 #include "dsa/kernels/embedding/embedding_check.h"
 #include "dsa/kernels/gather/gather_check.h"
 #include "dsa/kernels/gather/row_copy_check.h"
@@ -113,6 +114,13 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
       [o](uint64_t s) { return check_linear(o->linear, 4, 256, 6144, false, s); });
   add("linear", kV, "T=2 7168->1536 fp8 (block 128)",
       [o](uint64_t s) { return check_linear(o->linear, 2, 7168, 1536, true, s); });
+  // The absorbed MLA's per-head W_UK (nope -> 512) and W_UV (512 -> v), every head in one op.
+  add("batched_linear", kS, "B=16 T=5 64->512",
+      [o](uint64_t s) { return check_batched_linear(o->batched_linear, 16, 5, 64, 512, s); });
+  add("batched_linear", kV, "B=128 T=3 128->512",
+      [o](uint64_t s) { return check_batched_linear(o->batched_linear, 128, 3, 128, 512, s); });
+  add("batched_linear", kV, "B=128 T=3 512->128",
+      [o](uint64_t s) { return check_batched_linear(o->batched_linear, 128, 3, 512, 128, s); });
   add("swiglu", kS, "T=37 I=768", [o](uint64_t s) { return check_swiglu(o->swiglu, 37, 768, s); });
   add("swiglu", kV, "T=37 I=18432",
       [o](uint64_t s) { return check_swiglu(o->swiglu, 37, 18432, s); });

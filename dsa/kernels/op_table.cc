@@ -28,6 +28,7 @@ const OpTable& cpu_ops() {
       .rope = rope_ref,
       .hadamard = hadamard_ref,
       .linear = linear_ref,
+      .batched_linear = batched_linear_ref,
       .moe_routing = moe_routing_ref,
       .moe_group = moe_group_ref,
       .grouped_linear = grouped_linear_ref,

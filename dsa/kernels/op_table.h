@@ -6,6 +6,7 @@
 
 #include "dsa/core/status.h"
 #include "dsa/kernels/activation/activation.h"
+#include "dsa/kernels/batched_linear/batched_linear.h"
 #include "dsa/kernels/embedding/embedding.h"
 #include "dsa/kernels/gather/gather.h"
 #include "dsa/kernels/gather/row_copy.h"
@@ -55,6 +56,8 @@ struct OpTable {
   Status (*rope)(const RopeParams&);
   Status (*hadamard)(const HadamardParams&);
   Status (*linear)(const LinearParams&);
+  // One bf16 linear per batch over strided operands: the absorbed MLA's per-head W_UK / W_UV.
+  Status (*batched_linear)(const BatchedLinearParams&);
   Status (*moe_routing)(const MoeRoutingParams&);
   // MoE dispatch on the backend (§8.6), no host synchronisation: graph-capturable.
   Status (*moe_group)(const MoeGroupParams&);

@@ -26,6 +26,7 @@ const OpTable& cuda_op_table() {
       .rope = rope_cuda,
       .hadamard = hadamard_cuda,
       .linear = linear_cuda,
+      .batched_linear = batched_linear_cuda,
       .moe_routing = moe_routing_cuda,
       .moe_group = moe_group_cuda,
       .grouped_linear = grouped_linear_cuda,

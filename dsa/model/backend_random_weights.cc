@@ -56,10 +56,8 @@ class Generator {
     }
     // W_UK^T and W_UV come from kv_b_proj [H (nope + v), kv_lora]: its amplitude sqrt(3 / kv_lora).
     const float kv_b = std::sqrt(3.0f / float(c_.kv_lora_rank));
-    for (const LinearWeight& w : a.w_uk_t)
-      DSA_RETURN_IF_ERROR(uniform(w.bf16_w, int64_t(w.out) * w.in, kv_b));
-    for (const LinearWeight& w : a.w_uv)
-      DSA_RETURN_IF_ERROR(uniform(w.bf16_w, int64_t(w.out) * w.in, kv_b));
+    for (const HeadLinearWeight* w : {&a.w_uk_t, &a.w_uv})
+      DSA_RETURN_IF_ERROR(uniform(w->bf16_w, int64_t(w->heads) * w->out * w->in, kv_b));
     DSA_RETURN_IF_ERROR(constant(a.q_a_norm, c_.q_lora_rank, 1.0f));
     DSA_RETURN_IF_ERROR(constant(a.kv_a_norm, c_.kv_lora_rank, 1.0f));
     DSA_RETURN_IF_ERROR(constant(a.indexer.k_norm_w, c_.index_head_dim, 1.0f));

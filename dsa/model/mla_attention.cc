@@ -1,5 +1,6 @@
 // Absorbed MLA around the attention step (SPEC.md §8.4) and the lightning indexer's inputs (§8.5).
-// Per-head slices of the [rows, H, ...] activations move with strided 2-D copies.
+// The per-head projections read and write the [rows, H, ...] activations in place through one
+// strided-batched linear each (kernels/batched_linear), so a layer's op count is independent of H.
 #include <cmath>
 
 #include "dsa/model/block_parts.h"
@@ -77,41 +78,45 @@ Status latent_rows(const BlockContext& c, const AttentionWeights& w, const bf16*
                     kernels::RopeStyle::kInterleaved);
 }
 
-// Absorbed queries Q[h] = [q_nope W_UK | q_pe] from q [rows, H, qk].
+// One strided-batched linear over every head: x[t][h] (x_head apart in a row of H of them) times
+// w's matrix h, into y[t][h] (y_head apart). So the op count per layer does not depend on H.
+Status run_head_linear(const BlockContext& c, const HeadLinearWeight& w, const bf16* x,
+                       int64_t x_head, int32_t rows, bf16* y, int64_t y_head) {
+  kernels::BatchedLinearParams p;
+  p.x = x;
+  p.weight = c.weights.get(w.bf16_w);
+  p.y = y;
+  p.batch = w.heads;
+  p.num_tokens = rows;
+  p.in_features = w.in;
+  p.out_features = w.out;
+  p.x_ld = int64_t{w.heads} * x_head;
+  p.x_batch_stride = x_head;
+  p.w_batch_stride = int64_t{w.out} * w.in;
+  p.y_ld = int64_t{w.heads} * y_head;
+  p.y_batch_stride = y_head;
+  return c.ops.batched_linear(p);
+}
+
+// Absorbed queries Q[h] = [q_nope W_UK | q_pe] from q [rows, H, qk]: the q_pe columns by one
+// strided copy over the rows * H (token, head) rows, q_nope W_UK by one batched linear.
 Status absorbed_queries(const BlockContext& c, const AttentionWeights& w, const bf16* q,
                         int32_t rows, bf16* q_mla) {
   const ModelConfig& cf = c.config;
   const int32_t H = int32_t(cf.num_attention_heads), nope = int32_t(cf.qk_nope_head_dim);
   const int32_t qk = int32_t(cf.qk_head_dim());
-  runtime::Workspace::Frame frame(c.ws);
-  DSA_ASSIGN_OR_RETURN(bf16 * nope_h, c.ws.take<bf16>(size_t(rows) * nope));
-  DSA_ASSIGN_OR_RETURN(bf16 * abs_h, c.ws.take<bf16>(size_t(rows) * kLatentDim));
-  const int64_t q_ld = int64_t{H} * qk, mla_ld = int64_t{H} * kQkDim;
-  for (int32_t h = 0; h < H; ++h) {
-    DSA_RETURN_IF_ERROR(copy_rows_2d(c, nope_h, nope, q + int64_t{h} * qk, q_ld, nope, rows));
-    DSA_RETURN_IF_ERROR(copy_rows_2d(c, q_mla + int64_t{h} * kQkDim + kLatentDim, mla_ld,
-                                     q + int64_t{h} * qk + nope, q_ld, kRopeDim, rows));
-    DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.w_uk_t[size_t(h)], nope_h, rows, abs_h));
-    DSA_RETURN_IF_ERROR(
-        copy_rows_2d(c, q_mla + int64_t{h} * kQkDim, mla_ld, abs_h, kLatentDim, kLatentDim, rows));
-  }
-  return ok_status();
+  DSA_RETURN_IF_ERROR(
+      copy_rows_2d(c, q_mla + kLatentDim, kQkDim, q + nope, qk, kRopeDim, rows * H));
+  return run_head_linear(c, w.w_uk_t, q, qk, rows, q_mla, kQkDim);
 }
 
-// o[h] = o_lat[h] W_UV[h]^T, then o_proj over the concatenated heads.
+// o[h] = o_lat[h] W_UV[h]^T (one batched linear), then o_proj over the concatenated heads.
 Status output_projection(const BlockContext& c, const AttentionWeights& w, const bf16* o_lat,
                          int32_t rows, bf16* attn_out) {
   const int32_t H = int32_t(c.config.num_attention_heads), v = int32_t(c.config.v_head_dim);
   runtime::Workspace::Frame frame(c.ws);
-  DSA_ASSIGN_OR_RETURN(bf16 * lat_h, c.ws.take<bf16>(size_t(rows) * kLatentDim));
-  DSA_ASSIGN_OR_RETURN(bf16 * o_h, c.ws.take<bf16>(size_t(rows) * v));
   DSA_ASSIGN_OR_RETURN(bf16 * o, c.ws.take<bf16>(size_t(rows) * H * v));
-  for (int32_t h = 0; h < H; ++h) {
-    DSA_RETURN_IF_ERROR(copy_rows_2d(c, lat_h, kLatentDim, o_lat + int64_t{h} * kLatentDim,
-                                     int64_t{H} * kLatentDim, kLatentDim, rows));
-    DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.w_uv[size_t(h)], lat_h, rows, o_h));
-    DSA_RETURN_IF_ERROR(copy_rows_2d(c, o + int64_t{h} * v, int64_t{H} * v, o_h, v, v, rows));
-  }
+  DSA_RETURN_IF_ERROR(run_head_linear(c, w.w_uv, o_lat, kLatentDim, rows, o, v));
   return run_linear(c.ops, c.weights, w.o_proj, o, rows, attn_out);
 }
 

@@ -196,7 +196,7 @@ class Reader {
   std::map<std::string, ExpectedTensor> layout_;
 };
 
-// kv_b_proj [H (nope + v), kv_lora] -> per head W_UK^T [kv_lora, nope] and W_UV [v, kv_lora].
+// kv_b_proj [H (nope + v), kv_lora] -> W_UK^T [H, kv_lora, nope] and W_UV [H, v, kv_lora].
 // An FP8 weight as bf16 (SPEC.md §8.2): W[i][j] = e4m3(W8[i][j]) * scale_inv[i/128][j/128].
 LinearWeight dequantize_fp8(const LinearWeight& w) {
   constexpr size_t kBlock = 128;
@@ -211,22 +211,22 @@ LinearWeight dequantize_fp8(const LinearWeight& w) {
   return d;
 }
 
-StatusOr<std::pair<std::vector<LinearWeight>, std::vector<LinearWeight>>> split_kv_b(
-    const LinearWeight& kv_b_stored, const ModelConfig& c) {
+StatusOr<std::pair<HeadLinearWeight, HeadLinearWeight>> split_kv_b(const LinearWeight& kv_b_stored,
+                                                                   const ModelConfig& c) {
   // Never run as a linear (SPEC.md §8.8): an FP8 kv_b_proj is dequantised to bf16 here.
   const LinearWeight kv_b = kv_b_stored.is_fp8() ? dequantize_fp8(kv_b_stored) : kv_b_stored;
   const int32_t H = int32_t(c.num_attention_heads), nope = int32_t(c.qk_nope_head_dim);
   const int32_t v = int32_t(c.v_head_dim), r = int32_t(c.kv_lora_rank);
-  std::vector<LinearWeight> uk(static_cast<size_t>(H)), uv(static_cast<size_t>(H));
+  HeadLinearWeight uk{H, r, nope, std::vector<bf16>(size_t(H) * r * nope)};
+  HeadLinearWeight uv{H, v, r, std::vector<bf16>(size_t(H) * v * r)};
   for (int32_t h = 0; h < H; ++h) {
     const bf16* base = kv_b.bf16_w.data() + size_t(h) * (nope + v) * r;
-    uk[size_t(h)] = LinearWeight{r, nope, std::vector<bf16>(size_t(r) * nope), {}, {}};
+    bf16* uk_h = uk.bf16_w.data() + size_t(h) * r * nope;
     for (int32_t t = 0; t < nope; ++t) {
-      for (int32_t k = 0; k < r; ++k)
-        uk[size_t(h)].bf16_w[size_t(k) * nope + t] = base[size_t(t) * r + k];
+      for (int32_t k = 0; k < r; ++k) uk_h[size_t(k) * nope + t] = base[size_t(t) * r + k];
     }
-    uv[size_t(h)] = LinearWeight{
-        v, r, std::vector<bf16>(base + size_t(nope) * r, base + size_t(nope + v) * r), {}, {}};
+    std::copy(base + size_t(nope) * r, base + size_t(nope + v) * r,
+              uv.bf16_w.begin() + ptrdiff_t(size_t(h) * v * r));
   }
   return std::make_pair(std::move(uk), std::move(uv));
 }
@@ -239,24 +239,21 @@ Status load_mlp(Reader& rd, const std::string& p, MlpWeights& m) {
   return rd.linear(p + "down_proj.weight", m.down);
 }
 
-// kv_b_proj, read into host memory whatever the mode, as the per-head W_UK^T and W_UV.
+// kv_b_proj, read into host memory whatever the mode, as W_UK^T and W_UV (every head in one).
 Status load_kv_b(Reader& rd, const ModelConfig& c, const std::string& name, AttentionWeights& at) {
   LinearWeight kv_b;
   DSA_RETURN_IF_ERROR(rd.linear(name, kv_b, /*host=*/true));
-  if (rd.layout_only()) {  // the per-head shapes, bf16 as split_kv_b makes them
-    const int32_t r = int32_t(c.kv_lora_rank);
-    at.w_uk_t.assign(size_t(c.num_attention_heads),
-                     LinearWeight{r, int32_t(c.qk_nope_head_dim), {}, {}, {}});
-    at.w_uv.assign(size_t(c.num_attention_heads),
-                   LinearWeight{int32_t(c.v_head_dim), r, {}, {}, {}});
+  if (rd.layout_only()) {  // the shapes, bf16 as split_kv_b makes them
+    const int32_t H = int32_t(c.num_attention_heads), r = int32_t(c.kv_lora_rank);
+    at.w_uk_t = HeadLinearWeight{H, r, int32_t(c.qk_nope_head_dim), {}};
+    at.w_uv = HeadLinearWeight{H, int32_t(c.v_head_dim), r, {}};
     return ok_status();
   }
   DSA_ASSIGN_OR_RETURN(auto split, split_kv_b(kv_b, c));
   at.w_uk_t = std::move(split.first);
   at.w_uv = std::move(split.second);
-  for (LinearWeight& w : at.w_uk_t) DSA_RETURN_IF_ERROR(rd.sink_host(name, w.bf16_w));
-  for (LinearWeight& w : at.w_uv) DSA_RETURN_IF_ERROR(rd.sink_host(name, w.bf16_w));
-  return ok_status();
+  DSA_RETURN_IF_ERROR(rd.sink_host(name, at.w_uk_t.bf16_w));
+  return rd.sink_host(name, at.w_uv.bf16_w);
 }
 
 Status load_block(Reader& rd, const ModelConfig& c, int64_t layer, DecoderLayerWeights& w) {

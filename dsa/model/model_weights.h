@@ -3,7 +3,7 @@
 // backend memory with the vectors left empty as keys (stream_model_weights, weight_stream.h).
 // Indexer norms and the MoE score bias are kept as fp32
 // (exact upcasts of bf16 or f32 storage); MLA's kv_b_proj is split into the absorbed-form matrices
-// W_UK^T and W_UV per head (SPEC.md §8.4, §8.8).
+// W_UK^T and W_UV, every head's in one [H, ...] tensor (SPEC.md §8.4, §8.8).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,14 @@ struct LinearWeight {
   bool is_fp8() const { return fp8 || !fp8_w.empty(); }
 };
 
+// One bf16 [out, in] matrix per attention head, head after head ([heads, out, in]), so one
+// strided-batched linear (kernels/batched_linear) runs every head: the absorbed MLA's W_UK^T and
+// W_UV, made at load from kv_b_proj (bf16 even for an FP8 checkpoint, SPEC.md §8.8).
+struct HeadLinearWeight {
+  int32_t heads = 0, out = 0, in = 0;
+  std::vector<bf16> bf16_w;
+};
+
 struct IndexerWeights {
   LinearWeight wq_b;                      // [H_i * D_i, q_lora]
   LinearWeight wk;                        // [D_i, hidden]
@@ -40,9 +48,9 @@ struct IndexerWeights {
 struct AttentionWeights {
   LinearWeight q_a, q_b, kv_a, o_proj;
   std::vector<bf16> q_a_norm, kv_a_norm;  // RMSNorm weights [q_lora], [kv_lora]
-  // Absorbed form, per head h: w_uk_t[h] is [kv_lora, qk_nope] (so q_abs = q_nope W_UK is a linear
-  // with weight W_UK^T), w_uv[h] is [v_head, kv_lora].
-  std::vector<LinearWeight> w_uk_t, w_uv;
+  // Absorbed form, per head h: w_uk_t's matrix h is [kv_lora, qk_nope] (so q_abs = q_nope W_UK is
+  // a linear with weight W_UK^T), w_uv's is [v_head, kv_lora].
+  HeadLinearWeight w_uk_t, w_uv;
   IndexerWeights indexer;
 };
 

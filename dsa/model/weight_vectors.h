@@ -35,8 +35,8 @@ void visit_block(B& b, F& f, G& moe) {
                   &a.indexer.weights_proj}) {
     visit_linear(*w, f);
   }
-  for (auto& w : a.w_uk_t) visit_linear(w, f);
-  for (auto& w : a.w_uv) visit_linear(w, f);
+  f(a.w_uk_t.bf16_w);
+  f(a.w_uv.bf16_w);
   f(a.q_a_norm);
   f(a.kv_a_norm);
   f(a.indexer.k_norm_w);

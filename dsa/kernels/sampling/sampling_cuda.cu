@@ -1,6 +1,6 @@
 // Token sampling (SPEC.md §6.2, §6.3) on the GPU: one CTA per row, each running
-// sampling_device::sample_row (sampling_kernel.cuh: the rules, the top-k / top-p selection for
-// any V, and why it draws the reference's tokens).
+// sampling_device::sample_row (kernels/common/sample_row.cuh: the rules, the top-k / top-p
+// selection for any V, and why it draws the reference's tokens).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -10,8 +10,8 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
+#include "dsa/kernels/common/sample_row.cuh"
 #include "dsa/kernels/sampling/sampling.h"
-#include "dsa/kernels/sampling/sampling_kernel.cuh"
 
 namespace dsa::kernels {
 

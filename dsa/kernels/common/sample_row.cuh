@@ -1,7 +1,8 @@
 // One CTA samples one row of logits (SPEC.md §6.2, §6.3) with the rules of
 // dsa/kernels/sampling/sampler.cc (the reference), computed with the same DSA_HD Philox / Gumbel
 // helpers. Shared by the sampling op (one row per CTA) and the acceptance op (one verify row per
-// CTA), so both draw the same token from the same row.
+// CTA), so both draw the same token from the same row; it sits in common/ because an op folder
+// may include another op's public header only.
 //
 // Per row, by the row's own params:
 //  - temperature 0: argmax of the fp32 logits, ties to the lowest id, NaN / -inf never chosen.
@@ -27,7 +28,7 @@
 
 #include <cstdint>
 
-#include "dsa/kernels/sampling/philox.h"
+#include "dsa/kernels/common/philox.h"
 
 namespace dsa::kernels::sampling_device {
 

@@ -16,10 +16,16 @@
 namespace dsa::kernels {
 
 struct AcceptanceParams {
-  const float* logits = nullptr;    // [B * (d + 1), V] fp32; request b's row j at b * (d + 1) + j
-  int32_t requests = 0;             // B
-  int32_t drafts_per_request = 0;   // d >= 0 (d = 0: plain sampling, a = 0, one emitted token)
-  int32_t vocab = 0;                // V
+  // [B * (d + 1), row_stride] fp32; request b's row j at b * (d + 1) + j; only the first V
+  // columns are read.
+  const float* logits = nullptr;
+  int32_t requests = 0;            // B
+  int32_t drafts_per_request = 0;  // d >= 0 (d = 0: plain sampling, a = 0, one emitted token)
+  int32_t vocab = 0;               // V, the tokens that may be sampled
+  // Elements between rows, >= V; 0 = V. A padded LM head (more rows than the tokenizer has ids)
+  // passes its width here and the tokenizer's size as V: the same tokens as masking the padding
+  // columns to -inf, since -inf is never eligible and the noise is keyed by the token id.
+  int64_t row_stride = 0;
   const int32_t* drafts = nullptr;  // [B, d] g_1..g_d (any int32; out-of-vocabulary ids reject)
   // [B] per-request sampling params (SamplingParams' fields).
   const float* temperature = nullptr;       // 0 = greedy; else finite and > 0
@@ -35,7 +41,7 @@ struct AcceptanceParams {
 };
 
 // Host checks (InvalidArgument naming the field and value): B >= 0, d >= 0, V >= 1,
-// B * (d + 1) <= 2^31 - 1, every pointer non-null when B > 0.
+// row_stride 0 or >= V, B * (d + 1) <= 2^31 - 1, every pointer non-null when B > 0.
 Status validate(const AcceptanceParams& p);
 
 // CPU reference: per request the host rule above, reading no row past the first mismatch.

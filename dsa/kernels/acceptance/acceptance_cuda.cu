@@ -51,7 +51,8 @@ __global__ void __launch_bounds__(sd::kThreads)
     }
     return;
   }
-  const int32_t y = sd::sample_row(p.logits + row * p.vocab, p.vocab, rp, sm);
+  const int64_t stride = p.row_stride != 0 ? p.row_stride : p.vocab;
+  const int32_t y = sd::sample_row(p.logits + row * stride, p.vocab, rp, sm);
   if (threadIdx.x == 0) p.emitted[row] = y;
 }
 

@@ -1,11 +1,12 @@
 // GPU tests of accept_drafts_cuda against accept_drafts_ref (SPEC.md §6.2, §6.3) on fuzzed
 // batches: V = 1, 7, 37, 6144, 129280; d = 0, 1, 3, 7; greedy and sampled requests with top-k /
 // top-p; drafts that follow the target for a random number of positions; edge rows (ties, NaN,
-// -inf, +inf, no eligible token); positions up to 2^31 - 1. Accepted counts and emitted tokens
-// equal the reference, except where a request's first differing row is a near-tie of the host's
-// perturbed scores (top-two gap below 1e-5, the GPU token the host's runner-up: device and host
-// fp64 log / exp may differ in the last bit); every such case is printed and counted. Also bad
-// request params (checked error word, unchecked a = 0 and -1), B = 0, and determinism.
+// -inf, +inf, no eligible token); positions up to 2^31 - 1; a row stride wider than V. Accepted
+// counts and emitted tokens equal the reference, except where a request's first differing row is a
+// near-tie of the host's perturbed scores (top-two gap below 1e-5, the GPU token the host's
+// runner-up: device and host fp64 log / exp may differ in the last bit); every such case is printed
+// and counted. Also bad request params (checked error word, unchecked a = 0 and -1), B = 0, and
+// determinism.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,8 +51,9 @@ Outputs run_ref(const AcceptBatch& a) {
 }
 
 // Runs the CUDA op with poisoned outputs; the status through `status` if given.
-Outputs run_cuda(const AcceptBatch& a, Status* status = nullptr) {
-  auto l = dev(a.logits);
+Outputs run_cuda(const AcceptBatch& a, Status* status = nullptr, int64_t row_stride = 0) {
+  // A wider stride: the extra columns hold a value that would win every row if read.
+  auto l = dev(row_stride ? acceptance_test::strided_logits(a, row_stride, 1e30f) : a.logits);
   auto g = dev(a.drafts, 1);  // d = 0: no drafts, but a non-null pointer
   auto t = dev(a.temperature);
   auto p = dev(a.top_p);
@@ -61,8 +63,10 @@ Outputs run_cuda(const AcceptBatch& a, Status* status = nullptr) {
   auto acc = testing::poisoned<int32_t>(size_t(std::max(a.requests, 1)), 0x5A);
   auto emit =
       testing::poisoned<int32_t>(size_t(std::max(a.requests, 1)) * a.rows_per_request(), 0x5A);
-  const Status st = accept_drafts_cuda(a.params(l.data(), g.data(), t.data(), p.data(), k.data(),
-                                                s.data(), first.data(), acc.data(), emit.data()));
+  AcceptanceParams q = a.params(l.data(), g.data(), t.data(), p.data(), k.data(), s.data(),
+                                first.data(), acc.data(), emit.data());
+  q.row_stride = row_stride;
+  const Status st = accept_drafts_cuda(q);
   if (status) {
     *status = st;
   } else {
@@ -147,6 +151,20 @@ TEST(AcceptanceCuda, FuzzedBatchesMatchTheReference) {
       const int32_t B = V > 10000 ? 6 : 40;
       check(random_batch(rng, B, d, V), "V " + std::to_string(V) + " d " + std::to_string(d));
     }
+  }
+}
+
+// A padded LM head's width as the row stride (V3.2: 129280 columns, here a smaller tokenizer).
+TEST(AcceptanceCuda, RowStride) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 3);
+  for (int32_t d : {0, 3}) {
+    const AcceptBatch a = random_batch(rng, 12, d, 129000);
+    const Outputs ref = run_ref(a);
+    Status st;
+    const Outputs gpu = run_cuda(a, &st, 129280);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    EXPECT_LE(compare(a, gpu, ref, "row stride d " + std::to_string(d)), 1);
   }
 }
 

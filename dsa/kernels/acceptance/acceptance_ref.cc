@@ -19,6 +19,10 @@ Status validate(const AcceptanceParams& p) {
   if (p.vocab < 1) {
     return invalid_argument(fmt::format("acceptance: vocab = {}: must be >= 1", p.vocab));
   }
+  if (p.row_stride != 0 && p.row_stride < p.vocab) {
+    return invalid_argument(fmt::format("acceptance: row_stride = {}: must be 0 or >= vocab = {}",
+                                        p.row_stride, p.vocab));
+  }
   const int64_t rows = int64_t{p.requests} * (int64_t{p.drafts_per_request} + 1);
   if (rows > std::numeric_limits<int32_t>::max()) {
     return invalid_argument(fmt::format(
@@ -43,6 +47,7 @@ Status validate(const AcceptanceParams& p) {
 Status accept_drafts_ref(const AcceptanceParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   const int64_t d = p.drafts_per_request, n = d + 1;
+  const int64_t stride = p.row_stride != 0 ? p.row_stride : p.vocab;
   for (int32_t b = 0; b < p.requests; ++b) {
     const SamplingParams sp{p.temperature[b], p.top_p[b], p.top_k[b], p.seed[b]};
     if (Status s = validate(sp); !s.ok()) {
@@ -54,12 +59,12 @@ Status accept_drafts_ref(const AcceptanceParams& p) {
           fmt::format("acceptance: request {}: first_position = {}: must be in [0, 2^31 - 1 - {}]",
                       b, first, d));
     }
-    const float* rows = p.logits + b * n * p.vocab;
+    const float* rows = p.logits + b * n * stride;
     const int32_t* g = p.drafts + b * d;
     int32_t* out = p.emitted + b * n;
     int32_t a = 0;
     for (;; ++a) {
-      const std::span<const float> row(rows + a * int64_t{p.vocab}, size_t(p.vocab));
+      const std::span<const float> row(rows + a * stride, size_t(p.vocab));
       const int32_t y = sample_token(row, sp, first + a);
       out[a] = y;
       // y_a against g_{a+1}; kNoToken never accepts a draft.

@@ -93,6 +93,8 @@ TEST(AcceptanceRef, ValidateNamesTheField) {
   expect_bad([](AcceptanceParams& p) { p.requests = -1; }, "requests = -1");
   expect_bad([](AcceptanceParams& p) { p.drafts_per_request = -2; }, "drafts_per_request = -2");
   expect_bad([](AcceptanceParams& p) { p.vocab = 0; }, "vocab = 0");
+  expect_bad([](AcceptanceParams& p) { p.row_stride = 3; }, "row_stride = 3");
+  expect_bad([](AcceptanceParams& p) { p.row_stride = -8; }, "row_stride = -8");
   expect_bad(
       [](AcceptanceParams& p) {
         p.requests = 1 << 20;
@@ -131,6 +133,25 @@ TEST(AcceptanceRef, BadRequestParamsNameTheRequest) {
   expect_bad([](AcceptBatch& a) { a.first_position[1] = -1; }, "first_position = -1");
   expect_bad([](AcceptBatch& a) { a.first_position[1] = std::numeric_limits<int32_t>::max() - 1; },
              "first_position = 2147483646");
+}
+
+// A wider row stride reads only the first V columns: the same outputs as the compact rows, though
+// the extra columns would win every row if read (a padded LM head's width).
+TEST(AcceptanceRef, RowStrideReadsOnlyTheVocabulary) {
+  testing::Rng rng(testing::test_seed() + 2);
+  for (int32_t d : {0, 3}) {
+    const AcceptBatch a = random_batch(rng, 9, d, 61);
+    const Outputs compact = run_ref(a);
+    const std::vector<float> wide = acceptance_test::strided_logits(a, 67, 1e30f);
+    Outputs o{std::vector<int32_t>(compact.accepted.size(), -7),
+              std::vector<int32_t>(compact.emitted.size(), -7)};
+    AcceptanceParams p = a.host_params(o.accepted.data(), o.emitted.data());
+    p.logits = wide.data();
+    p.row_stride = 67;
+    ASSERT_TRUE(accept_drafts_ref(p).ok());
+    EXPECT_EQ(o.accepted, compact.accepted) << "d " << d;
+    EXPECT_EQ(o.emitted, compact.emitted) << "d " << d;
+  }
 }
 
 // Fuzzed batches: the outputs' invariants, and the emitted tokens equal the sampling op's

@@ -59,6 +59,17 @@ struct AcceptBatch {
   }
 };
 
+// The batch's rows at a wider stride, the extra columns `fill` (a value that would win if read).
+inline std::vector<float> strided_logits(const AcceptBatch& a, int64_t stride, float fill) {
+  const size_t rows = a.logits.size() / size_t(a.vocab);
+  std::vector<float> out(rows * size_t(stride), fill);
+  for (size_t r = 0; r < rows; ++r) {
+    std::copy_n(a.logits.begin() + long(r * size_t(a.vocab)), a.vocab,
+                out.begin() + long(r * size_t(stride)));
+  }
+  return out;
+}
+
 // Overwrites one row with an edge case of the sampler (`which` picks it).
 inline void edge_row(std::span<float> x, int which) {
   constexpr float kInf = std::numeric_limits<float>::infinity();

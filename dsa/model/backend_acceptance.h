@@ -20,10 +20,12 @@ struct VerifyAcceptance {
   std::vector<int32_t> emitted;   // [B, d + 1] g_1..g_a, y, then -1
 };
 
-// The small backend buffers of the op's inputs and outputs, grown on demand (never inside a
-// graph: acceptance runs between forwards).
+// The small backend buffers of the op's inputs and outputs: reserved at the model's capacity when
+// it loads, so steps allocate nothing (run grows them only for a larger batch).
 class BackendAcceptance {
  public:
+  Status reserve(kernels::Backend backend, size_t requests, size_t rows);
+
   // logits: backend memory, [B (d + 1), row_stride], request b's row j at b (d + 1) + j; vocab:
   // the sampleable ids (<= row_stride). drafts [B, d], params and first_position [B] are host.
   Status run(const kernels::OpTable& ops, const float* logits, int64_t row_stride, int32_t vocab,
@@ -32,8 +34,6 @@ class BackendAcceptance {
              std::span<const int32_t> first_position, VerifyAcceptance* out);
 
  private:
-  Status reserve(kernels::Backend backend, size_t requests, size_t rows);
-
   size_t requests_ = 0, rows_ = 0;
   runtime::Buffer<int32_t> drafts_, top_k_, first_, accepted_, emitted_;
   runtime::Buffer<float> temperature_, top_p_;

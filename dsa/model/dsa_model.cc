@@ -189,7 +189,7 @@ Status DsaModel::allocate_outputs() {
                        runtime::Buffer<bf16>::alloc(ops_.backend, rows * sz(config_.hidden_size)));
   DSA_ASSIGN_OR_RETURN(logits_out_,
                        runtime::Buffer<float>::alloc(ops_.backend, rows * sz(config_.vocab_size)));
-  return ok_status();
+  return acceptance_.reserve(ops_.backend, rows, rows);  // a verify forward: requests <= rows
 }
 
 // The graph runner captures one graph per key (runtime/graph_runner.h): its stage is this model's

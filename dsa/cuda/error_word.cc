@@ -33,6 +33,8 @@ std::string_view op_name(int32_t op) {
       return "model op";
     case OpId::kPagedLogitsTopk:
       return "paged_logits_topk";
+    case OpId::kAcceptance:
+      return "acceptance";
   }
   return "unknown op";
 }

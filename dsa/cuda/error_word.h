@@ -30,6 +30,7 @@ enum class OpId : int32_t {
   kSparseMla,
   kModelOp,
   kPagedLogitsTopk,
+  kAcceptance,
 };
 
 #if defined(__CUDACC__)

@@ -1,8 +1,12 @@
 // The decode phase of an engine step: plain DECODE when d = 0, else the speculative step of
 // SPEC.md §6.1 — TARGET_VERIFY over [x_C, g_1..g_d], acceptance (§6.2/§6.3), DRAFT_EXTEND of the
 // MTP layer over the same positions (row a's output is the first new draft), and the draft chain.
-// With EngineOptions::simulate_accept_length the count a is drawn (simulated_acceptance.h).
+// With EngineOptions::simulate_accept_length the count a is drawn (simulated_acceptance.h). On a
+// device backend (EngineOptions::accept_on) the verify logits stay on the device and the
+// acceptance op decides there; the CPU backend runs the host rule on the host logits.
 // The forwards are the agreed plan's (engine.h), at the B_pad of the largest B over the ranks.
+#include <fmt/format.h>
+
 #include "dsa/engine/acceptance.h"
 #include "dsa/engine/engine.h"
 #include "dsa/engine/simulated_acceptance.h"
@@ -39,8 +43,14 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
     tokens.push_back(r->pending);
     for (int32_t j = 0; j < d_; ++j) tokens.push_back(r->drafts[sz(j)]);
   }
+  const AcceptOn where = options_.accept_on;
+  const bool on_backend =
+      d_ > 0 && !(options_.simulate_accept_length > 0) &&
+      (where == AcceptOn::kBackend ||
+       (where == AcceptOn::kAuto && model_.backend() != kernels::Backend::kCpu));
   model::ForwardOutput target;
-  DSA_RETURN_IF_ERROR(run_forward(plan[0], inputs, tokens, {}, &target));
+  DSA_RETURN_IF_ERROR(run_forward(plan[0], inputs, tokens, {}, &target,
+                                  on_backend ? model::LogitsTo::kBackend : model::LogitsTo::kHost));
   if (d_ == 0) {
     for (size_t b = 0; b < reqs.size(); ++b) {
       RequestState& r = *reqs[b];
@@ -57,15 +67,22 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   std::vector<int32_t> mtp_tokens;
   std::vector<int32_t> committed;
   std::vector<runtime::RequestInput> mtp_inputs = inputs;
+  std::vector<AcceptResult> decided;
+  if (on_backend) {
+    DSA_ASSIGN_OR_RETURN(decided, accept_on_backend(reqs));
+  }
   for (size_t b = 0; b < reqs.size(); ++b) {
     RequestState& r = *reqs[b];
-    const std::span<const float> rows(&target.logits[b * n * sz(vocab_)], sz(n) * sz(vocab_));
     const int64_t first = int64_t(r.committed) + 1;
     const double sim = options_.simulate_accept_length;
+    const auto rows = [&] {
+      return std::span<const float>(&target.logits[b * n * sz(vocab_)], sz(n) * sz(vocab_));
+    };
     AcceptResult acc =
-        sim > 0 ? force_acceptance(rows, vocab_, r.drafts, r.req.sampling, first,
-                                   simulated_accepted(sim, d_, r.req.sampling.seed, first))
-                : accept_drafts(rows, vocab_, r.drafts, r.req.sampling, first);
+        on_backend ? std::move(decided[b])
+        : sim > 0  ? force_acceptance(rows(), vocab_, r.drafts, r.req.sampling, first,
+                                      simulated_accepted(sim, d_, r.req.sampling.seed, first))
+                   : accept_drafts(rows(), vocab_, r.drafts, r.req.sampling, first);
     const int32_t a = acc.accepted;
     const int32_t y = acc.emitted.back();
     for (int32_t j = 0; j < n; ++j) {
@@ -94,6 +111,32 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   }
   return draft_chain(reqs, std::move(first), std::move(hidden), std::move(committed),
                      std::span<const ForwardShape>(plan).subspan(2));
+}
+
+StatusOr<std::vector<AcceptResult>> Engine::accept_on_backend(
+    const std::vector<RequestState*>& reqs) {
+  std::vector<int32_t> drafts, first;
+  std::vector<kernels::SamplingParams> params;
+  for (const RequestState* r : reqs) {
+    if (int32_t(r->drafts.size()) != d_) {
+      return internal_error(fmt::format("engine: request {} has {} drafts, the step d = {}", r->id,
+                                        r->drafts.size(), d_));
+    }
+    drafts.insert(drafts.end(), r->drafts.begin(), r->drafts.end());
+    params.push_back(r->req.sampling);
+    first.push_back(r->committed + 1);
+  }
+  model::VerifyAcceptance v;
+  // The op reads ids [0, sampleable_) of rows vocab_ wide: the host rule's masked padding ids.
+  DSA_RETURN_IF_ERROR(model_.accept_last_verify(sampleable_, d_, drafts, params, first, &v));
+  const size_t n = sz(d_) + 1;
+  std::vector<AcceptResult> out(reqs.size());
+  for (size_t b = 0; b < reqs.size(); ++b) {
+    out[b].accepted = v.accepted[b];
+    const auto row = v.emitted.begin() + long(b * n);
+    out[b].emitted.assign(row, row + v.accepted[b] + 1);
+  }
+  return out;
 }
 
 }  // namespace dsa::engine

@@ -108,12 +108,12 @@ StatusOr<int64_t> Engine::add_request(GenerationRequest req) {
 
 Status Engine::run_forward(const ForwardShape& shape, std::vector<runtime::RequestInput> reqs,
                            std::span<const int32_t> tokens, std::span<const bf16> hidden,
-                           model::ForwardOutput* out) {
+                           model::ForwardOutput* out, model::LogitsTo logits_to) {
   const int32_t real = int32_t(reqs.size());
   DSA_ASSIGN_OR_RETURN(runtime::ForwardBatch b, make_batch(shape, std::move(reqs), forwards_++));
   if (options_.check_forwards) DSA_RETURN_IF_ERROR(cross_check_forward(*group_, shape));
-  DSA_RETURN_IF_ERROR(model_.forward(std::move(b), tokens, hidden, out));
-  mask_padding_logits(out->logits);
+  DSA_RETURN_IF_ERROR(model_.forward(std::move(b), tokens, hidden, out, logits_to));
+  mask_padding_logits(out->logits);  // kBackend: none here; the op reads only [0, sampleable_)
   // The model must run the agreed shape, not one it derived from this rank's rows: a mismatch
   // here would pair this rank's MoE collectives with another forward's on the other ranks.
   const ForwardShape ran = shape_of(out->header, shape.role, shape.chain_step);

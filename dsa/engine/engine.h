@@ -23,6 +23,7 @@
 
 #include "dsa/core/status.h"
 #include "dsa/dist/collective.h"
+#include "dsa/engine/acceptance.h"
 #include "dsa/engine/dp_step.h"
 #include "dsa/engine/engine_metrics.h"
 #include "dsa/engine/request.h"
@@ -30,6 +31,8 @@
 #include "dsa/model/dsa_model.h"
 
 namespace dsa::engine {
+
+enum class AcceptOn { kAuto, kBackend, kHost };
 
 struct EngineOptions {
   int32_t prefill_chunk = 512;  // most prompt tokens one request prefills per step, >= 1
@@ -42,6 +45,11 @@ struct EngineOptions {
   // Benchmarks (simulated_acceptance.h): > 0 forces the number of accepted drafts per request and
   // step to a draw with this mean accept length, in [1, d + 1]; 0 = real acceptance.
   double simulate_accept_length = 0;
+  // Where speculative steps decide acceptance. kBackend: the op table's accept_drafts over the
+  // verify logits left in the backend's memory (on a device only accept counts and emitted tokens
+  // reach the host); kHost: the logits are copied and the host rule runs; kAuto: kBackend on a
+  // device backend, kHost on the CPU. simulate_accept_length always takes the host path.
+  AcceptOn accept_on = AcceptOn::kAuto;
   // Called with each request's newly emitted tokens (streaming).
   std::function<void(const RequestState&, std::span<const int32_t> tokens)> on_tokens;
   // Called once per request when it finishes (successfully or with its own error), in the step
@@ -125,7 +133,10 @@ class Engine {
   // B_pad / rows_pad; Internal if the model ran another shape than the one agreed.
   Status run_forward(const ForwardShape& shape, std::vector<runtime::RequestInput> reqs,
                      std::span<const int32_t> tokens, std::span<const bf16> hidden,
-                     model::ForwardOutput* out);
+                     model::ForwardOutput* out, model::LogitsTo logits_to = model::LogitsTo::kHost);
+  // Acceptance of a verify forward's drafts on the model's backend (kBackend logits): per request
+  // of `reqs`, in order, the same AcceptResult as the host rule accept_drafts.
+  StatusOr<std::vector<AcceptResult>> accept_on_backend(const std::vector<RequestState*>& reqs);
 
   model::DsaModel& model_;
   EngineOptions options_;

@@ -64,6 +64,14 @@ TEST(PaddedVocabulary, PaddingIdsAreNeverEmittedAndSpeculationStaysLossless) {
   const auto s3 = testing::generate(*spec_model, prompts, max_new, sampled, masked);
   EXPECT_LT(largest_id(s0), 258);
   EXPECT_EQ(s3.outputs, s0.outputs) << "sampled d = 3 under the mask differs from d = 0";
+
+  // The backend acceptance path (the op reads ids [0, 258) of rows 6144 wide) under the mask.
+  EngineOptions on_backend = masked;
+  on_backend.accept_on = AcceptOn::kBackend;
+  EXPECT_EQ(testing::generate(*spec_model, prompts, max_new, {}, on_backend).outputs,
+            greedy.outputs);
+  EXPECT_EQ(testing::generate(*spec_model, prompts, max_new, sampled, on_backend).outputs,
+            s0.outputs);
 }
 
 }  // namespace

@@ -36,6 +36,8 @@ const OpTable& cpu_ops() {
       .moe_combine = moe_combine_ref,
       .indexer_q_quant = indexer_q_quant_ref,
       .row_copy = row_copy_ref,
+      .sample_rows = sample_rows_ref,
+      .accept_drafts = accept_drafts_ref,
   };
   return table;
 }

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "dsa/core/status.h"
+#include "dsa/kernels/acceptance/acceptance.h"
 #include "dsa/kernels/activation/activation.h"
 #include "dsa/kernels/batched_linear/batched_linear.h"
 #include "dsa/kernels/embedding/embedding.h"
@@ -25,6 +26,7 @@
 #include "dsa/kernels/ragged_logits/ragged_logits.h"
 #include "dsa/kernels/rmsnorm/rmsnorm.h"
 #include "dsa/kernels/rope/rope.h"
+#include "dsa/kernels/sampling/sampling.h"
 #include "dsa/kernels/sparse_mla/sparse_mla.h"
 #include "dsa/kernels/topk/topk.h"
 
@@ -67,6 +69,11 @@ struct OpTable {
   Status (*moe_combine)(const MoeCombineParams&);
   Status (*indexer_q_quant)(const IndexerQuantParams&);
   Status (*row_copy)(const RowCopyParams&);
+  // Sampling and acceptance (§6.2, §6.3) on the backend: from rows of logits to tokens, and from
+  // verify rows and drafts to accepted counts and emitted tokens, so on the device only those
+  // few bytes per request need to reach the host.
+  Status (*sample_rows)(const SamplingOpParams&);
+  Status (*accept_drafts)(const AcceptanceParams&);
 };
 
 // The CPU backend: the references of every op.

@@ -189,7 +189,7 @@ Status DsaModel::allocate_outputs() {
                        runtime::Buffer<bf16>::alloc(ops_.backend, rows * sz(config_.hidden_size)));
   DSA_ASSIGN_OR_RETURN(logits_out_,
                        runtime::Buffer<float>::alloc(ops_.backend, rows * sz(config_.vocab_size)));
-  return ok_status();
+  return acceptance_.reserve(ops_.backend, rows, rows);  // a verify forward: requests <= rows
 }
 
 // The graph runner captures one graph per key (runtime/graph_runner.h): its stage is this model's
@@ -305,7 +305,8 @@ Status DsaModel::mtp_body(const runtime::ForwardMetadata& meta) {
   return head(meta, normed, hidden, weights_.mtp_head());
 }
 
-Status DsaModel::collect(const runtime::ForwardMetadata& meta, ForwardOutput* out) {
+Status DsaModel::collect(const runtime::ForwardMetadata& meta, ForwardOutput* out,
+                         LogitsTo logits_to) {
   const runtime::MemoryOps& mem = ws_.memory();
   const size_t V = sz(config_.vocab_size);
   out->header = meta.header;
@@ -315,9 +316,11 @@ Status DsaModel::collect(const runtime::ForwardMetadata& meta, ForwardOutput* ou
   out->hidden.resize(sz(meta.header.rows_pad) * sz(config_.hidden_size));
   DSA_RETURN_IF_ERROR(
       mem.copy(out->hidden.data(), hidden_out_.data(), out->hidden.size() * sizeof(bf16)));
-  out->logits.resize(sz(meta.header.num_samples) * V);
-  DSA_RETURN_IF_ERROR(
-      mem.copy(out->logits.data(), logits_out_.data(), out->logits.size() * sizeof(float)));
+  out->logits.resize(logits_to == LogitsTo::kHost ? sz(meta.header.num_samples) * V : 0);
+  if (!out->logits.empty()) {
+    DSA_RETURN_IF_ERROR(
+        mem.copy(out->logits.data(), logits_out_.data(), out->logits.size() * sizeof(float)));
+  }
   DSA_RETURN_IF_ERROR(mem.sync());
   return runtime::take_device_errors(ops_.backend, "forward");
 }
@@ -352,7 +355,7 @@ Status DsaModel::stage(std::span<const int32_t> tokens, std::span<const bf16> hi
 }
 
 Status DsaModel::forward(runtime::ForwardBatch batch, std::span<const int32_t> tokens,
-                         std::span<const bf16> hidden, ForwardOutput* out) {
+                         std::span<const bf16> hidden, ForwardOutput* out, LogitsTo logits_to) {
   if (batch.model == runtime::ModelKind::kMtp && !weights_.mtp) {
     return failed_precondition("forward: the checkpoint has no MTP layer");
   }
@@ -371,12 +374,24 @@ Status DsaModel::forward(runtime::ForwardBatch batch, std::span<const int32_t> t
     timing_.replays += replayed ? 1 : 0;
   }
   const auto t1 = std::chrono::steady_clock::now();
-  DSA_RETURN_IF_ERROR(collect(meta_, out));
+  DSA_RETURN_IF_ERROR(collect(meta_, out, logits_to));
   const auto t2 = std::chrono::steady_clock::now();
   ++timing_.forwards;
   timing_.host_s += std::chrono::duration<double>(t1 - t0).count();
   timing_.total_s += std::chrono::duration<double>(t2 - t0).count();
   return ok_status();
+}
+
+Status DsaModel::accept_last_verify(int32_t vocab, int32_t d, std::span<const int32_t> drafts,
+                                    std::span<const kernels::SamplingParams> params,
+                                    std::span<const int32_t> first_position,
+                                    VerifyAcceptance* out) {
+  if (params.size() * (size_t(d) + 1) > logits_out_.size() / sz(config_.vocab_size)) {
+    return invalid_argument(fmt::format("accept_last_verify: {} requests x {} rows: over capacity",
+                                        params.size(), d + 1));
+  }
+  return acceptance_.run(ops_, logits_out_.data(), config_.vocab_size, vocab, d, drafts, params,
+                         first_position, out);
 }
 
 }  // namespace dsa::model

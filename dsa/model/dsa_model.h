@@ -23,6 +23,7 @@
 
 #include "dsa/core/status.h"
 #include "dsa/kernels/op_table.h"
+#include "dsa/model/backend_acceptance.h"
 #include "dsa/model/checkpoint.h"
 #include "dsa/model/decoder_block.h"
 #include "dsa/model/memory_plan.h"
@@ -92,6 +93,10 @@ struct ForwardOutput {
   std::vector<float> logits;  // [num_samples, vocab]; rows of sample_row == -1 are zeros
 };
 
+// Where a forward's logits go: copied into ForwardOutput::logits, or left in the backend's memory
+// only (ForwardOutput::logits empty) for accept_last_verify.
+enum class LogitsTo { kHost, kBackend };
+
 class DsaModel {
  public:
   static StatusOr<std::unique_ptr<DsaModel>> load(const std::filesystem::path& dir,
@@ -121,7 +126,16 @@ class DsaModel {
   // padded with zeros up to rows_pad. InvalidArgument for an MTP batch without an MTP layer's
   // inputs, too few tokens or hidden rows; the builder's errors otherwise (nothing runs then).
   Status forward(runtime::ForwardBatch batch, std::span<const int32_t> tokens,
-                 std::span<const bf16> hidden, ForwardOutput* out);
+                 std::span<const bf16> hidden, ForwardOutput* out,
+                 LogitsTo logits_to = LogitsTo::kHost);
+
+  kernels::Backend backend() const { return ops_.backend; }
+  // Acceptance (SPEC.md §6.2, §6.3) of the drafts of the last forward, a TARGET_VERIFY whose first
+  // B (d + 1) sampled rows are the B real requests' verify rows, by the op table's accept_drafts
+  // on the logits still in the backend's memory (backend_acceptance.h); vocab: the sampleable ids.
+  Status accept_last_verify(int32_t vocab, int32_t d, std::span<const int32_t> drafts,
+                            std::span<const kernels::SamplingParams> params,
+                            std::span<const int32_t> first_position, VerifyAcceptance* out);
 
  private:
   DsaModel(ModelConfig config, ModelWeights weights, const ModelOptions& options,
@@ -134,7 +148,7 @@ class DsaModel {
   Status body(runtime::ModelKind kind, const runtime::ForwardMetadata& meta);
   Status target_body(const runtime::ForwardMetadata& meta);
   Status mtp_body(const runtime::ForwardMetadata& meta);
-  Status collect(const runtime::ForwardMetadata& meta, ForwardOutput* out);
+  Status collect(const runtime::ForwardMetadata& meta, ForwardOutput* out, LogitsTo logits_to);
   StatusOr<bf16*> embed(const std::vector<bf16>& table, int32_t rows);
   Status rmsnorm(const bf16* x, const std::vector<bf16>& w, bf16* y, int32_t rows,
                  int64_t y_stride = 0);
@@ -159,6 +173,7 @@ class DsaModel {
   // Outputs at capacity (row_capacity rows), at fixed addresses: what graphs write.
   runtime::Buffer<bf16> hidden_out_;
   runtime::Buffer<float> logits_out_;
+  BackendAcceptance acceptance_;
   runtime::GraphRunner graphs_;
   ForwardTiming timing_;
   CachePlan cache_plan_;

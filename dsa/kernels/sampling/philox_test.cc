@@ -1,6 +1,6 @@
 // Philox-4x32 against Random123's known-answer vectors (kat_vectors, 7 and 10 rounds), the key and
 // counter layout of SPEC.md §6.3, and the exact U / gamma mapping.
-#include "dsa/kernels/sampling/philox.h"
+#include "dsa/kernels/common/philox.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "dsa/kernels/sampling/philox.h"
+#include "dsa/kernels/common/philox.h"
 
 namespace dsa::kernels {
 

@@ -22,10 +22,6 @@ struct SamplingOpParams {
   int32_t* out = nullptr;              // [R] sampled token ids (-1 = no eligible token)
 };
 
-// The largest V for which sample_rows_cuda supports rows with top-k / top-p filtering (the block
-// sorts the row in shared memory). Unfiltered and greedy rows have no vocabulary limit.
-inline constexpr int32_t kSamplingMaxFilteredVocab = 16384;
-
 // Host checks (InvalidArgument): R >= 0, V >= 1, every pointer non-null when R > 0.
 Status validate(const SamplingOpParams& p);
 
@@ -37,10 +33,10 @@ Status sample_rows_ref(const SamplingOpParams& p);
 // CUDA backend (device pointers), one CTA per row. Same tokens as sample_rows_ref, except where
 // device and host fp64 log / exp differ in the last bit and the row's top-two perturbed scores are
 // that close (a near-tie, SPEC.md §6.3). Per-row params are checked on the device: a bad row (the
-// reference's InvalidArgument), or a filtered row (0 < top_k < V or top_p < 1) with
-// V > kSamplingMaxFilteredVocab, gets out = -1 and, in checked mode, the call returns
+// reference's InvalidArgument) gets out = -1 and, in checked mode, the call returns
 // InvalidArgument from the device error word (row = the row, value = 1 temperature, 2 top_p,
-// 3 top_k, 4 position, 5 filtered row over the vocabulary limit).
+// 3 top_k, 4 position). Any V: top-k / top-p select by key thresholds over the row in global
+// memory, so there is no vocabulary limit.
 Status sample_rows_cuda(const SamplingOpParams& p);
 
 }  // namespace dsa::kernels

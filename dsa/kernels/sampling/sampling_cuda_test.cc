@@ -2,10 +2,11 @@
 // §6.2, §6.3): greedy rows bit-exact; sampled rows identical token for token, except where device
 // and host fp64 log / exp differ in the last bit AND the host's top-two perturbed scores are within
 // 1e-5 (a near-tie; then the GPU token must be the host's runner-up; every such case is printed and
-// counted). Covers V = 1, 5, 37, 6144, 16384, 129280; T in {0.7, 1, 1.5}; top-k 50, top-p 0.9,
-// combined, top-k 1, ties at the top-k boundary, NaN / -inf / +inf / signed-zero rows, positions up
-// to 2^31 - 1, filtered rows over the vocabulary limit, bad per-row params (checked error word and
-// unchecked -1), and determinism.
+// counted). Covers V = 1, 5, 37, 6144, 16384, 100003, 129280; T in {0.7, 1, 1.5}; top-k 1, 50,
+// V - 1, V and over V, top-p 0.9, tiny and just below 1 (a kept prefix longer than one sort chunk),
+// combined, ties at the top-k boundary and all-equal rows, NaN / -inf / +inf / signed-zero rows,
+// positions up to 2^31 - 1, bad per-row params (checked error word and unchecked -1), and
+// determinism.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -211,6 +212,10 @@ void add_special_rows(Batch& b, Rng& rng, float t, int32_t k, float p) {
     auto x = b.add(rng, t, k, p);
     for (float& v : x) v = std::round(v * 2.f) / 2.f;
   }
+  {  // every logit equal: top-k keeps the lowest ids
+    auto x = b.add(rng, t, k, p);
+    std::fill(x.begin(), x.end(), 0.25f);
+  }
 }
 
 TEST(SamplingCuda, Greedy) {
@@ -247,20 +252,27 @@ TEST(SamplingCuda, TopKTopP) {
     int32_t k;
     float p;
   };
-  for (int32_t V : {5, 37, 6144, 16384}) {
+  constexpr float kJustBelowOne = 0x1.fffffep-1f;  // the largest top_p below 1
+  for (int32_t V : {5, 37, 6144, 16384, 100003, 129280}) {
     Batch b;
     b.vocab = V;
-    const Mode modes[] = {{50, 1.f}, {0, 0.9f},    {50, 0.9f},     {1, 1.f},   {0, 0.5f},
-                          {3, 0.3f}, {V - 1, 1.f}, {V + 5, 0.95f}, {0, 0.999f}};
-    const int reps = V > 10000 ? 2 : 4;
+    const Mode modes[] = {{50, 1.f},   {0, 0.9f},  {50, 0.9f},   {1, 1.f},
+                          {0, 0.5f},   {3, 0.3f},  {V - 1, 1.f}, {V + 5, 0.95f},
+                          {0, 0.999f}, {0, 1e-7f}, {V, 0.9f},    {1, 0.5f}};
+    const int reps = V > 10000 ? 1 : 4;
     for (float t : {0.7f, 1.f, 1.5f}) {
       for (const Mode& m : modes) {
         for (int i = 0; i < reps; ++i) b.add(rng, t, m.k, m.p, i % 2 ? 1.f : 3.f);
       }
     }
+    // Flat rows: top-p keeps thousands of tokens, over several sort chunks.
+    b.add(rng, 1.f, 0, 0.999f, 0.05f);
+    b.add(rng, 1.f, 0, kJustBelowOne, 0.05f);
+    b.add(rng, 1.5f, V / 2 + 1, 0.99f, 0.1f);
     add_special_rows(b, rng, 1.f, 50, 0.9f);
     add_special_rows(b, rng, 0.7f, 0, 0.9f);
     add_special_rows(b, rng, 1.5f, 2, 1.f);
+    add_special_rows(b, rng, 1.f, 1, kJustBelowOne);
     for (int i = 0; i < 4; ++i) b.add(rng, 0.f, 50, 0.9f);  // greedy rows in the same batch
     check(b, "filtered V " + std::to_string(V));
   }
@@ -284,23 +296,18 @@ TEST(SamplingCuda, ManyPositionsOneRow) {
   check(b, "positions");
 }
 
-TEST(SamplingCuda, FilteredOverVocabLimit) {
+// Each filter alone at the V3.2 vocabulary, against rows the unfiltered path samples: top-k V
+// and top_p 1 are no filter, so they must equal the unfiltered token bit for bit.
+TEST(SamplingCuda, LargeVocabNoOpFilters) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(testing::test_seed() + 4);
   Batch b;
-  b.vocab = kSamplingMaxFilteredVocab + 1;
-  b.add(rng, 1.f, 0, 1.f);
-  b.add(rng, 1.f, 50, 1.f);       // filtered: rejected
-  b.add(rng, 0.f, 50, 0.9f);      // greedy ignores the filters
-  b.add(rng, 1.f, b.vocab, 1.f);  // top_k >= V is no filter
-  Batch ok_rows = b;
-  ok_rows.top_k[1] = 0;
-  const auto ref = run_ref(ok_rows);
-  for (bool checked : {true, false}) {
-    const auto gpu = run_rejected_rows(b, checked);
-    EXPECT_EQ(gpu[1], -1);
-    for (int r : {0, 2, 3}) EXPECT_EQ(gpu[size_t(r)], ref[size_t(r)]) << "row " << r;
-  }
+  b.vocab = 129280;
+  for (int i = 0; i < 4; ++i) b.add(rng, 1.f, 0, 1.f);
+  Batch same = b;
+  for (int i = 0; i < 4; ++i) same.top_k[size_t(i)] = i % 2 ? b.vocab : b.vocab + 1;
+  EXPECT_EQ(run_cuda(b), run_cuda(same));
+  check(same, "no-op filters V 129280");
 }
 
 TEST(SamplingCuda, BadRowParams) {
@@ -336,10 +343,8 @@ TEST(SamplingCuda, Deterministic) {
   for (int32_t V : {6144, 129280}) {
     Batch b;
     b.vocab = V;
-    const bool filter = V <= kSamplingMaxFilteredVocab;
-    for (int i = 0; i < 32; ++i) {
-      b.add(rng, i % 4 == 0 ? 0.f : 1.f, filter && i % 2 ? 50 : 0, filter && i % 3 ? 0.9f : 1.f);
-    }
+    for (int i = 0; i < 32; ++i)
+      b.add(rng, i % 4 == 0 ? 0.f : 1.f, i % 2 ? 50 : 0, i % 3 ? 0.9f : 1.f);
     const auto a = run_cuda(b);
     const auto c = run_cuda(b);
     EXPECT_EQ(a, c) << "V " << V;

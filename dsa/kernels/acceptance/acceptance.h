@@ -1,0 +1,61 @@
+// Acceptance of top-1 drafts over a batch of TARGET_VERIFY rows (SPEC.md §6.1-§6.3), as an op, so
+// that on the device only the accepted counts and the emitted tokens (a few bytes per request)
+// leave it. Per request b with d drafts g_1..g_d and verify rows j = 0..d, row j predicts the
+// absolute position first_position[b] + j, where the target samples
+// y_j = sample_token(row j, params of b, first_position[b] + j) (dsa/kernels/sampling/sampler.h:
+// argmax at temperature 0, position-keyed Gumbel-max after temperature / top-k / top-p otherwise).
+// g_{j+1} is accepted iff y_j is a token (not kNoToken) and equals it, for j = 0.. until the first
+// mismatch; with a accepted the request emits g_1..g_a and then y_a (the correction, or the bonus
+// when a = d). This is the engine's host rule (dsa/engine/acceptance.h) for every request at once.
+#pragma once
+
+#include <cstdint>
+
+#include "dsa/core/status.h"
+
+namespace dsa::kernels {
+
+struct AcceptanceParams {
+  // [B * (d + 1), row_stride] fp32; request b's row j at b * (d + 1) + j; only the first V
+  // columns are read.
+  const float* logits = nullptr;
+  int32_t requests = 0;            // B
+  int32_t drafts_per_request = 0;  // d >= 0 (d = 0: plain sampling, a = 0, one emitted token)
+  int32_t vocab = 0;               // V, the tokens that may be sampled
+  // Elements between rows, >= V; 0 = V. A padded LM head (more rows than the tokenizer has ids)
+  // passes its width here and the tokenizer's size as V: the same tokens as masking the padding
+  // columns to -inf, since -inf is never eligible and the noise is keyed by the token id.
+  int64_t row_stride = 0;
+  const int32_t* drafts = nullptr;  // [B, d] g_1..g_d (any int32; out-of-vocabulary ids reject)
+  // [B] per-request sampling params (SamplingParams' fields).
+  const float* temperature = nullptr;       // 0 = greedy; else finite and > 0
+  const float* top_p = nullptr;             // in (0, 1]; 1 = off
+  const int32_t* top_k = nullptr;           // >= 0; 0 = off
+  const uint64_t* seed = nullptr;           // the request's 64-bit Philox key
+  const int32_t* first_position = nullptr;  // [B] C + 1, the position row 0 predicts; >= 0 and
+                                            // first_position + d <= 2^31 - 1
+  int32_t* accepted = nullptr;              // [B] out: a in [0, d]
+  // [B, d + 1] out: g_1..g_a, y_a, then kNoToken (-1) for the d - a unused entries. y_a itself is
+  // kNoToken only when its row has no eligible token (all NaN / -inf).
+  int32_t* emitted = nullptr;
+};
+
+// Host checks (InvalidArgument naming the field and value): B >= 0, d >= 0, V >= 1,
+// row_stride 0 or >= V, B * (d + 1) <= 2^31 - 1, every pointer non-null when B > 0.
+Status validate(const AcceptanceParams& p);
+
+// CPU reference: per request the host rule above, reading no row past the first mismatch.
+// InvalidArgument (naming the request and field) when a request's sampling params fail validate()
+// or its positions leave [0, 2^31 - 1]; requests before it are written.
+Status accept_drafts_ref(const AcceptanceParams& p);
+
+// CUDA backend (device pointers): every verify row sampled by one CTA with the sampling op's row
+// sampler (kernels/common/sample_row.cuh), then one thread per request counts the accepted drafts;
+// two launches, no host synchronisation, graph-capturable. The same tokens as the reference, up to
+// the sampling op's near-ties (sampling.h: device and host fp64 log / exp may differ in the last
+// bit). A request with bad params gets a = 0 and every emitted entry -1 and, in checked mode, the
+// call returns InvalidArgument from the device error word (row = the request, value = 1
+// temperature, 2 top_p, 3 top_k, 4 positions).
+Status accept_drafts_cuda(const AcceptanceParams& p);
+
+}  // namespace dsa::kernels

@@ -1,0 +1,215 @@
+// GPU tests of accept_drafts_cuda against accept_drafts_ref (SPEC.md §6.2, §6.3) on fuzzed
+// batches: V = 1, 7, 37, 6144, 129280; d = 0, 1, 3, 7; greedy and sampled requests with top-k /
+// top-p; drafts that follow the target for a random number of positions; edge rows (ties, NaN,
+// -inf, +inf, no eligible token); positions up to 2^31 - 1; a row stride wider than V. Accepted
+// counts and emitted tokens equal the reference, except where a request's first differing row is a
+// near-tie of the host's perturbed scores (top-two gap below 1e-5, the GPU token the host's
+// runner-up: device and host fp64 log / exp may differ in the last bit); every such case is printed
+// and counted. Also bad request params (checked error word, unchecked a = 0 and -1), B = 0, and
+// determinism.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "dsa/core/checked_mode.h"
+#include "dsa/cuda/device_buffer.h"
+#include "dsa/kernels/acceptance/acceptance.h"
+#include "dsa/kernels/acceptance/acceptance_test_util.h"
+#include "dsa/kernels/sampling/sampler.h"
+#include "dsa/testing/device_copy.h"
+#include "dsa/testing/gpu_skip.h"
+#include "dsa/testing/poison.h"
+#include "dsa/testing/random.h"
+
+namespace dsa::kernels {
+namespace {
+
+using acceptance_test::AcceptBatch;
+using acceptance_test::random_batch;
+using testing::dev;
+using testing::or_die;
+using testing::Rng;
+
+constexpr double kNearTie = 1e-5;
+
+struct Outputs {
+  std::vector<int32_t> accepted, emitted;
+  bool operator==(const Outputs&) const = default;
+};
+
+Outputs run_ref(const AcceptBatch& a) {
+  Outputs o{std::vector<int32_t>(size_t(a.requests), -7),
+            std::vector<int32_t>(size_t(a.requests) * size_t(a.rows_per_request()), -7)};
+  const Status s = accept_drafts_ref(a.host_params(o.accepted.data(), o.emitted.data()));
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return o;
+}
+
+// Runs the CUDA op with poisoned outputs; the status through `status` if given.
+Outputs run_cuda(const AcceptBatch& a, Status* status = nullptr, int64_t row_stride = 0) {
+  // A wider stride: the extra columns hold a value that would win every row if read.
+  auto l = dev(row_stride ? acceptance_test::strided_logits(a, row_stride, 1e30f) : a.logits);
+  auto g = dev(a.drafts, 1);  // d = 0: no drafts, but a non-null pointer
+  auto t = dev(a.temperature);
+  auto p = dev(a.top_p);
+  auto k = dev(a.top_k);
+  auto s = dev(a.seed);
+  auto first = dev(a.first_position);
+  auto acc = testing::poisoned<int32_t>(size_t(std::max(a.requests, 1)), 0x5A);
+  auto emit =
+      testing::poisoned<int32_t>(size_t(std::max(a.requests, 1)) * a.rows_per_request(), 0x5A);
+  AcceptanceParams q = a.params(l.data(), g.data(), t.data(), p.data(), k.data(), s.data(),
+                                first.data(), acc.data(), emit.data());
+  q.row_stride = row_stride;
+  const Status st = accept_drafts_cuda(q);
+  if (status) {
+    *status = st;
+  } else {
+    EXPECT_TRUE(st.ok()) << st.to_string();
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  Outputs o{or_die(acc.download()), or_die(emit.download())};
+  o.accepted.resize(size_t(a.requests));
+  o.emitted.resize(size_t(a.requests) * size_t(a.rows_per_request()));
+  return o;
+}
+
+// The host's two best perturbed scores over the kept tokens of one row and their gap.
+struct TopTwo {
+  int32_t first = -1, second = -1;
+  double gap = std::numeric_limits<double>::infinity();
+};
+TopTwo host_top_two(std::span<const float> row, const SamplingParams& sp, int32_t position) {
+  const std::vector<double> pi = sampling_distribution(row, sp);
+  const bool pos_inf =
+      std::any_of(row.begin(), row.end(), [](float x) { return std::isinf(x) && x > 0; });
+  double s1 = -std::numeric_limits<double>::infinity(), s2 = s1;
+  TopTwo t;
+  for (size_t v = 0; v < row.size(); ++v) {
+    if (!(pi[v] > 0)) continue;
+    const double scaled = pos_inf ? 0.0 : double(row[v]) / double(sp.temperature);
+    const double s = scaled + double(gumbel_noise(sp.seed, position, int32_t(v)));
+    if (s > s1) {
+      s2 = s1, t.second = t.first;
+      s1 = s, t.first = int32_t(v);
+    } else if (s > s2) {
+      s2 = s, t.second = int32_t(v);
+    }
+  }
+  t.gap = s1 - s2;
+  return t;
+}
+
+// Compares per request; returns the number of accepted near-tie mismatches.
+int compare(const AcceptBatch& a, const Outputs& gpu, const Outputs& ref, const std::string& what) {
+  const int32_t n = a.rows_per_request();
+  int near_ties = 0;
+  for (int32_t b = 0; b < a.requests; ++b) {
+    const auto at = [n, b](const Outputs& o, int32_t j) { return o.emitted[size_t(b * n + j)]; };
+    int32_t j = 0;
+    while (j < n && at(gpu, j) == at(ref, j)) ++j;
+    if (j == n && gpu.accepted[size_t(b)] == ref.accepted[size_t(b)]) continue;
+    const SamplingParams sp = a.sampling(b);
+    bool ok = false;
+    double gap = 0;
+    if (j < n && sp.temperature > 0.f) {  // greedy rows must agree exactly
+      const auto row = a.rows(b).subspan(size_t(j) * size_t(a.vocab), size_t(a.vocab));
+      const TopTwo t = host_top_two(row, sp, a.first_position[size_t(b)] + j);
+      gap = t.gap;
+      ok = t.gap < kNearTie && at(ref, j) == t.first && at(gpu, j) == t.second;
+    }
+    std::printf(
+        "%s request %d: row %d gpu %d ref %d, accepted gpu %d ref %d (T %g k %d p %g) "
+        "top-two gap %.3e -> %s\n",
+        what.c_str(), b, j, j < n ? at(gpu, j) : -9, j < n ? at(ref, j) : -9,
+        gpu.accepted[size_t(b)], ref.accepted[size_t(b)], sp.temperature, sp.top_k, sp.top_p, gap,
+        ok ? "near-tie, accepted" : "FAIL");
+    EXPECT_TRUE(ok) << what << " request " << b;
+    near_ties += ok;
+  }
+  std::printf("%s: %d requests, d %d, V %d, %d near-tie mismatches\n", what.c_str(), a.requests,
+              a.drafts_per_request, a.vocab, near_ties);
+  return near_ties;
+}
+
+void check(const AcceptBatch& a, const std::string& what) {
+  const Outputs ref = run_ref(a);
+  const Outputs gpu = run_cuda(a);
+  EXPECT_LE(compare(a, gpu, ref, what), std::max(1, a.requests / 50)) << what;
+}
+
+TEST(AcceptanceCuda, FuzzedBatchesMatchTheReference) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed());
+  for (int32_t V : {1, 7, 37, 6144, 129280}) {
+    for (int32_t d : {0, 1, 3, 7}) {
+      const int32_t B = V > 10000 ? 6 : 40;
+      check(random_batch(rng, B, d, V), "V " + std::to_string(V) + " d " + std::to_string(d));
+    }
+  }
+}
+
+// A padded LM head's width as the row stride (V3.2: 129280 columns, here a smaller tokenizer).
+TEST(AcceptanceCuda, RowStride) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 3);
+  for (int32_t d : {0, 3}) {
+    const AcceptBatch a = random_batch(rng, 12, d, 129000);
+    const Outputs ref = run_ref(a);
+    Status st;
+    const Outputs gpu = run_cuda(a, &st, 129280);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    EXPECT_LE(compare(a, gpu, ref, "row stride d " + std::to_string(d)), 1);
+  }
+}
+
+TEST(AcceptanceCuda, BadRequestParams) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 1);
+  AcceptBatch a = random_batch(rng, 6, 3, 64, 0);
+  for (auto& f : a.first_position) f = 100;
+  const Outputs good = run_ref(a);
+  a.temperature[1] = -1.f;
+  a.top_p[2] = 0.f;
+  a.top_k[3] = -2;
+  a.first_position[4] = -1;
+  a.first_position[5] = std::numeric_limits<int32_t>::max() - 2;  // + d leaves int32
+  for (bool checked : {true, false}) {
+    ScopedCheckedMode mode(checked);
+    Status st;
+    const Outputs gpu = run_cuda(a, &st);
+    if (checked) {
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+    } else {
+      EXPECT_TRUE(st.ok()) << st.to_string();
+    }
+    EXPECT_EQ(gpu.accepted[0], good.accepted[0]);
+    for (int32_t j = 0; j < 4; ++j) EXPECT_EQ(gpu.emitted[size_t(j)], good.emitted[size_t(j)]);
+    for (int32_t b = 1; b < 6; ++b) {
+      EXPECT_EQ(gpu.accepted[size_t(b)], 0) << "request " << b;
+      for (int32_t j = 0; j < 4; ++j) EXPECT_EQ(gpu.emitted[size_t(b * 4 + j)], -1) << b;
+    }
+  }
+  // Host checks.
+  AcceptanceParams p;
+  p.requests = 1;
+  p.vocab = 8;
+  EXPECT_EQ(accept_drafts_cuda(p).code(), StatusCode::kInvalidArgument);
+  p.requests = 0;
+  EXPECT_TRUE(accept_drafts_cuda(p).ok());
+}
+
+TEST(AcceptanceCuda, Deterministic) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 2);
+  const AcceptBatch a = random_batch(rng, 16, 3, 129280);
+  EXPECT_EQ(run_cuda(a), run_cuda(a));
+}
+
+}  // namespace
+}  // namespace dsa::kernels

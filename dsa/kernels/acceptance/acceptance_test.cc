@@ -1,0 +1,208 @@
+// CPU tests of the acceptance op: its host checks, hand-made greedy cases, per-request param
+// errors, and on fuzzed batches the invariants of its outputs (a in [0, d], emitted[0, a) equal
+// the drafts, -1 after the emitted token, the emitted tokens equal sampling each row with the
+// sampling op's reference). Its equality with the engine's host rule is an engine test
+// (dsa/engine/device_acceptance_test.cc), since kernels/ cannot see the engine.
+#include "dsa/kernels/acceptance/acceptance.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "dsa/kernels/acceptance/acceptance_test_util.h"
+#include "dsa/kernels/sampling/sampling.h"
+#include "dsa/testing/random.h"
+
+namespace dsa::kernels {
+namespace {
+
+using acceptance_test::AcceptBatch;
+using acceptance_test::random_batch;
+
+struct Outputs {
+  std::vector<int32_t> accepted, emitted;
+};
+
+Outputs run_ref(const AcceptBatch& a, Status* status = nullptr) {
+  Outputs o{std::vector<int32_t>(size_t(a.requests), -7),
+            std::vector<int32_t>(size_t(a.requests) * size_t(a.rows_per_request()), -7)};
+  const Status s = accept_drafts_ref(a.host_params(o.accepted.data(), o.emitted.data()));
+  if (status) {
+    *status = s;
+  } else {
+    EXPECT_TRUE(s.ok()) << s.to_string();
+  }
+  return o;
+}
+
+// One request, greedy, rows of V = 4 whose argmax is the given token.
+AcceptBatch greedy_request(const std::vector<int32_t>& argmax, const std::vector<int32_t>& drafts) {
+  AcceptBatch a;
+  a.requests = 1;
+  a.drafts_per_request = static_cast<int32_t>(drafts.size());
+  a.vocab = 4;
+  for (int32_t t : argmax) {
+    for (int32_t v = 0; v < 4; ++v) a.logits.push_back(v == t ? 2.f : float(v) * 0.1f);
+  }
+  a.drafts = drafts;
+  a.temperature = {0.f};
+  a.top_p = {1.f};
+  a.top_k = {0};
+  a.seed = {0};
+  a.first_position = {10};
+  return a;
+}
+
+TEST(AcceptanceRef, GreedyHandCases) {
+  Outputs o = run_ref(greedy_request({3, 1, 2, 0}, {3, 1, 2}));
+  EXPECT_EQ(o.accepted, (std::vector<int32_t>{3}));
+  EXPECT_EQ(o.emitted, (std::vector<int32_t>{3, 1, 2, 0}));  // all accepted, then the bonus
+  o = run_ref(greedy_request({3, 1, 2, 0}, {3, 0, 2}));
+  EXPECT_EQ(o.accepted, (std::vector<int32_t>{1}));
+  EXPECT_EQ(o.emitted, (std::vector<int32_t>{3, 1, -1, -1}));  // g_1, then the correction
+  o = run_ref(greedy_request({3, 1}, {7}));  // an out-of-vocabulary draft is simply rejected
+  EXPECT_EQ(o.accepted, (std::vector<int32_t>{0}));
+  EXPECT_EQ(o.emitted, (std::vector<int32_t>{3, -1}));
+  o = run_ref(greedy_request({2}, {}));  // d = 0: plain decode
+  EXPECT_EQ(o.accepted, (std::vector<int32_t>{0}));
+  EXPECT_EQ(o.emitted, (std::vector<int32_t>{2}));
+}
+
+TEST(AcceptanceRef, NoEligibleTokenNeverAcceptsADraft) {
+  AcceptBatch a = greedy_request({1, 2}, {-1});
+  for (int v = 0; v < 4; ++v) a.logits[size_t(v)] = -std::numeric_limits<float>::infinity();
+  const Outputs o = run_ref(a);
+  EXPECT_EQ(o.accepted, (std::vector<int32_t>{0}));
+  EXPECT_EQ(o.emitted, (std::vector<int32_t>{-1, -1}));
+}
+
+TEST(AcceptanceRef, ValidateNamesTheField) {
+  AcceptBatch a = greedy_request({3, 1}, {3});
+  std::vector<int32_t> acc(1), emit(2);
+  EXPECT_TRUE(validate(a.host_params(acc.data(), emit.data())).ok());
+  const auto expect_bad = [&](auto mutate, const char* field) {
+    AcceptanceParams p = a.host_params(acc.data(), emit.data());
+    mutate(p);
+    const Status s = validate(p);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << field;
+    EXPECT_NE(s.message().find(field), std::string::npos) << s.to_string();
+    EXPECT_EQ(accept_drafts_ref(p).code(), StatusCode::kInvalidArgument) << field;
+  };
+  expect_bad([](AcceptanceParams& p) { p.requests = -1; }, "requests = -1");
+  expect_bad([](AcceptanceParams& p) { p.drafts_per_request = -2; }, "drafts_per_request = -2");
+  expect_bad([](AcceptanceParams& p) { p.vocab = 0; }, "vocab = 0");
+  expect_bad([](AcceptanceParams& p) { p.row_stride = 3; }, "row_stride = 3");
+  expect_bad([](AcceptanceParams& p) { p.row_stride = -8; }, "row_stride = -8");
+  expect_bad(
+      [](AcceptanceParams& p) {
+        p.requests = 1 << 20;
+        p.drafts_per_request = 1 << 12;
+      },
+      "requests * (drafts_per_request + 1)");
+  expect_bad([](AcceptanceParams& p) { p.logits = nullptr; }, "logits is null");
+  expect_bad([](AcceptanceParams& p) { p.drafts = nullptr; }, "drafts is null");
+  expect_bad([](AcceptanceParams& p) { p.temperature = nullptr; }, "temperature is null");
+  expect_bad([](AcceptanceParams& p) { p.top_p = nullptr; }, "top_p is null");
+  expect_bad([](AcceptanceParams& p) { p.top_k = nullptr; }, "top_k is null");
+  expect_bad([](AcceptanceParams& p) { p.seed = nullptr; }, "seed is null");
+  expect_bad([](AcceptanceParams& p) { p.first_position = nullptr; }, "first_position is null");
+  expect_bad([](AcceptanceParams& p) { p.accepted = nullptr; }, "accepted is null");
+  expect_bad([](AcceptanceParams& p) { p.emitted = nullptr; }, "emitted is null");
+  AcceptanceParams empty = a.host_params(nullptr, nullptr);
+  empty.requests = 0;
+  EXPECT_TRUE(accept_drafts_ref(empty).ok());
+}
+
+TEST(AcceptanceRef, BadRequestParamsNameTheRequest) {
+  testing::Rng rng(testing::test_seed());
+  const auto expect_bad = [&](auto mutate, const std::string& what) {
+    AcceptBatch a = random_batch(rng, 3, 2, 16, 0);
+    for (auto& f : a.first_position) f = 5;
+    mutate(a);
+    Status s;
+    const Outputs o = run_ref(a, &s);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << what;
+    EXPECT_NE(s.message().find("request 1: " + what), std::string::npos) << s.to_string();
+    EXPECT_GE(o.accepted[0], 0) << "request 0 is written before the error";
+  };
+  expect_bad([](AcceptBatch& a) { a.temperature[1] = -1.f; }, "temperature = -1");
+  expect_bad([](AcceptBatch& a) { a.top_p[1] = 0.f; }, "top_p = 0");
+  expect_bad([](AcceptBatch& a) { a.top_k[1] = -3; }, "top_k = -3");
+  expect_bad([](AcceptBatch& a) { a.first_position[1] = -1; }, "first_position = -1");
+  expect_bad([](AcceptBatch& a) { a.first_position[1] = std::numeric_limits<int32_t>::max() - 1; },
+             "first_position = 2147483646");
+}
+
+// A wider row stride reads only the first V columns: the same outputs as the compact rows, though
+// the extra columns would win every row if read (a padded LM head's width).
+TEST(AcceptanceRef, RowStrideReadsOnlyTheVocabulary) {
+  testing::Rng rng(testing::test_seed() + 2);
+  for (int32_t d : {0, 3}) {
+    const AcceptBatch a = random_batch(rng, 9, d, 61);
+    const Outputs compact = run_ref(a);
+    const std::vector<float> wide = acceptance_test::strided_logits(a, 67, 1e30f);
+    Outputs o{std::vector<int32_t>(compact.accepted.size(), -7),
+              std::vector<int32_t>(compact.emitted.size(), -7)};
+    AcceptanceParams p = a.host_params(o.accepted.data(), o.emitted.data());
+    p.logits = wide.data();
+    p.row_stride = 67;
+    ASSERT_TRUE(accept_drafts_ref(p).ok());
+    EXPECT_EQ(o.accepted, compact.accepted) << "d " << d;
+    EXPECT_EQ(o.emitted, compact.emitted) << "d " << d;
+  }
+}
+
+// Fuzzed batches: the outputs' invariants, and the emitted tokens equal the sampling op's
+// reference on the same rows and positions.
+TEST(AcceptanceRef, FuzzedBatchesAgreeWithTheSampler) {
+  testing::Rng rng(testing::test_seed() + 1);
+  int hist[8] = {};
+  for (int32_t V : {1, 2, 7, 64, 1000}) {
+    for (int32_t d : {0, 1, 3, 7}) {
+      const AcceptBatch a = random_batch(rng, 12, d, V);
+      const Outputs o = run_ref(a);
+      const int32_t n = d + 1;
+      // Every row sampled by the sampling op, rows b n + j at first_position[b] + j.
+      const int32_t R = a.requests * n;
+      std::vector<float> t, p;
+      std::vector<int32_t> k, pos, y(size_t(R), -7);
+      std::vector<uint64_t> s;
+      for (int32_t b = 0; b < a.requests; ++b) {
+        for (int32_t j = 0; j < n; ++j) {
+          t.push_back(a.temperature[size_t(b)]);
+          p.push_back(a.top_p[size_t(b)]);
+          k.push_back(a.top_k[size_t(b)]);
+          s.push_back(a.seed[size_t(b)]);
+          pos.push_back(a.first_position[size_t(b)] + j);
+        }
+      }
+      SamplingOpParams sp{a.logits.data(), R,        V,          t.data(), p.data(),
+                          k.data(),        s.data(), pos.data(), y.data()};
+      ASSERT_TRUE(sample_rows_ref(sp).ok());
+      for (int32_t b = 0; b < a.requests; ++b) {
+        const int32_t acc = o.accepted[size_t(b)];
+        ASSERT_GE(acc, 0);
+        ASSERT_LE(acc, d);
+        ++hist[acc];
+        const auto g = a.drafts_of(b);
+        for (int32_t j = 0; j < n; ++j) {
+          const int32_t e = o.emitted[size_t(b * n + j)];
+          if (j < acc) EXPECT_EQ(e, g[size_t(j)]) << "V " << V << " d " << d << " b " << b;
+          if (j <= acc) EXPECT_EQ(e, y[size_t(b * n + j)]) << "V " << V << " d " << d;
+          if (j > acc) EXPECT_EQ(e, -1) << "V " << V << " d " << d << " b " << b;
+        }
+        if (acc < d) {  // the mismatch: no token, or not the draft
+          const int32_t e = o.emitted[size_t(b * n + acc)];
+          EXPECT_TRUE(e == -1 || e != g[size_t(acc)]);
+        }
+      }
+    }
+  }
+  for (int a = 0; a < 8; ++a) std::printf("accepted %d: %d requests\n", a, hist[a]);
+  for (int a = 0; a < 4; ++a) EXPECT_GT(hist[a], 0) << "the fuzzer should reach a = " << a;
+}
+
+}  // namespace
+}  // namespace dsa::kernels

@@ -1,0 +1,153 @@
+// Tests only: random acceptance batches (host buffers) for the CPU reference, the GPU kernel and
+// the engine's host rule. Drafts follow each request's own target tokens for a random number of
+// positions and then go wrong (another id, an out-of-vocabulary id or -1), so every accept count
+// 0..d occurs; some rows carry the sampler's edge values (ties, NaN, -inf, +inf, no eligible
+// token).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "dsa/kernels/acceptance/acceptance.h"
+#include "dsa/kernels/sampling/sampler.h"
+#include "dsa/testing/random.h"
+
+namespace dsa::kernels::acceptance_test {
+
+struct AcceptBatch {
+  int32_t requests = 0, drafts_per_request = 0, vocab = 0;
+  std::vector<float> logits, temperature, top_p;
+  std::vector<int32_t> top_k, drafts, first_position;
+  std::vector<uint64_t> seed;
+
+  int32_t rows_per_request() const { return drafts_per_request + 1; }
+  std::span<const float> rows(int32_t b) const {  // request b's d + 1 verify rows
+    const size_t n = size_t(rows_per_request()) * size_t(vocab);
+    return {logits.data() + size_t(b) * n, n};
+  }
+  std::span<const int32_t> drafts_of(int32_t b) const {
+    return {drafts.data() + size_t(b) * size_t(drafts_per_request), size_t(drafts_per_request)};
+  }
+  SamplingParams sampling(int32_t b) const {
+    return {temperature[size_t(b)], top_p[size_t(b)], top_k[size_t(b)], seed[size_t(b)]};
+  }
+  // Params over these buffers (host, or device copies of the same fields).
+  AcceptanceParams params(const float* l, const int32_t* g, const float* t, const float* p,
+                          const int32_t* k, const uint64_t* s, const int32_t* first,
+                          int32_t* accepted, int32_t* emitted) const {
+    AcceptanceParams q;
+    q.logits = l;
+    q.requests = requests;
+    q.drafts_per_request = drafts_per_request;
+    q.vocab = vocab;
+    q.drafts = g;
+    q.temperature = t;
+    q.top_p = p;
+    q.top_k = k;
+    q.seed = s;
+    q.first_position = first;
+    q.accepted = accepted;
+    q.emitted = emitted;
+    return q;
+  }
+  AcceptanceParams host_params(int32_t* accepted, int32_t* emitted) const {
+    return params(logits.data(), drafts.data(), temperature.data(), top_p.data(), top_k.data(),
+                  seed.data(), first_position.data(), accepted, emitted);
+  }
+};
+
+// The batch's rows at a wider stride, the extra columns `fill` (a value that would win if read).
+inline std::vector<float> strided_logits(const AcceptBatch& a, int64_t stride, float fill) {
+  const size_t rows = a.logits.size() / size_t(a.vocab);
+  std::vector<float> out(rows * size_t(stride), fill);
+  for (size_t r = 0; r < rows; ++r) {
+    std::copy_n(a.logits.begin() + long(r * size_t(a.vocab)), a.vocab,
+                out.begin() + long(r * size_t(stride)));
+  }
+  return out;
+}
+
+// Overwrites one row with an edge case of the sampler (`which` picks it).
+inline void edge_row(std::span<float> x, int which) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const size_t V = x.size();
+  switch (which % 5) {
+    case 0:  // duplicated maximum: ties to the lowest id
+      x[V - 1] = x[V / 2] = *std::max_element(x.begin(), x.end()) + 1.f;
+      break;
+    case 1:  // NaN and -inf sprinkled
+      for (size_t v = 0; v < V; v += 3) x[v] = std::numeric_limits<float>::quiet_NaN();
+      for (size_t v = 1; v < V; v += 7) x[v] = -kInf;
+      break;
+    case 2:  // no eligible token: y = kNoToken, which never accepts a draft (even a -1 draft)
+      std::fill(x.begin(), x.end(), -kInf);
+      break;
+    case 3:  // +inf tokens: uniform over them
+      x[V - 1] = x[V / 3] = kInf;
+      break;
+    default:  // quantised: many exact ties
+      for (float& v : x) v = std::round(v * 2.f) / 2.f;
+      break;
+  }
+}
+
+// B requests of d drafts over V tokens; edge_every > 0 puts an edge row at every edge_every-th row.
+inline AcceptBatch random_batch(testing::Rng& rng, int32_t B, int32_t d, int32_t V,
+                                int edge_every = 7) {
+  struct Mode {
+    float t, p;
+    int32_t k;
+  };
+  const Mode modes[] = {{0.f, 1.f, 0},   {1.f, 1.f, 0},   {0.7f, 1.f, 50},
+                        {1.2f, 0.9f, 0}, {1.f, 0.95f, V}, {1.f, 1.f, 1},
+                        {1.5f, 0.5f, 3}, {0.f, 0.9f, 50}, {0.8f, 0.999f, 0}};
+  AcceptBatch a;
+  a.requests = B;
+  a.drafts_per_request = d;
+  a.vocab = V;
+  const int32_t n = d + 1;
+  for (int32_t b = 0; b < B; ++b) {
+    const Mode& m = modes[rng.randint(0, std::size(modes) - 1)];
+    a.temperature.push_back(m.t);
+    a.top_p.push_back(m.p);
+    a.top_k.push_back(m.k);
+    a.seed.push_back(rng.engine()());
+    const int64_t which = rng.randint(0, 9);
+    a.first_position.push_back(which == 0   ? std::numeric_limits<int32_t>::max() - d
+                               : which == 1 ? 0
+                                            : static_cast<int32_t>(rng.randint(1, 1 << 30)));
+    const float stddev = rng.randint(0, 1) ? 1.f : 3.f;
+    for (int32_t j = 0; j < n; ++j) {
+      const size_t base = a.logits.size();
+      for (int32_t v = 0; v < V; ++v) a.logits.push_back(rng.normal(0.f, stddev));
+      if (edge_every > 0 && (b * n + j) % edge_every == edge_every - 1) {
+        edge_row({a.logits.data() + base, size_t(V)}, int(rng.randint(0, 4)));
+      }
+    }
+    // Drafts: the target's own tokens for `follow` positions, then a wrong one, then random.
+    const int32_t follow = static_cast<int32_t>(rng.randint(0, d));
+    const SamplingParams sp = a.sampling(b);
+    for (int32_t j = 0; j < d; ++j) {
+      int32_t g = static_cast<int32_t>(rng.randint(0, V - 1));
+      if (j <= follow) {
+        const std::span<const float> row(a.logits.data() + (size_t(b) * n + j) * size_t(V),
+                                         size_t(V));
+        const int32_t y = sample_token(row, sp, a.first_position.back() + j);
+        const int64_t wrong = rng.randint(0, 3);
+        // (y + 1 + r) mod V with r in [0, V - 2] is never y; V = 1 has no other in-vocabulary id.
+        g = j < follow   ? y
+            : wrong == 0 ? -1
+            : wrong == 1 || V == 1
+                ? V + 3
+                : static_cast<int32_t>((int64_t{y} + 1 + rng.randint(0, V - 2)) % V);
+      }
+      a.drafts.push_back(g);
+    }
+  }
+  return a;
+}
+
+}  // namespace dsa::kernels::acceptance_test

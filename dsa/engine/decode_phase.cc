@@ -1,9 +1,9 @@
 // The decode phase of an engine step: plain DECODE when d = 0, else the speculative step of
 // SPEC.md §6.1 — TARGET_VERIFY over [x_C, g_1..g_d], acceptance (§6.2/§6.3), DRAFT_EXTEND of the
 // MTP layer over the same positions (row a's output is the first new draft), and the draft chain.
-// With EngineOptions::simulate_accept_length the count a is drawn (simulated_acceptance.h). On a
-// device backend (EngineOptions::accept_on) the verify logits stay on the device and the
-// acceptance op decides there; the CPU backend runs the host rule on the host logits.
+// With EngineOptions::simulate_accept_length the count a is drawn (simulated_acceptance.h). With
+// EngineOptions::accept_on = kBackend the verify logits stay in the backend's memory and the
+// acceptance op decides there; otherwise (kAuto for now) the host rule runs on the host logits.
 // The forwards are the agreed plan's (engine.h), at the B_pad of the largest B over the ranks.
 #include <fmt/format.h>
 
@@ -44,10 +44,9 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
     for (int32_t j = 0; j < d_; ++j) tokens.push_back(r->drafts[sz(j)]);
   }
   const AcceptOn where = options_.accept_on;
+  // kAuto is the host rule until the device kernels are verified on a GPU (engine.h).
   const bool on_backend =
-      d_ > 0 && !(options_.simulate_accept_length > 0) &&
-      (where == AcceptOn::kBackend ||
-       (where == AcceptOn::kAuto && model_.backend() != kernels::Backend::kCpu));
+      d_ > 0 && !(options_.simulate_accept_length > 0) && where == AcceptOn::kBackend;
   model::ForwardOutput target;
   DSA_RETURN_IF_ERROR(run_forward(plan[0], inputs, tokens, {}, &target,
                                   on_backend ? model::LogitsTo::kBackend : model::LogitsTo::kHost));

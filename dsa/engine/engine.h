@@ -47,8 +47,10 @@ struct EngineOptions {
   double simulate_accept_length = 0;
   // Where speculative steps decide acceptance. kBackend: the op table's accept_drafts over the
   // verify logits left in the backend's memory (on a device only accept counts and emitted tokens
-  // reach the host); kHost: the logits are copied and the host rule runs; kAuto: kBackend on a
-  // device backend, kHost on the CPU. simulate_accept_length always takes the host path.
+  // reach the host); kHost: the logits are copied and the host rule runs; kAuto: kHost for now.
+  // kAuto becomes kBackend on a device backend once the device acceptance and sampler kernels
+  // have passed their GPU tests on an H200 (they were merged without a device run; 2026-12-01).
+  // simulate_accept_length always takes the host path.
   AcceptOn accept_on = AcceptOn::kAuto;
   // Called with each request's newly emitted tokens (streaming).
   std::function<void(const RequestState&, std::span<const int32_t> tokens)> on_tokens;

@@ -6,9 +6,9 @@
 // is CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT with each operand's STRIDED_BATCH_OFFSET, which may be
 // smaller than its matrix (the heads of a [T, H, d] activation sit side by side in a row).
 // bf16 in and out, fp32 accumulation; split-K only with out-of-place fp32 reductions, so results
-// are run-to-run deterministic. The handle is created once per process, a workspace once per
-// stream (the first call on a stream, before any graph capture), a plan once per shape, strides
-// and alignment. If cuBLASLt offers no algorithm the simple kernel below runs.
+// are run-to-run deterministic. The handle and the per-stream workspace are cuda/cublaslt.h's
+// (shared with linear); a plan is built once per shape, strides and alignment. If cuBLASLt offers
+// no algorithm the simple kernel below runs.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -19,6 +19,7 @@
 #include <string>
 #include <tuple>
 
+#include "dsa/cuda/cublaslt.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
@@ -28,7 +29,7 @@ namespace dsa::kernels {
 
 namespace {
 
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+constexpr size_t kWorkspaceBytes = cuda::kCublasLtWorkspaceBytes;
 
 // One thread per output, fp32 accumulation: only for shapes cuBLASLt refuses.
 __global__ void batched_linear_simple_kernel(BatchedLinearParams p) {
@@ -56,9 +57,7 @@ Status launch_simple(const BatchedLinearParams& p) {
 }
 
 Status lt_status(cublasStatus_t s, const char* call) {
-  if (s == CUBLAS_STATUS_SUCCESS) return ok_status();
-  return internal_error(std::string("batched_linear: ") + call + " failed: " +
-                        cublasLtGetStatusName(s) + " (" + cublasLtGetStatusString(s) + ")");
+  return cuda::cublaslt_status(s, "batched_linear", call);
 }
 
 #define DSA_LT_RETURN_IF_ERROR(call) DSA_RETURN_IF_ERROR(lt_status((call), #call))
@@ -75,8 +74,6 @@ using PlanKey = std::tuple<int32_t, int32_t, int32_t, int32_t, int64_t, int64_t,
                            int64_t, int, int, int>;
 
 struct LtState {
-  cublasLtHandle_t handle = nullptr;
-  std::map<cudaStream_t, void*> workspaces;  // two streams' GEMMs must not share scratch
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
 };
 
@@ -94,22 +91,9 @@ int alignment(const void* ptr, int64_t ld, int64_t batch_stride) {
 }
 
 // Requires g_mutex held.
-StatusOr<LtState*> state() {
-  if (g_state != nullptr) return g_state;
-  auto s = std::make_unique<LtState>();
-  DSA_LT_RETURN_IF_ERROR(cublasLtCreate(&s->handle));
-  g_state = s.release();
-  return g_state;
-}
-
-// Requires g_mutex held.
-StatusOr<void*> workspace_for(LtState& st, cudaStream_t stream) {
-  auto it = st.workspaces.find(stream);
-  if (it != st.workspaces.end()) return it->second;
-  void* ws = nullptr;
-  DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&ws, kWorkspaceBytes));
-  st.workspaces.emplace(stream, ws);
-  return ws;
+LtState& state() {
+  if (g_state == nullptr) g_state = new LtState();
+  return *g_state;
 }
 
 // A [rows, cols] column-major bf16 layout with leading dimension ld, `batch` of them `stride`
@@ -125,7 +109,8 @@ Status make_layout(cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_
                    "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)");
 }
 
-Status build_plan(LtState& st, const BatchedLinearParams& p, const PlanKey& key, Plan& plan) {
+Status build_plan(cublasLtHandle_t handle, const BatchedLinearParams& p, const PlanKey& key,
+                  Plan& plan) {
   DSA_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   DSA_LT_RETURN_IF_ERROR(
@@ -166,7 +151,7 @@ Status build_plan(LtState& st, const BatchedLinearParams& p, const PlanKey& key,
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(
-      st.handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref.handle, 1, &result, &found);
+      handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref.handle, 1, &result, &found);
   // No algorithm (NOT_SUPPORTED, or strides cuBLASLt rejects): the simple kernel takes it.
   plan.has_algo = hs == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
   if (plan.has_algo) plan.algo = result.algo;
@@ -187,27 +172,25 @@ Status lt_matmul(const BatchedLinearParams& p, bool* ran) {
                     alignment(p.weight, p.in_features, p.w_batch_stride),
                     alignment(p.x, p.x_ld, p.x_batch_stride),
                     alignment(p.y, p.y_ld, p.y_batch_stride)};
-  LtState* st = nullptr;
+  DSA_ASSIGN_OR_RETURN(const cuda::CublasLt lt, cuda::cublaslt_for(cuda::current_stream()));
   Plan* plan = nullptr;
-  void* workspace = nullptr;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    DSA_ASSIGN_OR_RETURN(st, state());
-    DSA_ASSIGN_OR_RETURN(workspace, workspace_for(*st, cuda::current_stream()));
-    auto it = st->plans.find(key);
-    if (it == st->plans.end()) {
+    LtState& st = state();
+    auto it = st.plans.find(key);
+    if (it == st.plans.end()) {
       auto fresh = std::make_unique<Plan>();
-      DSA_RETURN_IF_ERROR(build_plan(*st, p, key, *fresh));
-      it = st->plans.emplace(key, std::move(fresh)).first;
+      DSA_RETURN_IF_ERROR(build_plan(lt.handle, p, key, *fresh));
+      it = st.plans.emplace(key, std::move(fresh)).first;
     }
     plan = it->second.get();
   }
   *ran = plan->has_algo;
   if (!plan->has_algo) return ok_status();
   const float alpha = 1.f, beta = 0.f;
-  DSA_LT_RETURN_IF_ERROR(cublasLtMatmul(st->handle, plan->desc, &alpha, p.weight, plan->a, p.x,
+  DSA_LT_RETURN_IF_ERROR(cublasLtMatmul(lt.handle, plan->desc, &alpha, p.weight, plan->a, p.x,
                                         plan->b, &beta, p.y, plan->c, p.y, plan->c, &plan->algo,
-                                        workspace, kWorkspaceBytes, cuda::current_stream()));
+                                        lt.workspace, kWorkspaceBytes, cuda::current_stream()));
   return ok_status();
 }
 

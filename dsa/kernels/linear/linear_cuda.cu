@@ -4,11 +4,11 @@
 //   y[T, out] = x[T, in] W[out, in]^T is, read column-major, y^T[out, T] = op(A) B with A = W's
 //   memory as a column-major [in, out] matrix, op = transpose (TRANSA = T), and B = x's memory as
 //   a column-major [in, T] matrix (TRANSB = N): m = out, n = T, k = in, lda = ldb = in,
-//   ldc = ldd = out. The handle is created once per process (lazily), a 32 MiB workspace once per
-//   stream; the matmul plan (descriptors + heuristic algorithm) is cached per shape and pointer
-//   alignment, so a call costs one cublasLtMatmul. Split-K is allowed only with out-of-place fp32
-//   reductions (in-place ones use atomics), so results are run-to-run deterministic. If cuBLASLt
-//   offers no algorithm, the simple kernel below runs.
+//   ldc = ldd = out. The handle and a 32 MiB workspace per stream are cuda/cublaslt.h's (shared
+//   with batched_linear); the matmul plan (descriptors + heuristic algorithm) is cached per shape
+//   and pointer alignment, so a call costs one cublasLtMatmul. Split-K is allowed only with
+//   out-of-place fp32 reductions (in-place ones use atomics), so results are run-to-run
+//   deterministic. If cuBLASLt offers no algorithm, the simple kernel below runs.
 // FP8 weight (e4m3 + 128x128 block scales): the tokens are quantised per (token, 128 columns)
 //   with the reference's power-of-two rule into per-stream scratch (linear_fp8_cuda.h), then
 //   - fewer than lt_min_tokens() tokens (decode, verify): the few-token wgmma kernel
@@ -36,6 +36,7 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/core/dtype.h"
 #include "dsa/core/fp8_quant.h"
+#include "dsa/cuda/cublaslt.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
@@ -174,15 +175,10 @@ Status launch_simple(const LinearParams& p, cuda::DeviceErrorWord* err) {
 // cuBLASLt (bf16 weights)
 // ---------------------------------------------------------------------------------------------
 
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+constexpr size_t kWorkspaceBytes = cuda::kCublasLtWorkspaceBytes;
 
-Status lt_status(cublasStatus_t s, const char* call) {
-  if (s == CUBLAS_STATUS_SUCCESS) return ok_status();
-  return internal_error(std::string("linear: ") + call + " failed: " + cublasLtGetStatusName(s) +
-                        " (" + cublasLtGetStatusString(s) + ")");
-}
-
-#define DSA_LT_RETURN_IF_ERROR(call) DSA_RETURN_IF_ERROR(lt_status((call), #call))
+#define DSA_LT_RETURN_IF_ERROR(call) \
+  DSA_RETURN_IF_ERROR(cuda::cublaslt_status((call), "linear", #call))
 
 // One cached matmul: descriptors and the chosen algorithm (has_algo false: none was offered).
 struct Plan {
@@ -195,11 +191,11 @@ struct Plan {
 // T, in, out, fp32 output, alignment of W, x, y (bytes, capped at 256), FP8 block-scaled.
 using PlanKey = std::tuple<int32_t, int32_t, int32_t, bool, int, int, int, bool>;
 
+// The handle and the per-stream workspaces are cuda/cublaslt.h's, shared with batched_linear.
 struct LtState {
   cublasLtHandle_t handle = nullptr;
-  // One workspace per stream: two streams running GEMMs at once must not share scratch.
-  std::map<cudaStream_t, void*> workspaces;
-  std::map<cudaStream_t, linear_fp8::Scratch> fp8_scratch;  // the same rule for FP8 scratch
+  // One FP8 scratch per stream: two streams running GEMMs at once must not share it.
+  std::map<cudaStream_t, linear_fp8::Scratch> fp8_scratch;
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
 };
 
@@ -217,20 +213,10 @@ int alignment(const void* ptr) {
 StatusOr<LtState*> lt_state() {
   if (g_lt != nullptr) return g_lt;
   auto state = std::make_unique<LtState>();
-  DSA_LT_RETURN_IF_ERROR(cublasLtCreate(&state->handle));
+  DSA_ASSIGN_OR_RETURN(const cuda::CublasLt lt, cuda::cublaslt_for(cuda::current_stream()));
+  state->handle = lt.handle;
   g_lt = state.release();
   return g_lt;
-}
-
-// Requires g_lt_mutex held. Allocated on a stream's first GEMM (warm-up, before any graph
-// capture), then reused.
-StatusOr<void*> workspace_for(LtState& st, cudaStream_t stream) {
-  auto it = st.workspaces.find(stream);
-  if (it != st.workspaces.end()) return it->second;
-  void* ws = nullptr;
-  DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&ws, kWorkspaceBytes));
-  st.workspaces.emplace(stream, ws);
-  return ws;
 }
 
 // Requires g_lt_mutex held.
@@ -339,7 +325,8 @@ StatusOr<PlanRef> plan_for(const LinearParams& p, const void* weight, const void
       alignment(weight), alignment(x),  alignment(output_of(p)), token_scales != nullptr};
   PlanRef r;
   DSA_ASSIGN_OR_RETURN(r.st, lt_state());
-  DSA_ASSIGN_OR_RETURN(r.workspace, workspace_for(*r.st, cuda::current_stream()));
+  DSA_ASSIGN_OR_RETURN(const cuda::CublasLt lt, cuda::cublaslt_for(cuda::current_stream()));
+  r.workspace = lt.workspace;
   auto it = r.st->plans.find(key);
   if (it == r.st->plans.end()) {
     auto fresh = std::make_unique<Plan>();

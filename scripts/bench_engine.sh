@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Decode throughput of the tiny model through `dsa generate --device cuda` (SPEC.md §5 graphs):
-# batch 1, 8 and 32 concurrent requests, d = 0 and 3, CUDA graphs on and off, greedy, 128 new
+# batch 1, 8 and 32 concurrent requests, d = 0 and 3, CUDA graphs on (sampling on the device, then
+# on the host: --sampling-on) and off, greedy, 128 new
 # tokens per request, prompts cut from testdata/heldout.txt. Prints one table row per run: tokens/s,
 # ms per output token (per request, after its first token), mean accept length, and the host time
 # per engine step spent staging and launching (what graphs remove) next to the step's total.
@@ -13,28 +14,30 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prompts="$tmp/prompts.txt"
 awk 'length($0) > 40 { print substr($0, 1, 120) }' testdata/heldout.txt | head -32 >"$prompts"
-printf "%-6s %-3s %-7s %9s %9s %8s %8s %10s %10s %7s\n" batch d graphs "tok/s" "TPOT ms" accept steps \
-  "host ms/st" "fwd ms/st" replays
+printf "%-6s %-3s %-7s %-8s %9s %9s %8s %8s %10s %10s %7s %7s\n" batch d graphs sampling "tok/s" \
+  "TPOT ms" accept steps "host ms/st" "fwd ms/st" replays "nodes"
 for batch in 1 8 32; do
   head -"$batch" "$prompts" >"$tmp/batch.txt"
   for d in 0 3; do
-    for graphs in on off; do
-      flag=()
-      [ "$graphs" = off ] && flag=(--disable-cuda-graph)
+    for run in on:device on:host off:device; do
+      graphs=${run%%:*} where=${run##*:}
+      flag=(--sampling-on "$where")
+      [ "$graphs" = off ] && flag+=(--disable-cuda-graph)
       [ "$d" -gt 0 ] && flag+=(--speculative-algorithm NEXTN --speculative-num-steps "$d")
       json=$("$dsa" generate --model models/tiny-dsa --prompts-file "$tmp/batch.txt" \
         --max-new-tokens 128 --device cuda --json \
         --max-running-requests 32 --context-length 512 "${flag[@]}" 2>"$tmp/err.txt" | grep '"summary"')
       if [ -z "$json" ]; then
-        echo "batch $batch d $d graphs $graphs: FAILED: $(tail -2 "$tmp/err.txt")"
+        echo "batch $batch d $d graphs $graphs sampling $where: FAILED: $(tail -2 "$tmp/err.txt")"
         continue
       fi
-      python3 - "$batch" "$d" "$graphs" "$json" <<'PY'
+      python3 - "$batch" "$d" "$graphs" "$where" "$json" <<'PY'
 import json, sys
-b, d, g, j = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])["summary"]
-print(f"{b:<6} {d:<3} {g:<7} {j['tokens_per_s']:9.1f} {j['tpot_ms']:9.3f} "
+b, d, g, w, j = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5])["summary"]
+nodes = j['graph_nodes'] / j['graphs'] if j.get('graphs') else 0
+print(f"{b:<6} {d:<3} {g:<7} {w:<8} {j['tokens_per_s']:9.1f} {j['tpot_ms']:9.3f} "
       f"{j['accept_length_mean']:8.3f} {j['steps']:8d} {j['host_ms_per_step']:10.3f} "
-      f"{j['forward_ms_per_step']:10.3f} {j['graph_replays']:7d}")
+      f"{j['forward_ms_per_step']:10.3f} {j['graph_replays']:7d} {nodes:7.0f}")
 PY
     done
   done

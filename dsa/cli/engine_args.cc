@@ -167,6 +167,13 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
                  "Checkpoint load: bytes of each of the two staging chunks a tensor is copied "
                  "through on its way to the device (cuda; on the cpu, tensors are copied straight)")
       ->capture_default_str();
+  cmd.add_option("--sampling-on", a.sampling_on,
+                 "Where tokens are sampled, drafts chosen and drafts accepted: device (the model's "
+                 "backend; only tokens and accept counts leave it), host (every sampled row's "
+                 "logits are copied to the host), or auto (device on cuda, except a step's target "
+                 "rows when a request filters by top-k or top-p; host on cpu)")
+      ->check(CLI::IsMember({"auto", "device", "host"}))
+      ->capture_default_str();
   for (const char* name :
        {"--random-weights-seed", "--load-chunk-bytes", "--speculative-num-steps",
         "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--max-running-requests",
@@ -230,6 +237,16 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
         a.dp_size));
   }
   s.dp_size = int32_t(a.dp_size);
+  if (a.sampling_on == "auto") {
+    s.accept_on = engine::AcceptOn::kAuto;
+  } else if (a.sampling_on == "device") {
+    s.accept_on = engine::AcceptOn::kBackend;
+  } else if (a.sampling_on == "host") {
+    s.accept_on = engine::AcceptOn::kHost;
+  } else {
+    return invalid_argument(
+        fmt::format("--sampling-on = {}: must be auto, device or host", a.sampling_on));
+  }
   model::ModelOptions& o = s.model;
   o.random_weights = a.random_weights;
   o.random_seed = uint64_t(a.random_weights_seed);

@@ -47,6 +47,9 @@ struct EngineArgs {
   // Each of the loader's two staging chunks (model/weight_stream.h); neither SGLang nor vLLM has
   // such a flag, so the name is dsa's own.
   int64_t load_chunk_bytes = int64_t(model::kDefaultLoadChunkBytes);
+  // Where sampled rows are decided (engine::AcceptOn): auto, device (the model's backend: only
+  // tokens and accept counts leave it) or host (the logits are copied, the host rules run).
+  std::string sampling_on = "auto";
 };
 
 // Registers the options on `cmd` (defaults shown in --help).
@@ -69,7 +72,8 @@ struct EngineSetup {
   model::ModelOptions model;
   int32_t prefill_chunk = 512;
   double simulate_accept_length = 0;  // 0 = real acceptance
-  int32_t dp_size = 1;                // data-parallel ranks, in [1, kMaxDpSize]
+  engine::AcceptOn accept_on = engine::AcceptOn::kAuto;
+  int32_t dp_size = 1;  // data-parallel ranks, in [1, kMaxDpSize]
 };
 
 // Every rule between the flags and against the model's config.json: ranges, the speculative

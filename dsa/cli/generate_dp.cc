@@ -59,11 +59,7 @@ StatusOr<DpRunResult> run_dp(const std::vector<std::unique_ptr<model::DsaModel>>
   out.metrics = engine::EngineMetrics(group->engine(0).num_draft_tokens());
   for (int32_t r = 0; r < group->world_size(); ++r) {
     out.metrics.merge_rank(group->engine(r).metrics());
-    const model::ForwardTiming& t = models[size_t(r)]->timing();
-    out.timing.forwards += t.forwards;
-    out.timing.replays += t.replays;
-    out.timing.host_s += t.host_s;
-    out.timing.total_s += t.total_s;
+    out.timing.add(models[size_t(r)]->timing());
     const runtime::GraphStats& g = models[size_t(r)]->graph_stats();
     out.graphs.graphs += g.graphs;
     out.graphs.nodes += g.nodes;

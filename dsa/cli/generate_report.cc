@@ -152,6 +152,7 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
                 {"accept_histogram", m.accept.histogram()},
                 {"per_position_acceptance", m.per_position_acceptance()},
                 {"steps", m.steps},
+                {"host_logit_rows", m.host_logit_rows},
                 {"forwards", ft.forwards},
                 {"graph_replays", ft.replays},
                 {"host_ms_per_step", 1000.0 * ft.host_s / steps},
@@ -160,6 +161,21 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
                 {"graph_nodes", gs.nodes},
                 {"graph_capture_s", gs.capture_s}}}};
     add_modes(j["summary"], modes_);
+    // Per kind of forward: how many ran and their mean time alone (each ends synchronised).
+    json kinds = json::array();
+    for (runtime::ModelKind model : {runtime::ModelKind::kTarget, runtime::ModelKind::kMtp}) {
+      for (runtime::ForwardMode mode : runtime::kAllForwardModes) {
+        const model::ForwardTiming::Kind& k = ft.by_kind[model::ForwardTiming::index(model, mode)];
+        if (k.forwards == 0) continue;
+        kinds.push_back({{"model", runtime::model_name(model)},
+                         {"mode", runtime::mode_name(mode)},
+                         {"forwards", k.forwards},
+                         {"ms_each", 1000.0 * k.total_s / double(k.forwards)},
+                         {"ms_per_step", 1000.0 * k.total_s / steps}});
+      }
+    }
+    j["summary"]["forward_kinds"] = kinds;
+    j["summary"]["step_ms"] = 1000.0 * secs / steps;
     j["summary"]["dp"] = {{"world_size", dp.world_size},
                           {"steps_per_rank", dp.steps},
                           {"requests_per_rank", dp.requests}};

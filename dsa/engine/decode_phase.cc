@@ -1,9 +1,10 @@
 // The decode phase of an engine step: plain DECODE when d = 0, else the speculative step of
 // SPEC.md §6.1 — TARGET_VERIFY over [x_C, g_1..g_d], acceptance (§6.2/§6.3), DRAFT_EXTEND of the
 // MTP layer over the same positions (row a's output is the first new draft), and the draft chain.
-// With EngineOptions::simulate_accept_length the count a is drawn (simulated_acceptance.h). With
-// EngineOptions::accept_on = kBackend the verify logits stay in the backend's memory and the
-// acceptance op decides there; otherwise (kAuto for now) the host rule runs on the host logits.
+// With EngineOptions::simulate_accept_length the count a is drawn (simulated_acceptance.h). Where
+// EngineOptions::accept_on puts the step on the backend, the logits stay in its memory and the
+// acceptance op decides there (at d = 0 for plain sampling, the simulated step's rows and the
+// drafts); otherwise the host rules run on the host logits.
 // The forwards are the agreed plan's (engine.h), at the B_pad of the largest B over the ranks.
 #include <fmt/format.h>
 
@@ -43,17 +44,29 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
     tokens.push_back(r->pending);
     for (int32_t j = 0; j < d_; ++j) tokens.push_back(r->drafts[sz(j)]);
   }
-  const AcceptOn where = options_.accept_on;
-  // kAuto is the host rule until the device kernels are verified on a GPU (engine.h).
-  const bool on_backend =
-      d_ > 0 && !(options_.simulate_accept_length > 0) && where == AcceptOn::kBackend;
+  const bool on_backend = target_on_backend(reqs);
+  const double sim = options_.simulate_accept_length;
   model::ForwardOutput target;
-  DSA_RETURN_IF_ERROR(run_forward(plan[0], inputs, tokens, {}, &target,
-                                  on_backend ? model::LogitsTo::kBackend : model::LogitsTo::kHost));
+  DSA_RETURN_IF_ERROR(run_forward(plan[0], inputs, tokens, {}, &target, logits_to(on_backend)));
+  // The target's token at every row (d = 0), or at every verify row of a simulated step (whose
+  // forced count picks one), sampled on the backend.
+  std::vector<int32_t> row_tokens;
+  if (on_backend && (d_ == 0 || sim > 0)) {
+    std::vector<SamplingParams> params;
+    std::vector<int32_t> positions;
+    for (const RequestState* r : reqs) {
+      for (int32_t j = 0; j < n; ++j) {
+        params.push_back(r->req.sampling);
+        positions.push_back(r->committed + 1 + j);
+      }
+    }
+    DSA_ASSIGN_OR_RETURN(row_tokens, backend_tokens(params, positions));
+  }
   if (d_ == 0) {
     for (size_t b = 0; b < reqs.size(); ++b) {
       RequestState& r = *reqs[b];
-      const int32_t y = sample(r, &target.logits[b * sz(vocab_)], r.committed + 1);
+      const int32_t y =
+          on_backend ? row_tokens[b] : sample(r, &target.logits[b * sz(vocab_)], r.committed + 1);
       r.committed += 1;
       r.pending = y;
       emit(r, std::span<const int32_t>(&y, 1));
@@ -67,21 +80,29 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   std::vector<int32_t> committed;
   std::vector<runtime::RequestInput> mtp_inputs = inputs;
   std::vector<AcceptResult> decided;
-  if (on_backend) {
+  if (on_backend && !(sim > 0)) {
     DSA_ASSIGN_OR_RETURN(decided, accept_on_backend(reqs));
   }
   for (size_t b = 0; b < reqs.size(); ++b) {
     RequestState& r = *reqs[b];
     const int64_t first = int64_t(r.committed) + 1;
-    const double sim = options_.simulate_accept_length;
     const auto rows = [&] {
       return std::span<const float>(&target.logits[b * n * sz(vocab_)], sz(n) * sz(vocab_));
     };
-    AcceptResult acc =
-        on_backend ? std::move(decided[b])
-        : sim > 0  ? force_acceptance(rows(), vocab_, r.drafts, r.req.sampling, first,
-                                      simulated_accepted(sim, d_, r.req.sampling.seed, first))
-                   : accept_drafts(rows(), vocab_, r.drafts, r.req.sampling, first);
+    AcceptResult acc;
+    if (sim > 0) {
+      const int32_t forced = simulated_accepted(sim, d_, r.req.sampling.seed, first);
+      if (on_backend) {  // force_acceptance's result, from the rows sampled on the backend
+        acc.accepted = forced;
+        acc.emitted.assign(r.drafts.begin(), r.drafts.begin() + forced);
+        acc.emitted.push_back(row_tokens[b * sz(n) + sz(forced)]);
+      } else {
+        acc = force_acceptance(rows(), vocab_, r.drafts, r.req.sampling, first, forced);
+      }
+    } else {
+      acc = on_backend ? std::move(decided[b])
+                       : accept_drafts(rows(), vocab_, r.drafts, r.req.sampling, first);
+    }
     const int32_t a = acc.accepted;
     const int32_t y = acc.emitted.back();
     for (int32_t j = 0; j < n; ++j) {
@@ -98,12 +119,17 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
     emit(r, acc.emitted);
   }
   model::ForwardOutput mtp;
-  DSA_RETURN_IF_ERROR(run_forward(plan[1], std::move(mtp_inputs), mtp_tokens, target.hidden, &mtp));
+  const bool drafts_there = drafts_on_backend();
+  DSA_RETURN_IF_ERROR(run_forward(plan[1], std::move(mtp_inputs), mtp_tokens, target.hidden, &mtp,
+                                  logits_to(drafts_there)));
   std::vector<int32_t> first;
+  if (drafts_there) {
+    DSA_ASSIGN_OR_RETURN(first, backend_drafts(reqs.size()));
+  }
   std::vector<bf16> hidden;
   const int32_t D = int32_t(model_.config().hidden_size);
   for (size_t b = 0; b < reqs.size(); ++b) {
-    first.push_back(greedy_draft(&mtp.logits[b * sz(vocab_)]));
+    if (!drafts_there) first.push_back(greedy_draft(&mtp.logits[b * sz(vocab_)]));
     const int32_t row = mtp.sample_row[b];
     hidden.insert(hidden.end(), mtp.hidden.begin() + long(row) * D,
                   mtp.hidden.begin() + long(row + 1) * D);

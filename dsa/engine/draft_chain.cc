@@ -22,8 +22,15 @@ Status Engine::draft_chain(const std::vector<RequestState*>& reqs, std::vector<i
       tokens.push_back(chains[b].back());
     }
     model::ForwardOutput out;
-    DSA_RETURN_IF_ERROR(run_forward(shape, std::move(inputs), tokens, hidden, &out));
-    for (size_t b = 0; b < B; ++b) chains[b].push_back(greedy_draft(&out.logits[b * V]));
+    const bool there = drafts_on_backend();
+    DSA_RETURN_IF_ERROR(
+        run_forward(shape, std::move(inputs), tokens, hidden, &out, logits_to(there)));
+    if (there) {
+      DSA_ASSIGN_OR_RETURN(const std::vector<int32_t> next, backend_drafts(B));
+      for (size_t b = 0; b < B; ++b) chains[b].push_back(next[b]);
+    } else {
+      for (size_t b = 0; b < B; ++b) chains[b].push_back(greedy_draft(&out.logits[b * V]));
+    }
     hidden = std::move(out.hidden);
   }
   for (size_t b = 0; b < B; ++b) {

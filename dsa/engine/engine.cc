@@ -114,6 +114,7 @@ Status Engine::run_forward(const ForwardShape& shape, std::vector<runtime::Reque
   if (options_.check_forwards) DSA_RETURN_IF_ERROR(cross_check_forward(*group_, shape));
   DSA_RETURN_IF_ERROR(model_.forward(std::move(b), tokens, hidden, out, logits_to));
   mask_padding_logits(out->logits);  // kBackend: none here; the op reads only [0, sampleable_)
+  metrics_.host_logit_rows += int64_t(out->logits.size() / sz(vocab_));
   // The model must run the agreed shape, not one it derived from this rank's rows: a mismatch
   // here would pair this rank's MoE collectives with another forward's on the other ranks.
   const ForwardShape ran = shape_of(out->header, shape.role, shape.chain_step);
@@ -154,6 +155,44 @@ void Engine::mask_padding_logits(std::vector<float>& logits) const {
     std::fill(logits.begin() + long(r * V + sz(sampleable_)), logits.begin() + long((r + 1) * V),
               -std::numeric_limits<float>::infinity());
   }
+}
+
+bool Engine::target_on_backend(const std::vector<RequestState*>& reqs) const {
+  switch (options_.accept_on) {
+    case AcceptOn::kHost:
+      return false;
+    case AcceptOn::kBackend:
+      return true;
+    case AcceptOn::kAuto:
+      break;
+  }
+  if (model_.backend() == kernels::Backend::kCpu) return false;
+  return std::none_of(reqs.begin(), reqs.end(), [](const RequestState* r) {
+    return r->req.sampling.temperature > 0.f &&
+           (r->req.sampling.top_k > 0 || r->req.sampling.top_p < 1.f);
+  });
+}
+
+bool Engine::drafts_on_backend() const {
+  return options_.accept_on == AcceptOn::kBackend ||
+         (options_.accept_on == AcceptOn::kAuto && model_.backend() != kernels::Backend::kCpu);
+}
+
+StatusOr<std::vector<int32_t>> Engine::backend_tokens(std::span<const SamplingParams> params,
+                                                      std::span<const int32_t> positions) {
+  if (params.empty()) return std::vector<int32_t>{};
+  model::VerifyAcceptance v;
+  DSA_RETURN_IF_ERROR(model_.accept_last_verify(sampleable_, 0, {}, params, positions, &v));
+  return std::move(v.emitted);
+}
+
+StatusOr<std::vector<int32_t>> Engine::backend_drafts(size_t count) {
+  const std::vector<SamplingParams> greedy(count);
+  // Greedy ignores the position; the op still range-checks it.
+  const std::vector<int32_t> positions(count, 0);
+  DSA_ASSIGN_OR_RETURN(std::vector<int32_t> drafts, backend_tokens(greedy, positions));
+  for (int32_t& t : drafts) t = std::max(0, t);
+  return drafts;
 }
 
 int32_t Engine::greedy_draft(const float* logits) const {

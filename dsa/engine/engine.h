@@ -45,12 +45,14 @@ struct EngineOptions {
   // Benchmarks (simulated_acceptance.h): > 0 forces the number of accepted drafts per request and
   // step to a draw with this mean accept length, in [1, d + 1]; 0 = real acceptance.
   double simulate_accept_length = 0;
-  // Where speculative steps decide acceptance. kBackend: the op table's accept_drafts over the
-  // verify logits left in the backend's memory (on a device only accept counts and emitted tokens
-  // reach the host); kHost: the logits are copied and the host rule runs; kAuto: kHost for now.
-  // kAuto becomes kBackend on a device backend once the device acceptance and sampler kernels
-  // have passed their GPU tests on an H200 (they were merged without a device run; 2026-12-01).
-  // simulate_accept_length always takes the host path.
+  // Where the sampled rows of every forward are decided: the target's tokens (d = 0 decode, the
+  // first token after a prompt), the verify's acceptance (simulated or not) and the MTP layer's
+  // greedy drafts. kBackend: the op table's accept_drafts (d = 0 for plain sampling and drafts)
+  // over the logits left in the backend's memory, so on a device only accept counts and tokens
+  // reach the host; kHost: the logits are copied and the host rules run (the same tokens: the op's
+  // reference is the host rule). kAuto: kBackend on a device backend, except the target rows of
+  // a step where a request filters by top-k or top-p (the device filters cost milliseconds at
+  // V3.2's vocabulary, bench/RESULTS.md); kHost on the CPU backend.
   AcceptOn accept_on = AcceptOn::kAuto;
   // Called with each request's newly emitted tokens (streaming).
   std::function<void(const RequestState&, std::span<const int32_t> tokens)> on_tokens;
@@ -139,6 +141,21 @@ class Engine {
   // Acceptance of a verify forward's drafts on the model's backend (kBackend logits): per request
   // of `reqs`, in order, the same AcceptResult as the host rule accept_drafts.
   StatusOr<std::vector<AcceptResult>> accept_on_backend(const std::vector<RequestState*>& reqs);
+  // Whether the target rows of a step over `reqs` are decided on the backend (accept_on).
+  bool target_on_backend(const std::vector<RequestState*>& reqs) const;
+  // Whether the MTP layer's greedy drafts are (accept_on; kAuto: on any device backend).
+  bool drafts_on_backend() const;
+  static model::LogitsTo logits_to(bool on_backend) {
+    return on_backend ? model::LogitsTo::kBackend : model::LogitsTo::kHost;
+  }
+  // Tokens of the last forward's first params.size() sampled rows by the backend's sampler (the op
+  // table's accept_drafts at d = 0) over the logits left in its memory: row i sampled with
+  // params[i] at position positions[i], as sample() would.
+  StatusOr<std::vector<int32_t>> backend_tokens(std::span<const SamplingParams> params,
+                                                std::span<const int32_t> positions);
+  // The MTP layer's top-1 drafts of the last forward's first `count` sampled rows, on the backend
+  // (as greedy_draft: token 0 if no logit is above -inf).
+  StatusOr<std::vector<int32_t>> backend_drafts(size_t count);
 
   model::DsaModel& model_;
   EngineOptions options_;

@@ -37,6 +37,7 @@ RequestFigures request_figures(const RequestState& r, int32_t num_draft_tokens) 
 void EngineMetrics::merge_rank(const EngineMetrics& other) {
   steps = std::max(steps, other.steps);
   verify_steps += other.verify_steps;
+  host_logit_rows += other.host_logit_rows;
   emitted += other.emitted;
   accept.merge(other.accept);
   ttft_s.insert(ttft_s.end(), other.ttft_s.begin(), other.ttft_s.end());

@@ -28,6 +28,9 @@ struct EngineMetrics {
   explicit EngineMetrics(int32_t num_draft_tokens = 0) : accept(num_draft_tokens) {}
 
   int64_t steps = 0, verify_steps = 0, emitted = 0;
+  // Sampled rows whose logits were copied to the host (the host sampler, drafter or acceptance
+  // rule read them); rows decided on the model's backend return only their tokens.
+  int64_t host_logit_rows = 0;
   AcceptStats accept;                  // every speculative step of every request
   std::vector<double> ttft_s, tpot_s;  // one entry per finished request, in finishing order
 

@@ -40,8 +40,24 @@ Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
   p.load = load();
   DSA_ASSIGN_OR_RETURN(const std::vector<ForwardShape> plan, agree(p));
   if (plan.empty()) return ok_status();  // no rank prefills
+  // The first token of each completed prompt, sampled on the backend where accept_on says so.
+  std::vector<RequestState*> completing;
+  for (size_t b = 0; b < reqs.size(); ++b) {
+    if (inputs[b].sample_count > 0) completing.push_back(reqs[b]);
+  }
+  const bool on_backend = target_on_backend(completing);
   model::ForwardOutput target;
-  DSA_RETURN_IF_ERROR(run_forward(plan[0], inputs, tokens, {}, &target));
+  DSA_RETURN_IF_ERROR(run_forward(plan[0], inputs, tokens, {}, &target, logits_to(on_backend)));
+  std::vector<int32_t> first_tokens;
+  if (on_backend) {
+    std::vector<SamplingParams> params;
+    std::vector<int32_t> positions;
+    for (const RequestState* r : completing) {
+      params.push_back(r->req.sampling);
+      positions.push_back(r->prompt_len());
+    }
+    DSA_ASSIGN_OR_RETURN(first_tokens, backend_tokens(params, positions));
+  }
 
   // Sample x_{L_p} for prompts that completed; build the MTP rows' next tokens.
   std::vector<int32_t> next(tokens.size());
@@ -58,7 +74,9 @@ Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
     r.prefilled += len;
     prefilled_ += len;
     if (r.prefilled == r.prompt_len()) {
-      const int32_t x = sample(r, &target.logits[sz(sample_i) * sz(vocab_)], r.prompt_len());
+      const int32_t x = on_backend
+                            ? first_tokens[sz(sample_i)]
+                            : sample(r, &target.logits[sz(sample_i) * sz(vocab_)], r.prompt_len());
       ++sample_i;
       next[sz(first + len - 1)] = x;
       r.committed = r.prompt_len();
@@ -79,13 +97,18 @@ Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
     mtp_inputs[b].sample_count = done ? 1 : 0;
   }
   model::ForwardOutput mtp;
-  DSA_RETURN_IF_ERROR(run_forward(plan[1], std::move(mtp_inputs), next, target.hidden, &mtp));
+  const bool drafts_there = drafts_on_backend();
+  DSA_RETURN_IF_ERROR(run_forward(plan[1], std::move(mtp_inputs), next, target.hidden, &mtp,
+                                  logits_to(drafts_there)));
   std::vector<int32_t> g1;
+  if (drafts_there) {
+    DSA_ASSIGN_OR_RETURN(g1, backend_drafts(completed.size()));
+  }
   std::vector<bf16> hidden;
   std::vector<int32_t> positions;
   const int32_t D = int32_t(model_.config().hidden_size);
   for (size_t i = 0; i < completed.size(); ++i) {
-    g1.push_back(greedy_draft(&mtp.logits[i * sz(vocab_)]));
+    if (!drafts_there) g1.push_back(greedy_draft(&mtp.logits[i * sz(vocab_)]));
     hidden.insert(hidden.end(), mtp.hidden.begin() + long(completed_rows[i]) * D,
                   mtp.hidden.begin() + long(completed_rows[i] + 1) * D);
     positions.push_back(completed[i]->committed);  // C' = L_p

@@ -379,6 +379,9 @@ Status DsaModel::forward(runtime::ForwardBatch batch, std::span<const int32_t> t
   ++timing_.forwards;
   timing_.host_s += std::chrono::duration<double>(t1 - t0).count();
   timing_.total_s += std::chrono::duration<double>(t2 - t0).count();
+  ForwardTiming::Kind& kind = timing_.by_kind[ForwardTiming::index(batch.model, batch.mode)];
+  ++kind.forwards;
+  kind.total_s += std::chrono::duration<double>(t2 - t0).count();
   return ok_status();
 }
 

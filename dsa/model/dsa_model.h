@@ -15,8 +15,10 @@
 //             error word is read once (ops defer their checks, so the body never synchronises).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
+#include <iterator>
 #include <memory>
 #include <span>
 #include <vector>
@@ -35,6 +37,7 @@
 #include "dsa/runtime/attention_step.h"
 #include "dsa/runtime/forward_batch.h"
 #include "dsa/runtime/forward_metadata.h"
+#include "dsa/runtime/forward_mode.h"
 #include "dsa/runtime/graph_runner.h"
 #include "dsa/runtime/metadata_mirror.h"
 #include "dsa/runtime/page_pool.h"
@@ -81,6 +84,25 @@ struct ModelOptions {
 struct ForwardTiming {
   int64_t forwards = 0, replays = 0;
   double host_s = 0, total_s = 0;
+  // The same per (model, mode): each forward ends synchronised (its outputs collected), so its
+  // seconds are the forward run alone; a step's wall time less their sum is the host's share.
+  struct Kind {
+    int64_t forwards = 0;
+    double total_s = 0;
+  };
+  static constexpr size_t kModes = std::size(runtime::kAllForwardModes);
+  std::array<Kind, 2 * kModes> by_kind{};
+  static size_t index(runtime::ModelKind model, runtime::ForwardMode mode) {
+    return size_t(model) * kModes + size_t(mode);
+  }
+  void add(const ForwardTiming& other) {
+    forwards += other.forwards, replays += other.replays;
+    host_s += other.host_s, total_s += other.total_s;
+    for (size_t i = 0; i < by_kind.size(); ++i) {
+      by_kind[i].forwards += other.by_kind[i].forwards;
+      by_kind[i].total_s += other.by_kind[i].total_s;
+    }
+  }
 };
 
 // Output of one forward: final hidden states of every row and fp32 logits of the sampled rows,

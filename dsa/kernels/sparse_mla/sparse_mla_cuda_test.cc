@@ -319,6 +319,72 @@ TEST(SparseMlaDecodeCuda, SharedSelectionsValidCountsExtremeScalesEverySplit) {
   }
 }
 
+// Sets a FP8-656 slot's four tile scales to `scale`.
+void set_fp8_scales(DecodeCase& c, int32_t slot, float scale) {
+  uint8_t* row = c.pool.bytes().data() + int64_t{slot} * kFp8LatentBytes;
+  for (int tile = 0; tile < 4; ++tile) std::memcpy(row + kLatentDim + 4 * tile, &scale, 4);
+}
+
+// The FP8 dequantisation's two paths and their edges: scales at the bit path's one-step bound
+// (2^7), just past it (2^8, two steps), far past it (2^100), with products in bf16's subnormal
+// range (2^-126 * e4m3 subnormals), zero, and scales that are not powers of two (the conversion
+// path); e4m3 subnormal, zero and +-448 bytes written explicitly.
+TEST(SparseMlaDecodeCuda, Fp8DequantPathsEdgeScalesAndBytes) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 57);
+  const int32_t num_pages = 8, topk = 192;
+  DecodeCase c(num_pages, LatentFormat::kFp8_656, 6, 64, topk, rng);
+  std::vector<int32_t> perm = rng.permutation(kPageSize, num_pages * kPageSize);
+  const float scales[] = {0x1p7f, 0x1p8f, 0x1p100f, 0x1p-126f, 0.f, 1.5f, 3 * 0x1p-10f, 0x1p-3f};
+  for (int32_t i = 0; i < 64; ++i) set_fp8_scales(c, perm[i], scales[i % 8]);
+  const uint8_t edge_bytes[] = {0x00, 0x80, 0x01, 0x81, 0x07, 0x87, 0x08, 0x7E, 0xFE, 0x3F};
+  for (int32_t i = 64; i < 96; ++i) {
+    uint8_t* row = c.pool.bytes().data() + int64_t{perm[i]} * kFp8LatentBytes;
+    for (int v = 0; v < kLatentDim; ++v) {
+      if (rng.randint(0, 1) == 0) row[v] = edge_bytes[rng.randint(0, 9)];
+    }
+    set_fp8_scales(c, perm[i], scales[i % 8]);
+  }
+  for (int32_t r = 0; r < c.rows; ++r) {
+    for (int32_t i = 0; i < topk; ++i) c.row_indices(r)[i] = perm[(i + 17 * r) % 128];
+  }
+  check_decode_paths(c, "fp8 edges", {2});
+}
+
+// A NaN byte (0x7F, 0xFF) dequantises to NaN (SPEC.md §1.1, §2.4), so every output of a row that
+// attends it is NaN; a row that does not attend it gets the same bits as without the NaN.
+TEST(SparseMlaDecodeCuda, Fp8NanBytePropagatesToItsRowsOnly) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 59);
+  const int32_t num_pages = 4, topk = 128;
+  DecodeCase c(num_pages, LatentFormat::kFp8_656, 2, 64, topk, rng);
+  std::vector<int32_t> perm = rng.permutation(kPageSize, num_pages * kPageSize);
+  for (int32_t i = 0; i < topk; ++i) c.row_indices(0)[i] = perm[i];
+  for (int32_t i = 0; i < topk; ++i) c.row_indices(1)[i] = perm[topk + i];
+  for (uint8_t nan_byte : {uint8_t{0x7F}, uint8_t{0xFF}}) {
+    GpuOut clean, with_nan;
+    {
+      GpuDecode g(c);
+      ASSERT_TRUE(g.run(1, 0, &clean).ok());
+    }
+    std::vector<uint8_t> saved = c.pool.bytes();
+    c.pool.bytes()[int64_t{perm[5]} * kFp8LatentBytes + 300] = nan_byte;  // tile 2 of row 0's key
+    {
+      GpuDecode g(c);
+      ASSERT_TRUE(g.run(1, 0, &with_nan).ok());
+    }
+    c.pool.bytes() = saved;
+    const size_t row_elems = size_t(c.heads) * kVDim;
+    for (size_t i = 0; i < row_elems; ++i) {
+      ASSERT_TRUE(std::isnan(bf16_to_float(with_nan.out[i])))
+          << "byte " << int(nan_byte) << " element " << i;
+    }
+    for (size_t i = row_elems; i < 2 * row_elems; ++i) {
+      ASSERT_EQ(with_nan.out[i].bits, clean.out[i].bits) << "element " << i;
+    }
+  }
+}
+
 // Rows >= SMs / 2: the auto path does not split; results still match.
 TEST(SparseMlaDecodeCuda, ManyRowsNoSplit) {
   DSA_SKIP_WITHOUT_GPU();

@@ -5,10 +5,11 @@
 //   producers (warpgroup 0): gather the tile's 64 selected latent rows into one of two
 //     bf16 key tiles: bf16 cache rows by cp.async straight into the tile; FP8-656 rows by cp.async
 //     into a staging area inside the tile (the whole tile in flight at once), then dequantised in
-//     place, exactly (e4m3 * 2^e is a bf16), their bf16 RoPE part by cp.async. Invalid keys are
-//     zero rows (never read from memory) and flagged, so the consumers mask them to -inf. The
-//     tile's completion is an mbarrier phase ("full"); the consumers hand the tile back through
-//     another ("empty").
+//     place, exactly (e4m3 * 2^e is a bf16: integer bit rebasing and one bf16 multiply; the
+//     conversion units only for NaN bytes or a scale that is not a power of two), their bf16 RoPE
+//     part by cp.async. Invalid keys are zero rows (never read from memory) and flagged, so the
+//     consumers mask them to -inf. The tile's completion is an mbarrier phase ("full"); the
+//     consumers hand the tile back through another ("empty").
 //   consumers (warpgroups 1, 2): consumer c computes, per tile,
 //     S_c[64 h, 32 keys] = Q[64, 576] . K[keys 32c .. 32c + 31, 576]^T   (wgmma m64n32k16, 36
 //     steps) the online softmax in the log2 domain (row maxima exchanged between the two consumers
@@ -97,8 +98,10 @@ __device__ __forceinline__ void producer_sync() {
   asm volatile("bar.sync 3, %0;\n" ::"n"(kProducerThreads) : "memory");
 }
 
-// Sixteen e4m3 values times 2^e into sixteen bf16 (exact), as two 16-byte chunks.
-__device__ __forceinline__ void dequant16(uint4 raw, float scale, uint4& lo, uint4& hi) {
+// Sixteen e4m3 values times `scale` into sixteen bf16, as two 16-byte chunks, through the
+// conversion units (e4m3 -> f16 -> f32, times scale, RNE to bf16): exact for any scale and NaN.
+// The slow path: conversions issue at a quarter of the integer rate.
+__device__ __forceinline__ void dequant16_cvt(uint4 raw, float scale, uint4& lo, uint4& hi) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
   uint32_t packed[8];
 #pragma unroll
@@ -112,6 +115,73 @@ __device__ __forceinline__ void dequant16(uint4 raw, float scale, uint4& lo, uin
   }
   lo = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   hi = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+}
+
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// A tile scale as the bit path's bf16x2 multipliers. The bit path rebases an e4m3 byte
+// s.eeee.mmm into the bf16 s.0000eeee.mmm0000: the same value times 2^-120, for normals and
+// subnormals alike (both formats' subnormals scale by the same power), then multiplies by
+// scale * 2^120 (one bf16 multiply, one rounding of the exact product: the bits the conversion
+// path gives). Above 2^7 that multiplier would leave bf16's range, so it is two steps (2^120,
+// exact, then scale). Only a ±2^e or ±0 scale is exact as a bf16 multiplier: anything else takes
+// the conversion path.
+struct Fp8TileScale {
+  float scale;
+  uint32_t m1, m2;
+  bool bits_path, two_step;
+};
+
+__device__ __forceinline__ Fp8TileScale fp8_tile_scale(float scale) {
+  Fp8TileScale s;
+  s.scale = scale;
+  const uint32_t b = __float_as_uint(scale);
+  const uint32_t biased = (b >> 23) & 0xFFu;
+  s.bits_path = (b & 0x7FFFFFu) == 0 && biased != 0xFFu;
+  s.two_step = biased > 127u + 7u;
+  const float f1 = s.two_step ? 0x1p120f : scale * 0x1p120f;  // exact: a power of two
+  s.m1 = (__float_as_uint(f1) >> 16) * 0x10001u;              // its bf16, in both halves
+  s.m2 = (b >> 16) * 0x10001u;
+  return s;
+}
+
+// Sixteen e4m3 values times the tile scale into sixteen bf16 on the integer units, exact; false
+// (outputs unusable) when a byte is NaN (magnitude 0x7F), which the caller converts instead.
+__device__ __forceinline__ bool dequant16_bits(uint4 raw, const Fp8TileScale& s, uint4& lo,
+                                               uint4& hi) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+  uint32_t packed[8];
+  uint32_t nan = 0;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const uint32_t x = words[w];
+    const uint32_t low = (x << 4) & 0xF0F0F0F0u;                         // e0 m2 m1 m0 0000
+    const uint32_t high = (x & 0x80808080u) | ((x >> 4) & 0x07070707u);  // s 0000 e3 e2 e1
+    nan |= (x & 0x7F7F7F7Fu) + 0x01010101u;       // bit 7 of a byte set iff its magnitude is 0x7F
+    uint32_t a = __byte_perm(low, high, 0x5140);  // bytes 0, 1 as bf16 (byte 0 in the low half)
+    uint32_t c = __byte_perm(low, high, 0x7362);  // bytes 2, 3
+    a = bf16x2_mul(a, s.m1);
+    c = bf16x2_mul(c, s.m1);
+    if (s.two_step) {
+      a = bf16x2_mul(a, s.m2);
+      c = bf16x2_mul(c, s.m2);
+    }
+    packed[2 * w] = a;
+    packed[2 * w + 1] = c;
+  }
+  lo = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+  hi = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+  return (nan & 0x80808080u) == 0;
+}
+
+// Sixteen e4m3 values times the tile scale into sixteen bf16, exact: the bit path where it
+// applies, else the conversion path.
+__device__ __forceinline__ void dequant16(uint4 raw, const Fp8TileScale& s, uint4& lo, uint4& hi) {
+  if (!(s.bits_path && dequant16_bits(raw, s, lo, hi))) dequant16_cvt(raw, s.scale, lo, hi);
 }
 
 // The list entries one producer thread reads for a tile, loaded a tile ahead (their latency then
@@ -235,11 +305,12 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
   hopper::cp_async_commit();
   hopper::cp_async_wait_all();
   producer_sync();  // every row staged
+  const Fp8TileScale sa = fp8_tile_scale(scale_a);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int u = 8 * g + j;
     uint4 lo, hi;
-    dequant16(*reinterpret_cast<const uint4*>(tile + tile_off(k, 32 + u)), scale_a, lo, hi);
+    dequant16(*reinterpret_cast<const uint4*>(tile + tile_off(k, 32 + u)), sa, lo, hi);
     *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = lo;
     *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = hi;
   }
@@ -249,11 +320,12 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
     raw[j] = *reinterpret_cast<const uint4*>(tile + tile_off(k, 48 + 8 * g + j));
   }
   producer_sync();  // the staging is read
+  const Fp8TileScale sb = fp8_tile_scale(scale_b);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int u = 16 + 8 * g + j;
     uint4 lo, hi;
-    dequant16(raw[j], scale_b, lo, hi);
+    dequant16(raw[j], sb, lo, hi);
     *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = lo;
     *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = hi;
   }

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The decode-equivalent DeepSeek-V3.2 model on one GPU (issue 16): V3.2's config with
+# n_routed_experts = 8, n_group = topk_group = 1 and top-8 (every expert active, so at batch 1
+# each layer reads exactly the bytes a real V3.2 layer reads), all 61 layers + the MTP layer, full
+# widths, FP8 block-scaled weights generated on the device (--random-weights: no checkpoint).
+# For each batch x context x d it runs `dsa generate --device cuda` with CUDA graphs on, random
+# prompts of the context's length and, for d > 0, a simulated accept length (every draft and
+# verify runs; the accepted count is drawn). Prints one row per run: decode tokens/s (batch x
+# 1000 / TPOT p50), TPOT, the d = 0 roofline (weights + the step's cache reads at 4.28 TB/s) and
+# its fraction, the speed-up over d = 0 at the same batch and context, TTFT (the prefill) and the
+# run's wall seconds (load, graph capture, prefill and decode).
+# Usage: scripts/bench_v32.sh BUILD_DIR [OUT_DIR]
+#   BATCHES="1 8 32" CONTEXTS="4096 32768" DRAFTS="0 3" ACCEPT=3.0 NEW_TOKENS=64
+#   RUN_SECONDS=300 (per run) SKIP="8:32768 32:32768" (batch:context pairs left out)
+#   KV_DTYPE=fp8_e4m3 (the FP8-656 latent cache V3.2 is served with on Hopper; the roofline
+#   counts its 656-byte rows)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build="${1:?usage: bench_v32.sh BUILD_DIR [OUT_DIR]}"
+out="${2:-$(mktemp -d)}"
+mkdir -p "$out"
+dsa="$build/dsa/cli/dsa"
+model="$out/v32-decode-equivalent"
+mkdir -p "$model"
+python3 - "$model/config.json" <<'PY'
+import json, sys
+c = json.load(open("testdata/deepseek-v3.2/config.json"))
+c.update(n_routed_experts=8, n_group=1, topk_group=1, num_experts_per_tok=8)
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+results="$out/bench_v32.jsonl"
+: >"$results"
+for batch in ${BATCHES:-1 8 32}; do
+  for ctx in ${CONTEXTS:-4096 32768}; do
+    case " ${SKIP:-} " in *" $batch:$ctx "*) echo "skip batch $batch ctx $ctx (SKIP)"; continue ;; esac
+    for d in ${DRAFTS:-0 3}; do
+      flags=()
+      [ "$d" -gt 0 ] && flags=(--speculative-algorithm NEXTN --speculative-num-steps "$d"
+        --simulate-accept-length "${ACCEPT:-3.0}")
+      log="$out/v32_b${batch}_c${ctx}_d${d}.log"
+      new="${NEW_TOKENS:-64}"
+      start=$(date +%s.%N)
+      timeout "${RUN_SECONDS:-300}" "$dsa" generate --model "$model" --random-weights \
+        --random-prompt-len "$ctx" --num-prompts "$batch" --max-new-tokens "$new" --ignore-eos \
+        --device cuda --max-running-requests "$batch" --context-length $((ctx + new + 8)) \
+        --kv-cache-dtype "${KV_DTYPE:-fp8_e4m3}" \
+        --json --progress "${flags[@]}" >"$log" 2>&1
+      rc=$?
+      wall=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+      summary=$(grep '"summary"' "$log" | tail -1)
+      if [ "$rc" -ne 0 ] || [ -z "$summary" ]; then
+        echo "batch $batch ctx $ctx d $d: FAILED rc=$rc after ${wall}s: $(grep -v '^{' "$log" | tail -3)"
+        continue
+      fi
+      python3 - "$batch" "$ctx" "$d" "$wall" "$summary" >>"$results" <<'PY'
+import json, sys
+b, ctx, d, wall, s = sys.argv[1:6]
+j = json.loads(s)["summary"]
+j.update(batch=int(b), context=int(ctx), d=int(d), wall_s=float(wall))
+print(json.dumps(j))
+PY
+      echo "batch $batch ctx $ctx d $d: done in ${wall}s"
+    done
+  done
+done
+python3 - "$results" "$model/config.json" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+c = json.load(open(sys.argv[2]))
+hbm = 4.28e12
+embed = c["vocab_size"] * c["hidden_size"] * 2  # bf16 embedding (one row read per token)
+layers = c["num_hidden_layers"]
+# Per-token cache reads per layer: the attended latents (top-k of 656 B FP8-656 rows) and every
+# indexer key of the context (128 e4m3 + one fp32 scale).
+def cache_bytes(ctx):
+    return layers * (min(ctx, c["index_topk"]) * 656 + ctx * 132)
+base = {}
+for r in rows:
+    if r["d"] == 0:
+        base[(r["batch"], r["context"])] = r
+print(f"{'batch':>5} {'ctx':>6} {'d':>2} {'tok/s':>8} {'TPOT ms':>8} {'roof ms':>8} {'of roof':>7} "
+      f"{'vs d0':>6} {'accept':>6} {'host ms':>8} {'fwd ms':>8} {'nodes':>6} {'TTFT s':>7} "
+      f"{'wall s':>7}")
+for r in rows:
+    b, ctx, d = r["batch"], r["context"], r["d"]
+    tpot = r.get("tpot_ms_p50", 0.0)
+    tps = b * 1000.0 / tpot if tpot > 0 else 0.0
+    w = r.get("kv_cache", {}).get("weight_bytes", 0)
+    # d = 0 step: every weight but the MTP layer's (~1/62 of the layers' bytes) and all but one
+    # embedding row per token (the LM head is read whole).
+    layer_bytes = (w - 2 * embed) / (layers + 1)
+    step_bytes = w - embed - layer_bytes + b * cache_bytes(ctx)
+    roof_ms = step_bytes / hbm * 1e3
+    frac = f"{roof_ms / tpot:7.2f}" if d == 0 and tpot > 0 else "      -"
+    ref = base.get((b, ctx))
+    vs = "     -"
+    if d > 0 and ref and ref.get("tpot_ms_p50", 0) > 0 and tpot > 0:
+        vs = f"{ref['tpot_ms_p50'] / tpot:6.2f}"
+    print(f"{b:5d} {ctx:6d} {d:2d} {tps:8.1f} {tpot:8.2f} {roof_ms:8.2f} {frac} {vs} "
+          f"{r.get('accept_length_mean', 1.0):6.2f} {r.get('host_ms_per_step', 0):8.2f} "
+          f"{r.get('forward_ms_per_step', 0):8.2f} {r.get('graph_nodes', 0):6d} "
+          f"{r.get('ttft_ms_p50', 0) / 1e3:7.2f} {r['wall_s']:7.1f}")
+print(f"weights {rows[0].get('kv_cache', {}).get('weight_bytes', 0) / 1e9:.2f} GB" if rows else "no runs")
+PY

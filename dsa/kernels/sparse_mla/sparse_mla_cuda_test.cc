@@ -356,7 +356,7 @@ TEST(SparseMlaDecodeCuda, Fp8DequantPathsEdgeScalesAndBytes) {
 TEST(SparseMlaDecodeCuda, Fp8NanBytePropagatesToItsRowsOnly) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(testing::test_seed() + 59);
-  const int32_t num_pages = 4, topk = 128;
+  const int32_t num_pages = 6, topk = 128;  // pages 1..5: 320 slots for two rows' 256 keys
   DecodeCase c(num_pages, LatentFormat::kFp8_656, 2, 64, topk, rng);
   std::vector<int32_t> perm = rng.permutation(kPageSize, num_pages * kPageSize);
   for (int32_t i = 0; i < topk; ++i) c.row_indices(0)[i] = perm[i];
@@ -365,13 +365,15 @@ TEST(SparseMlaDecodeCuda, Fp8NanBytePropagatesToItsRowsOnly) {
     GpuOut clean, with_nan;
     {
       GpuDecode g(c);
-      ASSERT_TRUE(g.run(1, 0, &clean).ok());
+      const Status st = g.run(1, 0, &clean);
+      ASSERT_TRUE(st.ok()) << st.to_string();
     }
     std::vector<uint8_t> saved = c.pool.bytes();
     c.pool.bytes()[int64_t{perm[5]} * kFp8LatentBytes + 300] = nan_byte;  // tile 2 of row 0's key
     {
       GpuDecode g(c);
-      ASSERT_TRUE(g.run(1, 0, &with_nan).ok());
+      const Status st = g.run(1, 0, &with_nan);
+      ASSERT_TRUE(st.ok()) << st.to_string();
     }
     c.pool.bytes() = saved;
     const size_t row_elems = size_t(c.heads) * kVDim;

@@ -126,14 +126,13 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
 // A tile scale as the bit path's bf16x2 multipliers. The bit path rebases an e4m3 byte
 // s.eeee.mmm into the bf16 s.0000eeee.mmm0000: the same value times 2^-120, for normals and
 // subnormals alike (both formats' subnormals scale by the same power), then multiplies by
-// scale * 2^120 (one bf16 multiply, one rounding of the exact product: the bits the conversion
-// path gives). Above 2^7 that multiplier would leave bf16's range, so it is two steps (2^120,
-// exact, then scale). Only a ±2^e or ±0 scale is exact as a bf16 multiplier: anything else takes
-// the conversion path.
+// m1 = scale * 2^120 and m2 = 1 (above 2^7 that m1 would leave bf16's range: m1 = 2^120, exact,
+// and m2 = scale): one rounding of the exact product, the bits the conversion path gives. Only a
+// ±2^e or ±0 scale is exact as a bf16 multiplier; anything else takes the conversion path.
 struct Fp8TileScale {
   float scale;
   uint32_t m1, m2;
-  bool bits_path, two_step;
+  bool bits_path;
 };
 
 __device__ __forceinline__ Fp8TileScale fp8_tile_scale(float scale) {
@@ -142,46 +141,46 @@ __device__ __forceinline__ Fp8TileScale fp8_tile_scale(float scale) {
   const uint32_t b = __float_as_uint(scale);
   const uint32_t biased = (b >> 23) & 0xFFu;
   s.bits_path = (b & 0x7FFFFFu) == 0 && biased != 0xFFu;
-  s.two_step = biased > 127u + 7u;
-  const float f1 = s.two_step ? 0x1p120f : scale * 0x1p120f;  // exact: a power of two
-  s.m1 = (__float_as_uint(f1) >> 16) * 0x10001u;              // its bf16, in both halves
-  s.m2 = (b >> 16) * 0x10001u;
+  const bool two_step = biased > 127u + 7u;
+  const float f1 = two_step ? 0x1p120f : scale * 0x1p120f;  // exact: a power of two
+  const float f2 = two_step ? scale : 1.f;
+  s.m1 = (__float_as_uint(f1) >> 16) * 0x10001u;  // a power of two's bf16, in both halves
+  s.m2 = (__float_as_uint(f2) >> 16) * 0x10001u;
   return s;
 }
 
-// Sixteen e4m3 values times the tile scale into sixteen bf16 on the integer units, exact; false
-// (outputs unusable) when a byte is NaN (magnitude 0x7F), which the caller converts instead.
-__device__ __forceinline__ bool dequant16_bits(uint4 raw, const Fp8TileScale& s, uint4& lo,
-                                               uint4& hi) {
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-  uint32_t packed[8];
-  uint32_t nan = 0;
-#pragma unroll
-  for (int w = 0; w < 4; ++w) {
-    const uint32_t x = words[w];
-    const uint32_t low = (x << 4) & 0xF0F0F0F0u;                         // e0 m2 m1 m0 0000
-    const uint32_t high = (x & 0x80808080u) | ((x >> 4) & 0x07070707u);  // s 0000 e3 e2 e1
-    nan |= (x & 0x7F7F7F7Fu) + 0x01010101u;       // bit 7 of a byte set iff its magnitude is 0x7F
-    uint32_t a = __byte_perm(low, high, 0x5140);  // bytes 0, 1 as bf16 (byte 0 in the low half)
-    uint32_t c = __byte_perm(low, high, 0x7362);  // bytes 2, 3
-    a = bf16x2_mul(a, s.m1);
-    c = bf16x2_mul(c, s.m1);
-    if (s.two_step) {
-      a = bf16x2_mul(a, s.m2);
-      c = bf16x2_mul(c, s.m2);
-    }
-    packed[2 * w] = a;
-    packed[2 * w + 1] = c;
-  }
-  lo = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-  hi = make_uint4(packed[4], packed[5], packed[6], packed[7]);
-  return (nan & 0x80808080u) == 0;
+// Four e4m3 values (one word) into two bf16x2 words on the integer units; `nan` gathers bit 7
+// of each byte whose magnitude is 0x7F.
+__device__ __forceinline__ void dequant4_bits(uint32_t x, const Fp8TileScale& s, uint32_t& lo,
+                                              uint32_t& hi, uint32_t& nan) {
+  const uint32_t low = (x << 4) & 0xF0F0F0F0u;                         // e0 m2 m1 m0 0000
+  const uint32_t high = (x & 0x80808080u) | ((x >> 4) & 0x07070707u);  // s 0000 e3 e2 e1
+  nan |= (x & 0x7F7F7F7Fu) + 0x01010101u;
+  lo = bf16x2_mul(bf16x2_mul(__byte_perm(low, high, 0x5140), s.m1), s.m2);  // bytes 0, 1
+  hi = bf16x2_mul(bf16x2_mul(__byte_perm(low, high, 0x7362), s.m1), s.m2);  // bytes 2, 3
 }
 
-// Sixteen e4m3 values times the tile scale into sixteen bf16, exact: the bit path where it
-// applies, else the conversion path.
-__device__ __forceinline__ void dequant16(uint4 raw, const Fp8TileScale& s, uint4& lo, uint4& hi) {
-  if (!(s.bits_path && dequant16_bits(raw, s, lo, hi))) dequant16_cvt(raw, s.scale, lo, hi);
+// kN chunks of sixteen e4m3 values times the tile scale into 2 kN bf16 chunks, exact: all by the
+// bit path (straight-line, so the chunks overlap), then all again by the conversion path in the
+// rare case that a byte is NaN or the scale is not a power of two.
+template <int kN>
+__device__ __forceinline__ void dequant_chunks(const uint4 (&raw)[kN], const Fp8TileScale& s,
+                                               uint4 (&out)[2 * kN]) {
+  uint32_t nan = 0;
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    uint32_t w[8];
+    dequant4_bits(raw[j].x, s, w[0], w[1], nan);
+    dequant4_bits(raw[j].y, s, w[2], w[3], nan);
+    dequant4_bits(raw[j].z, s, w[4], w[5], nan);
+    dequant4_bits(raw[j].w, s, w[6], w[7], nan);
+    out[2 * j] = make_uint4(w[0], w[1], w[2], w[3]);
+    out[2 * j + 1] = make_uint4(w[4], w[5], w[6], w[7]);
+  }
+  if (!s.bits_path || (nan & 0x80808080u) != 0) {
+#pragma unroll
+    for (int j = 0; j < kN; ++j) dequant16_cvt(raw[j], s.scale, out[2 * j], out[2 * j + 1]);
+  }
 }
 
 // The list entries one producer thread reads for a tile, loaded a tile ahead (their latency then
@@ -307,12 +306,19 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
   producer_sync();  // every row staged
   const Fp8TileScale sa = fp8_tile_scale(scale_a);
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int u = 8 * g + j;
-    uint4 lo, hi;
-    dequant16(*reinterpret_cast<const uint4*>(tile + tile_off(k, 32 + u)), sa, lo, hi);
-    *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = lo;
-    *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = hi;
+  for (int h = 0; h < 2; ++h) {  // four chunks at a time (registers: the producers have 120)
+    uint4 raw4[4], out[8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      raw4[j] = *reinterpret_cast<const uint4*>(tile + tile_off(k, 32 + 8 * g + 4 * h + j));
+    }
+    dequant_chunks(raw4, sa, out);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int u = 8 * g + 4 * h + j;
+      *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = out[2 * j];
+      *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = out[2 * j + 1];
+    }
   }
   uint4 raw[8];
 #pragma unroll
@@ -322,12 +328,17 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
   producer_sync();  // the staging is read
   const Fp8TileScale sb = fp8_tile_scale(scale_b);
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int u = 16 + 8 * g + j;
-    uint4 lo, hi;
-    dequant16(raw[j], sb, lo, hi);
-    *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = lo;
-    *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = hi;
+  for (int h = 0; h < 2; ++h) {
+    uint4 raw4[4], out[8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) raw4[j] = raw[4 * h + j];
+    dequant_chunks(raw4, sb, out);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int u = 16 + 8 * g + 4 * h + j;
+      *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = out[2 * j];
+      *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = out[2 * j + 1];
+    }
   }
 }
 

@@ -325,10 +325,9 @@ void set_fp8_scales(DecodeCase& c, int32_t slot, float scale) {
   for (int tile = 0; tile < 4; ++tile) std::memcpy(row + kLatentDim + 4 * tile, &scale, 4);
 }
 
-// The FP8 dequantisation's two paths and their edges: scales at the bit path's one-step bound
-// (2^7), just past it (2^8, two steps), far past it (2^100), with products in bf16's subnormal
-// range (2^-126 * e4m3 subnormals), zero, and scales that are not powers of two (the conversion
-// path); e4m3 subnormal, zero and +-448 bytes written explicitly.
+// The FP8 dequantisation's edges: large scales (2^7, 2^8, 2^100), products in bf16's subnormal
+// range (2^-126 * e4m3 subnormals), a zero scale, scales that are not powers of two; e4m3
+// subnormal, zero and +-448 bytes written explicitly.
 TEST(SparseMlaDecodeCuda, Fp8DequantPathsEdgeScalesAndBytes) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(testing::test_seed() + 57);
@@ -351,8 +350,9 @@ TEST(SparseMlaDecodeCuda, Fp8DequantPathsEdgeScalesAndBytes) {
   check_decode_paths(c, "fp8 edges", {2});
 }
 
-// A NaN byte (0x7F, 0xFF) dequantises to NaN (SPEC.md §1.1, §2.4), so every output of a row that
-// attends it is NaN; a row that does not attend it gets the same bits as without the NaN.
+// A NaN byte (0x7F, 0xFF) dequantises to NaN (SPEC.md §1.1, §2.4), so every output and lse of a
+// row that attends it is NaN (not the empty row's +0 / +inf, which the l > 0 test used to give);
+// a row that does not attend it gets the same bits as without the NaN.
 TEST(SparseMlaDecodeCuda, Fp8NanBytePropagatesToItsRowsOnly) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(testing::test_seed() + 59);
@@ -361,28 +361,33 @@ TEST(SparseMlaDecodeCuda, Fp8NanBytePropagatesToItsRowsOnly) {
   std::vector<int32_t> perm = rng.permutation(kPageSize, num_pages * kPageSize);
   for (int32_t i = 0; i < topk; ++i) c.row_indices(0)[i] = perm[i];
   for (int32_t i = 0; i < topk; ++i) c.row_indices(1)[i] = perm[topk + i];
-  for (uint8_t nan_byte : {uint8_t{0x7F}, uint8_t{0xFF}}) {
-    GpuOut clean, with_nan;
-    {
-      GpuDecode g(c);
-      const Status st = g.run(1, 0, &clean);
-      ASSERT_TRUE(st.ok()) << st.to_string();
-    }
-    std::vector<uint8_t> saved = c.pool.bytes();
-    c.pool.bytes()[int64_t{perm[5]} * kFp8LatentBytes + 300] = nan_byte;  // tile 2 of row 0's key
-    {
-      GpuDecode g(c);
-      const Status st = g.run(1, 0, &with_nan);
-      ASSERT_TRUE(st.ok()) << st.to_string();
-    }
-    c.pool.bytes() = saved;
-    const size_t row_elems = size_t(c.heads) * kVDim;
-    for (size_t i = 0; i < row_elems; ++i) {
-      ASSERT_TRUE(std::isnan(bf16_to_float(with_nan.out[i])))
-          << "byte " << int(nan_byte) << " element " << i;
-    }
-    for (size_t i = row_elems; i < 2 * row_elems; ++i) {
-      ASSERT_EQ(with_nan.out[i].bits, clean.out[i].bits) << "element " << i;
+  const size_t row_elems = size_t(c.heads) * kVDim;
+  for (int32_t splits : {1, 2}) {  // the kernel's own epilogue, and the split combine
+    const int64_t ws =
+        splits > 1 ? sparse_mla_decode_workspace_floats(c.rows, c.heads, splits) : 0;
+    for (uint8_t nan_byte : {uint8_t{0x7F}, uint8_t{0xFF}}) {
+      GpuOut clean, with_nan;
+      {
+        GpuDecode g(c);
+        const Status st = g.run(splits, ws, &clean);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+      }
+      std::vector<uint8_t> saved = c.pool.bytes();
+      c.pool.bytes()[int64_t{perm[5]} * kFp8LatentBytes + 300] = nan_byte;  // row 0's 6th key
+      {
+        GpuDecode g(c);
+        const Status st = g.run(splits, ws, &with_nan);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+      }
+      c.pool.bytes() = saved;
+      for (size_t i = 0; i < row_elems; ++i) {
+        ASSERT_TRUE(std::isnan(bf16_to_float(with_nan.out[i])))
+            << "splits " << splits << " byte " << int(nan_byte) << " element " << i;
+      }
+      for (int32_t h = 0; h < c.heads; ++h) EXPECT_TRUE(std::isnan(with_nan.lse[size_t(h)]));
+      for (size_t i = row_elems; i < 2 * row_elems; ++i) {
+        ASSERT_EQ(with_nan.out[i].bits, clean.out[i].bits) << "element " << i;
+      }
     }
   }
 }

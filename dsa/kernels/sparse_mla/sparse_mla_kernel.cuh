@@ -52,9 +52,13 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_kernel(const MlaKernel
   const int64_t rh_total = int64_t{a.rows} * a.heads;
   const int d = threadIdx.x * 4;
   float mx = -INFINITY;
-  for (int s = 0; s < a.num_splits; ++s) mx = fmaxf(mx, a.part_ml[(s * rh_total + rh) * 2]);
+  bool empty = true;  // every split's l = 0 exactly (a NaN key's l is NaN: not empty, stays NaN)
+  for (int s = 0; s < a.num_splits; ++s) {
+    mx = fmaxf(mx, a.part_ml[(s * rh_total + rh) * 2]);
+    empty = empty && a.part_ml[(s * rh_total + rh) * 2 + 1] == 0.f;
+  }
   bf16* out = a.out + rh * kVDim + d;
-  if (mx == -INFINITY) {  // empty attended set
+  if (empty) {  // empty attended set
     *reinterpret_cast<uint2*>(out) = make_uint2(0u, 0u);
     if (threadIdx.x == 0) {
       a.lse[rh] = INFINITY;

@@ -5,11 +5,10 @@
 //   producers (warpgroup 0): gather the tile's 64 selected latent rows into one of two
 //     bf16 key tiles: bf16 cache rows by cp.async straight into the tile; FP8-656 rows by cp.async
 //     into a staging area inside the tile (the whole tile in flight at once), then dequantised in
-//     place, exactly (e4m3 * 2^e is a bf16: integer bit rebasing and one bf16 multiply; the
-//     conversion units only for NaN bytes or a scale that is not a power of two), their bf16 RoPE
-//     part by cp.async. Invalid keys are zero rows (never read from memory) and flagged, so the
-//     consumers mask them to -inf. The tile's completion is an mbarrier phase ("full"); the
-//     consumers hand the tile back through another ("empty").
+//     place, exactly (e4m3 * 2^e is a bf16), their bf16 RoPE part by cp.async. Invalid keys are
+//     zero rows (never read from memory) and flagged, so the consumers mask them to -inf. The
+//     tile's completion is an mbarrier phase ("full"); the consumers hand the tile back through
+//     another ("empty").
 //   consumers (warpgroups 1, 2): consumer c computes, per tile,
 //     S_c[64 h, 32 keys] = Q[64, 576] . K[keys 32c .. 32c + 31, 576]^T   (wgmma m64n32k16, 36
 //     steps) the online softmax in the log2 domain (row maxima exchanged between the two consumers
@@ -98,10 +97,11 @@ __device__ __forceinline__ void producer_sync() {
   asm volatile("bar.sync 3, %0;\n" ::"n"(kProducerThreads) : "memory");
 }
 
-// Sixteen e4m3 values times `scale` into sixteen bf16, as two 16-byte chunks, through the
-// conversion units (e4m3 -> f16 -> f32, times scale, RNE to bf16): exact for any scale and NaN.
-// The slow path: conversions issue at a quarter of the integer rate.
-__device__ __forceinline__ void dequant16_cvt(uint4 raw, float scale, uint4& lo, uint4& hi) {
+// Sixteen e4m3 values times `scale` into sixteen bf16, as two 16-byte chunks (e4m3 -> f16 -> f32,
+// times scale, RNE to bf16): exact for a power-of-two scale, NaN kept. (An integer-unit version
+// — rebasing the bits into bf16 and one bf16 multiply — was measured slower on the H200: 83 vs
+// 78 us at b 32, 270 vs 246 us at b 128; bench/RESULTS.md.)
+__device__ __forceinline__ void dequant16(uint4 raw, float scale, uint4& lo, uint4& hi) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
   uint32_t packed[8];
 #pragma unroll
@@ -115,72 +115,6 @@ __device__ __forceinline__ void dequant16_cvt(uint4 raw, float scale, uint4& lo,
   }
   lo = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   hi = make_uint4(packed[4], packed[5], packed[6], packed[7]);
-}
-
-__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
-// A tile scale as the bit path's bf16x2 multipliers. The bit path rebases an e4m3 byte
-// s.eeee.mmm into the bf16 s.0000eeee.mmm0000: the same value times 2^-120, for normals and
-// subnormals alike (both formats' subnormals scale by the same power), then multiplies by
-// m1 = scale * 2^120 and m2 = 1 (above 2^7 that m1 would leave bf16's range: m1 = 2^120, exact,
-// and m2 = scale): one rounding of the exact product, the bits the conversion path gives. Only a
-// ±2^e or ±0 scale is exact as a bf16 multiplier; anything else takes the conversion path.
-struct Fp8TileScale {
-  float scale;
-  uint32_t m1, m2;
-  bool bits_path;
-};
-
-__device__ __forceinline__ Fp8TileScale fp8_tile_scale(float scale) {
-  Fp8TileScale s;
-  s.scale = scale;
-  const uint32_t b = __float_as_uint(scale);
-  const uint32_t biased = (b >> 23) & 0xFFu;
-  s.bits_path = (b & 0x7FFFFFu) == 0 && biased != 0xFFu;
-  const bool two_step = biased > 127u + 7u;
-  const float f1 = two_step ? 0x1p120f : scale * 0x1p120f;  // exact: a power of two
-  const float f2 = two_step ? scale : 1.f;
-  s.m1 = (__float_as_uint(f1) >> 16) * 0x10001u;  // a power of two's bf16, in both halves
-  s.m2 = (__float_as_uint(f2) >> 16) * 0x10001u;
-  return s;
-}
-
-// Four e4m3 values (one word) into two bf16x2 words on the integer units; `nan` gathers bit 7
-// of each byte whose magnitude is 0x7F.
-__device__ __forceinline__ void dequant4_bits(uint32_t x, const Fp8TileScale& s, uint32_t& lo,
-                                              uint32_t& hi, uint32_t& nan) {
-  const uint32_t low = (x << 4) & 0xF0F0F0F0u;                         // e0 m2 m1 m0 0000
-  const uint32_t high = (x & 0x80808080u) | ((x >> 4) & 0x07070707u);  // s 0000 e3 e2 e1
-  nan |= (x & 0x7F7F7F7Fu) + 0x01010101u;
-  lo = bf16x2_mul(bf16x2_mul(__byte_perm(low, high, 0x5140), s.m1), s.m2);  // bytes 0, 1
-  hi = bf16x2_mul(bf16x2_mul(__byte_perm(low, high, 0x7362), s.m1), s.m2);  // bytes 2, 3
-}
-
-// kN chunks of sixteen e4m3 values times the tile scale into 2 kN bf16 chunks, exact: all by the
-// bit path (straight-line, so the chunks overlap), then all again by the conversion path in the
-// rare case that a byte is NaN or the scale is not a power of two.
-template <int kN>
-__device__ __forceinline__ void dequant_chunks(const uint4 (&raw)[kN], const Fp8TileScale& s,
-                                               uint4 (&out)[2 * kN]) {
-  uint32_t nan = 0;
-#pragma unroll
-  for (int j = 0; j < kN; ++j) {
-    uint32_t w[8];
-    dequant4_bits(raw[j].x, s, w[0], w[1], nan);
-    dequant4_bits(raw[j].y, s, w[2], w[3], nan);
-    dequant4_bits(raw[j].z, s, w[4], w[5], nan);
-    dequant4_bits(raw[j].w, s, w[6], w[7], nan);
-    out[2 * j] = make_uint4(w[0], w[1], w[2], w[3]);
-    out[2 * j + 1] = make_uint4(w[4], w[5], w[6], w[7]);
-  }
-  if (!s.bits_path || (nan & 0x80808080u) != 0) {
-#pragma unroll
-    for (int j = 0; j < kN; ++j) dequant16_cvt(raw[j], s.scale, out[2 * j], out[2 * j + 1]);
-  }
 }
 
 // The list entries one producer thread reads for a tile, loaded a tile ahead (their latency then
@@ -304,21 +238,13 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
   hopper::cp_async_commit();
   hopper::cp_async_wait_all();
   producer_sync();  // every row staged
-  const Fp8TileScale sa = fp8_tile_scale(scale_a);
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {  // four chunks at a time (registers: the producers have 120)
-    uint4 raw4[4], out[8];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      raw4[j] = *reinterpret_cast<const uint4*>(tile + tile_off(k, 32 + 8 * g + 4 * h + j));
-    }
-    dequant_chunks(raw4, sa, out);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int u = 8 * g + 4 * h + j;
-      *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = out[2 * j];
-      *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = out[2 * j + 1];
-    }
+  for (int j = 0; j < 8; ++j) {
+    const int u = 8 * g + j;
+    uint4 lo, hi;
+    dequant16(*reinterpret_cast<const uint4*>(tile + tile_off(k, 32 + u)), scale_a, lo, hi);
+    *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = lo;
+    *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = hi;
   }
   uint4 raw[8];
 #pragma unroll
@@ -326,19 +252,13 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
     raw[j] = *reinterpret_cast<const uint4*>(tile + tile_off(k, 48 + 8 * g + j));
   }
   producer_sync();  // the staging is read
-  const Fp8TileScale sb = fp8_tile_scale(scale_b);
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    uint4 raw4[4], out[8];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) raw4[j] = raw[4 * h + j];
-    dequant_chunks(raw4, sb, out);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int u = 16 + 8 * g + 4 * h + j;
-      *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = out[2 * j];
-      *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = out[2 * j + 1];
-    }
+  for (int j = 0; j < 8; ++j) {
+    const int u = 16 + 8 * g + j;
+    uint4 lo, hi;
+    dequant16(raw[j], scale_b, lo, hi);
+    *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = lo;
+    *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = hi;
   }
 }
 
@@ -552,18 +472,20 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
     for (int h = 0; h < 2; ++h) {
       if (h0 + row0 + 8 * h >= a.heads) continue;  // padding head
       const int64_t rh = int64_t{r} * a.heads + h0 + row0 + 8 * h;
+      // Empty attended set iff l = 0 exactly: a NaN key (l NaN) is not empty and stays NaN.
+      const bool attended_any = !(l[h] == 0.f);
       if (a.num_splits == 1) {
-        const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+        const float inv = attended_any ? 1.f / l[h] : 0.f;
         bf16* out = a.out + rh * kVDim + c * 256 + 2 * cc;
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
           const uint32_t v =
-              l[h] > 0.f ? pack_bf16x2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv) : 0u;
+              attended_any ? pack_bf16x2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv) : 0u;
           *reinterpret_cast<uint32_t*>(out + j * 8) = v;
         }
         if (c == 0 && cc == 0) {
-          a.lse[rh] = l[h] > 0.f ? m[h] * kLn2 + logf(l[h]) : INFINITY;
-          if (a.max_logit != nullptr) a.max_logit[rh] = l[h] > 0.f ? m[h] * kLn2 : -INFINITY;
+          a.lse[rh] = attended_any ? m[h] * kLn2 + logf(l[h]) : INFINITY;
+          if (a.max_logit != nullptr) a.max_logit[rh] = attended_any ? m[h] * kLn2 : -INFINITY;
         }
       } else {
         const int64_t slot = split * (int64_t{a.rows} * a.heads) + rh;
@@ -574,7 +496,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
               make_float2(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
         }
         if (c == 0 && cc == 0) {
-          a.part_ml[slot * 2] = l[h] > 0.f ? m[h] : -INFINITY;
+          a.part_ml[slot * 2] = attended_any ? m[h] : -INFINITY;
           a.part_ml[slot * 2 + 1] = l[h];
         }
       }

@@ -6,7 +6,10 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
+#include "dsa/core/checked_mode.h"
 #include "dsa/runtime/forward_batch.h"
 #include "dsa/runtime/graph_runner.h"
 
@@ -167,6 +170,12 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
                  "Checkpoint load: bytes of each of the two staging chunks a tensor is copied "
                  "through on its way to the device (cuda; on the cpu, tensors are copied straight)")
       ->capture_default_str();
+  cmd.add_option("--checked-mode", a.checked_mode,
+                 "Device data validation on every op (SPEC.md §1.3; slower: the FP8 linears take "
+                 "the checking kernel): on, off, or auto (DSA_CHECKED when set, else on in debug "
+                 "and off in release builds)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   cmd.add_option("--sampling-on", a.sampling_on,
                  "Where tokens are sampled, drafts chosen and drafts accepted: device (the model's "
                  "backend; only tokens and accept counts leave it), host (every sampled row's "
@@ -237,6 +246,20 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
         a.dp_size));
   }
   s.dp_size = int32_t(a.dp_size);
+  if (a.checked_mode == "on" || a.checked_mode == "off") {
+    s.checked = a.checked_mode == "on";
+  } else if (a.checked_mode == "auto") {
+    const char* env = std::getenv("DSA_CHECKED");
+#ifdef NDEBUG
+    s.checked = env != nullptr && std::strcmp(env, "0") != 0;
+#else
+    s.checked = !(env != nullptr && std::strcmp(env, "0") == 0);
+#endif
+  } else {
+    return invalid_argument(
+        fmt::format("--checked-mode = {}: must be auto, on or off", a.checked_mode));
+  }
+  set_checked_mode(s.checked);
   if (a.sampling_on == "auto") {
     s.accept_on = engine::AcceptOn::kAuto;
   } else if (a.sampling_on == "device") {

@@ -1,6 +1,7 @@
 // Checked mode (SPEC.md §1.3): when on, ops additionally validate data (lengths, slots, page ids)
 // and references poison unspecified regions. On by default; DSA_CHECKED=0 turns it off, and tests
-// flip it with ScopedCheckedMode to exercise the unchecked (neutralising) behaviour.
+// flip it with ScopedCheckedMode to exercise the unchecked (neutralising) behaviour. The CLI sets
+// it from --checked-mode (cli/engine_args.h: off by default in release builds).
 #pragma once
 
 namespace dsa {

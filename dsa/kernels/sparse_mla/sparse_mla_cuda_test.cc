@@ -363,8 +363,7 @@ TEST(SparseMlaDecodeCuda, Fp8NanBytePropagatesToItsRowsOnly) {
   for (int32_t i = 0; i < topk; ++i) c.row_indices(1)[i] = perm[topk + i];
   const size_t row_elems = size_t(c.heads) * kVDim;
   for (int32_t splits : {1, 2}) {  // the kernel's own epilogue, and the split combine
-    const int64_t ws =
-        splits > 1 ? sparse_mla_decode_workspace_floats(c.rows, c.heads, splits) : 0;
+    const int64_t ws = splits > 1 ? sparse_mla_decode_workspace_floats(c.rows, c.heads, splits) : 0;
     for (uint8_t nan_byte : {uint8_t{0x7F}, uint8_t{0xFF}}) {
       GpuOut clean, with_nan;
       {

@@ -73,6 +73,9 @@ struct ModelOptions {
   // Make random weights in backend memory (backend_random_weights.h) even on the CPU backend
   // (tests of the device path); CUDA always does.
   bool random_weights_in_backend = false;
+  // Tests: fill the workspace's uninitialised takes with a NaN byte pattern (runtime/workspace.h)
+  // instead of leaving them, so a buffer some consumer reads unwritten changes the outputs.
+  bool poison_workspace = false;
 };
 
 // Host-side time of forwards (what graphs remove): host_s runs from the start of a forward until
@@ -113,6 +116,8 @@ class DsaModel {
   int32_t batch_pad_for(int32_t b) const { return graphs_.batch_pad_for(b); }
   const ForwardTiming& timing() const { return timing_; }
   const runtime::GraphStats& graph_stats() const { return graphs_.stats(); }
+  // Its takes so far (zero-filled and not): what a forward's memset nodes come from.
+  const runtime::Workspace::Counts& workspace_counts() const { return ws_.counts(); }
   // How the cache pool was sized (memory_plan.h); num_pages only when options().num_pages is set.
   const CachePlan& cache_plan() const { return cache_plan_; }
   // How the checkpoint was streamed in (all zero for weights generated in backend memory).

@@ -157,7 +157,8 @@ class DsaModel {
   StatusOr<bf16*> embed(const std::vector<bf16>& table, int32_t rows);
   Status rmsnorm(const bf16* x, const std::vector<bf16>& w, bf16* y, int32_t rows,
                  int64_t y_stride = 0);
-  // Logits of the sampled rows of `normed` and the rows of `hidden` into the output buffers.
+  // Logits of the sampled rows of `normed` and the rows of `hidden` into the output buffers (a
+  // copy of `hidden` unless the body already wrote it in place there).
   Status head(const runtime::ForwardMetadata& meta, const bf16* normed, const bf16* hidden,
               const LinearWeight& lm_head);
   BlockContext block_context(const runtime::ForwardMetadata& meta);

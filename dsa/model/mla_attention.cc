@@ -65,15 +65,13 @@ StatusOr<IndexerInputs> indexer_inputs(const BlockContext& c, const IndexerWeigh
   return out;
 }
 
-// New cache rows [c | k_pe]: c normalised, k_pe roped.
+// New cache rows [c | k_pe]: kv_a writes them whole, c is normalised in place (rows independent,
+// so the norm reads each row before writing it) and k_pe roped, with no copy between.
 Status latent_rows(const BlockContext& c, const AttentionWeights& w, const bf16* x, int32_t rows,
                    bf16* latent) {
-  runtime::Workspace::Frame frame(c.ws);
-  DSA_ASSIGN_OR_RETURN(bf16 * kv, c.ws.take_uninit<bf16>(size_t(rows) * kQkDim));
-  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.kv_a, x, rows, kv));
+  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.kv_a, x, rows, latent));
   DSA_RETURN_IF_ERROR(
-      c.ws.memory().copy(latent, kv, size_t(rows) * kQkDim * sizeof(bf16)));  // k_pe columns
-  DSA_RETURN_IF_ERROR(block_rmsnorm(c, kv, kQkDim, w.kv_a_norm, latent, rows, kLatentDim, kQkDim));
+      block_rmsnorm(c, latent, kQkDim, w.kv_a_norm, latent, rows, kLatentDim, kQkDim));
   return block_rope(c, latent + kLatentDim, rows, 1, kQkDim, kQkDim,
                     kernels::RopeStyle::kInterleaved);
 }

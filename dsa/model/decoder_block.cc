@@ -58,8 +58,8 @@ Status run_decoder_block(const BlockContext& c, const DecoderLayerWeights& w,
   runtime::Workspace::Frame frame(c.ws);
   const int32_t rows = c.meta.header.rows_pad;
   const int32_t D = int32_t(c.config.hidden_size);
-  DSA_ASSIGN_OR_RETURN(bf16 * x, c.ws.take<bf16>(size_t(rows) * D));
-  DSA_ASSIGN_OR_RETURN(bf16 * branch, c.ws.take<bf16>(size_t(rows) * D));
+  DSA_ASSIGN_OR_RETURN(bf16 * x, c.ws.take_uninit<bf16>(size_t(rows) * D));
+  DSA_ASSIGN_OR_RETURN(bf16 * branch, c.ws.take_uninit<bf16>(size_t(rows) * D));
   kernels::ResidualAddParams add{h, branch, rows, D};
   DSA_RETURN_IF_ERROR(block_rmsnorm(c, h, 0, w.input_norm, x, rows, D));
   DSA_RETURN_IF_ERROR(mla_attention(c, w.attn, caches, x, rows, branch));

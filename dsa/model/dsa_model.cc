@@ -101,7 +101,9 @@ DsaModel::DsaModel(ModelConfig config, ModelWeights weights, const ModelOptions&
       meta_(mc),
       mirror_(ops.backend, mc, config_.hidden_size),
       ws_(ops.backend),
-      graphs_(ops.backend, options.buckets) {}
+      graphs_(ops.backend, options.buckets) {
+  ws_.set_poison(options.poison_workspace);
+}
 
 StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& dir,
                                                    const ModelOptions& options,
@@ -217,7 +219,7 @@ BlockContext DsaModel::block_context(const runtime::ForwardMetadata& meta) {
 }
 
 StatusOr<bf16*> DsaModel::embed(const std::vector<bf16>& table, int32_t rows) {
-  DSA_ASSIGN_OR_RETURN(bf16 * h, ws_.take<bf16>(sz(rows) * sz(config_.hidden_size)));
+  DSA_ASSIGN_OR_RETURN(bf16 * h, ws_.take_uninit<bf16>(sz(rows) * sz(config_.hidden_size)));
   kernels::EmbeddingParams p{mirror_.tokens(),
                              store_.get(table),
                              h,
@@ -247,10 +249,13 @@ Status DsaModel::head(const runtime::ForwardMetadata& meta, const bf16* normed, 
                       const LinearWeight& lm_head) {
   const int32_t D = int32_t(config_.hidden_size);
   const int32_t rows = meta.header.rows_pad, samples = meta.header.num_samples;
-  DSA_RETURN_IF_ERROR(
-      ws_.memory().copy(hidden_out_.data(), hidden, sz(rows) * sz(D) * sizeof(bf16)));
+  if (hidden != hidden_out_.data()) {
+    DSA_RETURN_IF_ERROR(
+        ws_.memory().copy(hidden_out_.data(), hidden, sz(rows) * sz(D) * sizeof(bf16)));
+  }
   if (samples == 0) return ok_status();
-  DSA_ASSIGN_OR_RETURN(bf16 * x, ws_.take<bf16>(sz(samples) * D));  // sample_row -1: zero rows
+  // Zeroed: the gather skips sample_row -1 (padded requests), whose logits must be zeros.
+  DSA_ASSIGN_OR_RETURN(bf16 * x, ws_.take_zeroed<bf16>(sz(samples) * D));
   const int64_t row_bytes = int64_t{D} * int64_t{sizeof(bf16)};
   kernels::RowCopyParams g{normed,    x,         mirror_.arrays().sample_row,
                            row_bytes, row_bytes, row_bytes,
@@ -280,7 +285,8 @@ Status DsaModel::target_body(const runtime::ForwardMetadata& meta) {
     DSA_RETURN_IF_ERROR(run_decoder_block(ctx, weights_.layers[l], caches_.layer(int32_t(l)), h)
                             .with_context(fmt::format("layer {}", l)));
   }
-  DSA_ASSIGN_OR_RETURN(bf16 * normed, ws_.take<bf16>(sz(rows) * sz(config_.hidden_size)));
+  // The final norm writes straight into the hidden-state output (no copy there in head()).
+  bf16* normed = hidden_out_.data();
   DSA_RETURN_IF_ERROR(rmsnorm(h, weights_.final_norm, normed, rows));
   return head(meta, normed, normed, weights_.lm_head);
 }
@@ -291,18 +297,22 @@ Status DsaModel::mtp_body(const runtime::ForwardMetadata& meta) {
   const int32_t D = int32_t(config_.hidden_size);
   DSA_ASSIGN_OR_RETURN(bf16 * e, embed(weights_.mtp_embed(), rows));
   // concat(enorm(emb(t)), hnorm(h)): embedding half first (§6.5).
-  DSA_ASSIGN_OR_RETURN(bf16 * cat, ws_.take<bf16>(sz(rows) * 2 * D));
+  DSA_ASSIGN_OR_RETURN(bf16 * cat, ws_.take_uninit<bf16>(sz(rows) * 2 * D));
   DSA_RETURN_IF_ERROR(rmsnorm(e, m.enorm, cat, rows, 2 * D));
   DSA_RETURN_IF_ERROR(rmsnorm(mirror_.hidden(), m.hnorm, cat + D, rows, 2 * D));
-  DSA_ASSIGN_OR_RETURN(bf16 * h, ws_.take<bf16>(sz(rows) * D));
+  DSA_ASSIGN_OR_RETURN(bf16 * h, ws_.take_uninit<bf16>(sz(rows) * D));
   DSA_RETURN_IF_ERROR(run_linear(ops_, store_, m.eh_proj, cat, rows, h));
   const int32_t mtp_layer = int32_t(config_.num_hidden_layers);
   DSA_RETURN_IF_ERROR(run_decoder_block(block_context(meta), m.block, caches_.layer(mtp_layer), h)
                           .with_context("mtp layer"));
-  DSA_ASSIGN_OR_RETURN(bf16 * normed, ws_.take<bf16>(sz(rows) * D));
+  // Post-norm chain hidden: the norm writes straight into the hidden-state output, as in target.
+  const bool post_norm = options_.mtp_chain_hidden == MtpChainHidden::kPostNorm;
+  bf16* normed = hidden_out_.data();
+  if (!post_norm) {
+    DSA_ASSIGN_OR_RETURN(normed, ws_.take_uninit<bf16>(sz(rows) * D));
+  }
   DSA_RETURN_IF_ERROR(rmsnorm(h, m.shared_head_norm, normed, rows));
-  const bf16* hidden = options_.mtp_chain_hidden == MtpChainHidden::kPostNorm ? normed : h;
-  return head(meta, normed, hidden, weights_.mtp_head());
+  return head(meta, normed, post_norm ? normed : h, weights_.mtp_head());
 }
 
 Status DsaModel::collect(const runtime::ForwardMetadata& meta, ForwardOutput* out,

@@ -76,6 +76,9 @@ struct ModelOptions {
   // Make random weights in backend memory (backend_random_weights.h) even on the CPU backend
   // (tests of the device path); CUDA always does.
   bool random_weights_in_backend = false;
+  // Tests: fill the workspace's uninitialised takes with a NaN byte pattern (runtime/workspace.h)
+  // instead of leaving them, so a buffer some consumer reads unwritten changes the outputs.
+  bool poison_workspace = false;
 };
 
 // Host-side time of forwards (what graphs remove): host_s runs from the start of a forward until
@@ -135,6 +138,8 @@ class DsaModel {
   int32_t batch_pad_for(int32_t b) const { return graphs_.batch_pad_for(b); }
   const ForwardTiming& timing() const { return timing_; }
   const runtime::GraphStats& graph_stats() const { return graphs_.stats(); }
+  // Its takes so far (zero-filled and not): what a forward's memset nodes come from.
+  const runtime::Workspace::Counts& workspace_counts() const { return ws_.counts(); }
   // How the cache pool was sized (memory_plan.h); num_pages only when options().num_pages is set.
   const CachePlan& cache_plan() const { return cache_plan_; }
   // How the checkpoint was streamed in (all zero for weights generated in backend memory).
@@ -174,7 +179,8 @@ class DsaModel {
   StatusOr<bf16*> embed(const std::vector<bf16>& table, int32_t rows);
   Status rmsnorm(const bf16* x, const std::vector<bf16>& w, bf16* y, int32_t rows,
                  int64_t y_stride = 0);
-  // Logits of the sampled rows of `normed` and the rows of `hidden` into the output buffers.
+  // Logits of the sampled rows of `normed` and the rows of `hidden` into the output buffers (a
+  // copy of `hidden` unless the body already wrote it in place there).
   Status head(const runtime::ForwardMetadata& meta, const bf16* normed, const bf16* hidden,
               const LinearWeight& lm_head);
   BlockContext block_context(const runtime::ForwardMetadata& meta);

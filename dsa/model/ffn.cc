@@ -8,9 +8,9 @@ namespace dsa::model {
 Status mlp(const BlockContext& c, const MlpWeights& w, const bf16* x, int32_t rows, bf16* y) {
   runtime::Workspace::Frame frame(c.ws);
   const size_t n = size_t(rows) * size_t(w.gate.out);
-  DSA_ASSIGN_OR_RETURN(bf16 * g, c.ws.take<bf16>(n));
-  DSA_ASSIGN_OR_RETURN(bf16 * u, c.ws.take<bf16>(n));
-  DSA_ASSIGN_OR_RETURN(bf16 * act, c.ws.take<bf16>(n));
+  DSA_ASSIGN_OR_RETURN(bf16 * g, c.ws.take_uninit<bf16>(n));
+  DSA_ASSIGN_OR_RETURN(bf16 * u, c.ws.take_uninit<bf16>(n));
+  DSA_ASSIGN_OR_RETURN(bf16 * act, c.ws.take_uninit<bf16>(n));
   DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.gate, x, rows, g));
   DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.up, x, rows, u));
   DSA_RETURN_IF_ERROR(c.ops.swiglu({g, u, act, int64_t(n)}));
@@ -30,9 +30,9 @@ Status routed_experts(const BlockContext& c, const WeightStore::ExpertTables& t,
   const int32_t E = int32_t(cf.n_routed_experts), k = int32_t(cf.num_experts_per_tok);
   const int32_t D = int32_t(cf.hidden_size), slots = rows * k;
   runtime::Workspace::Frame frame(c.ws);
-  DSA_ASSIGN_OR_RETURN(int32_t * offsets, c.ws.take<int32_t>(size_t(E) + 1));
-  DSA_ASSIGN_OR_RETURN(int32_t * pair_row, c.ws.take<int32_t>(size_t(slots)));
-  DSA_ASSIGN_OR_RETURN(int32_t * pair_slot, c.ws.take<int32_t>(size_t(slots)));
+  DSA_ASSIGN_OR_RETURN(int32_t * offsets, c.ws.take_uninit<int32_t>(size_t(E) + 1));
+  DSA_ASSIGN_OR_RETURN(int32_t * pair_row, c.ws.take_uninit<int32_t>(size_t(slots)));
+  DSA_ASSIGN_OR_RETURN(int32_t * pair_slot, c.ws.take_uninit<int32_t>(size_t(slots)));
   kernels::MoeGroupParams gp;
   gp.expert_ids = ids;
   gp.num_slots = slots;
@@ -43,10 +43,12 @@ Status routed_experts(const BlockContext& c, const WeightStore::ExpertTables& t,
   gp.pair_slot = pair_slot;
   DSA_RETURN_IF_ERROR(c.ops.moe_group(gp));
 
+  // Pair rows past offsets[E] (padded rows' slots) are written by no grouped linear and read by
+  // none: uninitialised like the rest.
   const size_t n = size_t(slots) * size_t(inter);
-  DSA_ASSIGN_OR_RETURN(bf16 * gate, c.ws.take<bf16>(n));
-  DSA_ASSIGN_OR_RETURN(bf16 * up, c.ws.take<bf16>(n));
-  DSA_ASSIGN_OR_RETURN(bf16 * act, c.ws.take<bf16>(n));
+  DSA_ASSIGN_OR_RETURN(bf16 * gate, c.ws.take_uninit<bf16>(n));
+  DSA_ASSIGN_OR_RETURN(bf16 * up, c.ws.take_uninit<bf16>(n));
+  DSA_ASSIGN_OR_RETURN(bf16 * act, c.ws.take_uninit<bf16>(n));
   auto grouped = [&](const bf16* in, int32_t in_rows, const int32_t* in_row,
                      const WeightStore::ExpertTable& w, int32_t in_f, int32_t out_f, bf16* out,
                      const int32_t* out_row) -> Status {
@@ -74,7 +76,7 @@ Status routed_experts(const BlockContext& c, const WeightStore::ExpertTables& t,
     p.scratch_bytes =
         c.ops.backend == kernels::Backend::kCpu ? 0 : kernels::grouped_linear_scratch_bytes(p);
     if (p.scratch_bytes > 0) {
-      DSA_ASSIGN_OR_RETURN(uint8_t * scratch, c.ws.take<uint8_t>(p.scratch_bytes));
+      DSA_ASSIGN_OR_RETURN(uint8_t * scratch, c.ws.take_uninit<uint8_t>(p.scratch_bytes));
       p.scratch = scratch;
     }
     return c.ops.grouped_linear(p);
@@ -93,10 +95,10 @@ Status moe(const BlockContext& c, const MoeWeights& w, const bf16* x, int32_t ro
   const int32_t E = int32_t(cf.n_routed_experts), k = int32_t(cf.num_experts_per_tok);
   const int32_t D = int32_t(cf.hidden_size);
   runtime::Workspace::Frame frame(c.ws);
-  DSA_ASSIGN_OR_RETURN(float* router, c.ws.take<float>(size_t(rows) * E));
+  DSA_ASSIGN_OR_RETURN(float* router, c.ws.take_uninit<float>(size_t(rows) * E));
   DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.router, x, rows, nullptr, router));
-  DSA_ASSIGN_OR_RETURN(int32_t * ids, c.ws.take<int32_t>(size_t(rows) * k));
-  DSA_ASSIGN_OR_RETURN(float* g, c.ws.take<float>(size_t(rows) * k));
+  DSA_ASSIGN_OR_RETURN(int32_t * ids, c.ws.take_uninit<int32_t>(size_t(rows) * k));
+  DSA_ASSIGN_OR_RETURN(float* g, c.ws.take_uninit<float>(size_t(rows) * k));
   kernels::MoeRoutingParams rp;
   rp.logits = router;
   rp.bias = c.weights.get(w.score_bias);
@@ -112,8 +114,9 @@ Status moe(const BlockContext& c, const MoeWeights& w, const bf16* x, int32_t ro
   rp.norm_topk_prob = cf.norm_topk_prob;
   DSA_RETURN_IF_ERROR(c.ops.moe_routing(rp));
 
-  // routed row r * k + j: row r's output of its j-th selected expert.
-  DSA_ASSIGN_OR_RETURN(bf16 * routed, c.ws.take<bf16>(size_t(rows) * k * D));
+  // routed row r * k + j: row r's output of its j-th selected expert; the rows of id -1 (padded)
+  // are never written, and moe_combine skips them.
+  DSA_ASSIGN_OR_RETURN(bf16 * routed, c.ws.take_uninit<bf16>(size_t(rows) * k * D));
   const WeightStore::ExpertTables* t = c.weights.expert_tables(w);
   if (t == nullptr) {
     return failed_precondition(
@@ -122,7 +125,7 @@ Status moe(const BlockContext& c, const MoeWeights& w, const bf16* x, int32_t ro
   DSA_RETURN_IF_ERROR(routed_experts(c, *t, x, rows, w.experts[0].gate.out, ids, routed));
   bf16* shared = nullptr;
   if (w.shared) {
-    DSA_ASSIGN_OR_RETURN(shared, c.ws.take<bf16>(size_t(rows) * D));
+    DSA_ASSIGN_OR_RETURN(shared, c.ws.take_uninit<bf16>(size_t(rows) * D));
     DSA_RETURN_IF_ERROR(mlp(c, *w.shared, x, rows, shared));
   }
   kernels::MoeCombineParams cp{routed, ids, g, shared, y, rows, k, D};

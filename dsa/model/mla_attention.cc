@@ -30,15 +30,15 @@ StatusOr<IndexerInputs> indexer_inputs(const BlockContext& c, const IndexerWeigh
                                        : kernels::RopeStyle::kNonInterleaved;
   const size_t q_size = size_t(rows) * hi * kIndexHeadDim;
   IndexerInputs out;
-  DSA_ASSIGN_OR_RETURN(out.q8, c.ws.take<uint8_t>(q_size));
-  DSA_ASSIGN_OR_RETURN(out.w, c.ws.take<float>(size_t(rows) * hi));
-  DSA_ASSIGN_OR_RETURN(out.k, c.ws.take<bf16>(size_t(rows) * kIndexHeadDim));
+  DSA_ASSIGN_OR_RETURN(out.q8, c.ws.take_uninit<uint8_t>(q_size));
+  DSA_ASSIGN_OR_RETURN(out.w, c.ws.take_uninit<float>(size_t(rows) * hi));
+  DSA_ASSIGN_OR_RETURN(out.k, c.ws.take_uninit<bf16>(size_t(rows) * kIndexHeadDim));
   runtime::Workspace::Frame frame(c.ws);
-  DSA_ASSIGN_OR_RETURN(bf16 * q, c.ws.take<bf16>(q_size));
+  DSA_ASSIGN_OR_RETURN(bf16 * q, c.ws.take_uninit<bf16>(q_size));
   DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.wq_b, cq, rows, q));
   DSA_RETURN_IF_ERROR(
       block_rope(c, q, rows, hi, kIndexHeadDim, int64_t{hi} * kIndexHeadDim, style));
-  DSA_ASSIGN_OR_RETURN(bf16 * k_raw, c.ws.take<bf16>(size_t(rows) * kIndexHeadDim));
+  DSA_ASSIGN_OR_RETURN(bf16 * k_raw, c.ws.take_uninit<bf16>(size_t(rows) * kIndexHeadDim));
   DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.wk, x, rows, k_raw));
   kernels::LayerNormParams ln;
   ln.x = k_raw;
@@ -65,15 +65,13 @@ StatusOr<IndexerInputs> indexer_inputs(const BlockContext& c, const IndexerWeigh
   return out;
 }
 
-// New cache rows [c | k_pe]: c normalised, k_pe roped.
+// New cache rows [c | k_pe]: kv_a writes them whole, c is normalised in place (rows independent,
+// so the norm reads each row before writing it) and k_pe roped, with no copy between.
 Status latent_rows(const BlockContext& c, const AttentionWeights& w, const bf16* x, int32_t rows,
                    bf16* latent) {
-  runtime::Workspace::Frame frame(c.ws);
-  DSA_ASSIGN_OR_RETURN(bf16 * kv, c.ws.take<bf16>(size_t(rows) * kQkDim));
-  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.kv_a, x, rows, kv));
+  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.kv_a, x, rows, latent));
   DSA_RETURN_IF_ERROR(
-      c.ws.memory().copy(latent, kv, size_t(rows) * kQkDim * sizeof(bf16)));  // k_pe columns
-  DSA_RETURN_IF_ERROR(block_rmsnorm(c, kv, kQkDim, w.kv_a_norm, latent, rows, kLatentDim, kQkDim));
+      block_rmsnorm(c, latent, kQkDim, w.kv_a_norm, latent, rows, kLatentDim, kQkDim));
   return block_rope(c, latent + kLatentDim, rows, 1, kQkDim, kQkDim,
                     kernels::RopeStyle::kInterleaved);
 }
@@ -115,7 +113,7 @@ Status output_projection(const BlockContext& c, const AttentionWeights& w, const
                          int32_t rows, bf16* attn_out) {
   const int32_t H = int32_t(c.config.num_attention_heads), v = int32_t(c.config.v_head_dim);
   runtime::Workspace::Frame frame(c.ws);
-  DSA_ASSIGN_OR_RETURN(bf16 * o, c.ws.take<bf16>(size_t(rows) * H * v));
+  DSA_ASSIGN_OR_RETURN(bf16 * o, c.ws.take_uninit<bf16>(size_t(rows) * H * v));
   DSA_RETURN_IF_ERROR(run_head_linear(c, w.w_uv, o_lat, kLatentDim, rows, o, v));
   return run_linear(c.ops, c.weights, w.o_proj, o, rows, attn_out);
 }
@@ -129,25 +127,29 @@ Status mla_attention(const BlockContext& c, const AttentionWeights& w,
   const int32_t H = int32_t(cf.num_attention_heads), nope = int32_t(cf.qk_nope_head_dim);
   const int32_t qk = int32_t(cf.qk_head_dim()), q_lora = int32_t(cf.q_lora_rank);
   runtime::Workspace::Frame frame(c.ws);
-  DSA_ASSIGN_OR_RETURN(bf16 * qa, c.ws.take<bf16>(size_t(rows) * q_lora));
-  DSA_ASSIGN_OR_RETURN(bf16 * cq, c.ws.take<bf16>(size_t(rows) * q_lora));
+  DSA_ASSIGN_OR_RETURN(bf16 * qa, c.ws.take_uninit<bf16>(size_t(rows) * q_lora));
+  DSA_ASSIGN_OR_RETURN(bf16 * cq, c.ws.take_uninit<bf16>(size_t(rows) * q_lora));
   DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.q_a, x, rows, qa));
   DSA_RETURN_IF_ERROR(block_rmsnorm(c, qa, 0, w.q_a_norm, cq, rows, q_lora));
-  DSA_ASSIGN_OR_RETURN(bf16 * q, c.ws.take<bf16>(size_t(rows) * H * qk));
+  DSA_ASSIGN_OR_RETURN(bf16 * q, c.ws.take_uninit<bf16>(size_t(rows) * H * qk));
   DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.q_b, cq, rows, q));
   DSA_RETURN_IF_ERROR(
       block_rope(c, q + nope, rows, H, qk, int64_t{H} * qk, kernels::RopeStyle::kInterleaved));
 
-  DSA_ASSIGN_OR_RETURN(bf16 * latent, c.ws.take<bf16>(size_t(rows) * kQkDim));
+  DSA_ASSIGN_OR_RETURN(bf16 * latent, c.ws.take_uninit<bf16>(size_t(rows) * kQkDim));
   DSA_RETURN_IF_ERROR(latent_rows(c, w, x, rows, latent));
-  DSA_ASSIGN_OR_RETURN(bf16 * q_mla, c.ws.take<bf16>(size_t(rows) * H * kQkDim));
+  DSA_ASSIGN_OR_RETURN(bf16 * q_mla, c.ws.take_uninit<bf16>(size_t(rows) * H * kQkDim));
   DSA_RETURN_IF_ERROR(absorbed_queries(c, w, q, rows, q_mla));
   DSA_ASSIGN_OR_RETURN(IndexerInputs ix, indexer_inputs(c, w.indexer, x, cq, rows));
 
-  DSA_ASSIGN_OR_RETURN(float* logits, c.ws.take<float>(size_t(rows) * c.attention.logits_ld()));
-  DSA_ASSIGN_OR_RETURN(int32_t * topk, c.ws.take<int32_t>(size_t(rows) * c.meta.header.topk));
-  DSA_ASSIGN_OR_RETURN(bf16 * o_lat, c.ws.take<bf16>(size_t(rows) * H * kLatentDim));
-  DSA_ASSIGN_OR_RETURN(float* lse, c.ws.take<float>(size_t(rows) * H));
+  // Top-k reads a logits row only up to its length, which the logits op writes; every top-k row
+  // is written (EXTEND: ragged and padded rows by the ragged pass, the rest by the paged one).
+  DSA_ASSIGN_OR_RETURN(float* logits,
+                       c.ws.take_uninit<float>(size_t(rows) * c.attention.logits_ld()));
+  DSA_ASSIGN_OR_RETURN(int32_t * topk,
+                       c.ws.take_uninit<int32_t>(size_t(rows) * c.meta.header.topk));
+  DSA_ASSIGN_OR_RETURN(bf16 * o_lat, c.ws.take_uninit<bf16>(size_t(rows) * H * kLatentDim));
+  DSA_ASSIGN_OR_RETURN(float* lse, c.ws.take_uninit<float>(size_t(rows) * H));
   DSA_RETURN_IF_ERROR(c.attention.run_layer(
       c.meta, c.arrays, caches, {ix.q8, ix.w, ix.k, latent, q_mla}, {logits, topk, o_lat, lse}));
   return output_projection(c, w, o_lat, rows, attn_out);

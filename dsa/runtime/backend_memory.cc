@@ -48,6 +48,10 @@ Status host_zero(void* dst, size_t bytes) {
   if (bytes) std::memset(dst, 0, bytes);
   return ok_status();
 }
+Status host_fill(void* dst, uint8_t byte, size_t bytes) {
+  if (bytes) std::memset(dst, byte, bytes);
+  return ok_status();
+}
 Status host_sync() { return ok_status(); }
 
 // cgroup v2's memory.max - memory.current for this process's group (containers), 0 = no limit.
@@ -103,9 +107,17 @@ const MemoryOps& cuda_memory_ops();  // backend_memory_cuda.cc
 #endif
 
 const MemoryOps& memory_ops(kernels::Backend backend) {
-  static const MemoryOps host{kernels::Backend::kCpu, host_alloc,    host_release, host_copy,
-                              host_copy_2d,           host_zero,     host_sync,    host_alloc,
-                              host_release,           host_available};
+  static const MemoryOps host{kernels::Backend::kCpu,
+                              host_alloc,
+                              host_release,
+                              host_copy,
+                              host_copy_2d,
+                              host_zero,
+                              host_fill,
+                              host_sync,
+                              host_alloc,
+                              host_release,
+                              host_available};
   if (backend == kernels::Backend::kCpu) return host;
 #if defined(DSA_HAVE_CUDA)
   return cuda_memory_ops();
@@ -117,6 +129,7 @@ const MemoryOps& memory_ops(kernels::Backend backend) {
       [](void*, const void*, size_t) { return no_cuda(); },
       [](void*, size_t, const void*, size_t, size_t, size_t) { return no_cuda(); },
       [](void*, size_t) { return no_cuda(); },
+      [](void*, uint8_t, size_t) { return no_cuda(); },
       [] { return no_cuda(); },
       [](size_t) -> StatusOr<void*> { return no_cuda(); },
       [](void*) {},

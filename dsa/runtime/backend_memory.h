@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "dsa/core/status.h"
 #include "dsa/kernels/op_table.h"
@@ -20,6 +21,7 @@ struct MemoryOps {
   Status (*copy_2d)(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
                     size_t height);
   Status (*zero)(void* dst, size_t bytes);
+  Status (*fill)(void* dst, uint8_t byte, size_t bytes);  // every byte `byte` (test poison)
   Status (*sync)();  // every copy and op issued so far has completed
   // Host memory the backend copies from fastest (page-locked for CUDA, so a copy from it is truly
   // asynchronous): the staging block of a step's inputs.

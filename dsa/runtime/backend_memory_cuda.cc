@@ -13,15 +13,24 @@ StatusOr<void*> device_alloc(size_t bytes) {
   return p;
 }
 Status device_zero(void* dst, size_t bytes) { return cuda::memset_async(dst, 0, bytes); }
+Status device_fill(void* dst, uint8_t byte, size_t bytes) {
+  return cuda::memset_async(dst, byte, bytes);
+}
 
 }  // namespace
 
 const MemoryOps& cuda_memory_ops() {
-  static const MemoryOps table{kernels::Backend::kCuda,  device_alloc,
-                               cuda::device_free,        cuda::memcpy_async,
-                               cuda::memcpy_2d_async,    device_zero,
-                               cuda::synchronize_stream, cuda::pinned_host_malloc,
-                               cuda::pinned_host_free,   cuda::free_device_memory};
+  static const MemoryOps table{kernels::Backend::kCuda,
+                               device_alloc,
+                               cuda::device_free,
+                               cuda::memcpy_async,
+                               cuda::memcpy_2d_async,
+                               device_zero,
+                               device_fill,
+                               cuda::synchronize_stream,
+                               cuda::pinned_host_malloc,
+                               cuda::pinned_host_free,
+                               cuda::free_device_memory};
   return table;
 }
 

@@ -9,7 +9,7 @@ constexpr size_t kAlign = 256;
 constexpr size_t kChunkBytes = size_t{64} << 20;
 }  // namespace
 
-StatusOr<void*> Workspace::take_bytes(size_t bytes) {
+StatusOr<void*> Workspace::take_bytes(size_t bytes, Fill fill) {
   const size_t rounded = std::max<size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
   while (chunk_ < chunks_.size() && offset_ + rounded > chunks_[chunk_].size()) {
     ++chunk_;
@@ -23,7 +23,13 @@ StatusOr<void*> Workspace::take_bytes(size_t bytes) {
   }
   void* p = chunks_[chunk_].data() + offset_;
   offset_ += rounded;
-  DSA_RETURN_IF_ERROR(mem_->zero(p, bytes));
+  if (fill == Fill::kZero) {
+    ++counts_.zeroed;
+    DSA_RETURN_IF_ERROR(mem_->zero(p, bytes));
+  } else {
+    ++counts_.uninit;
+    if (poison_) DSA_RETURN_IF_ERROR(mem_->fill(p, kWorkspacePoisonByte, bytes));
+  }
   return p;
 }
 

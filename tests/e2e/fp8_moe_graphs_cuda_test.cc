@@ -40,6 +40,7 @@ std::unique_ptr<model::DsaModel> load(const std::filesystem::path& dir, bool gra
   o.max_extend_rows = 512;
   o.buckets = runtime::default_buckets(kMaxRequests);
   o.cuda_graphs = graphs;
+  o.poison_workspace = poison_workspace_from_env();
   o.random_weights = true;
   o.random_seed = 11;
   auto m = model::DsaModel::load(dir, o, *cuda_table());

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "dsa/engine/engine.h"
 #include "tests/e2e/router_margin.h"
@@ -21,6 +23,11 @@ const kernels::OpTable* cuda_table() {
   return t.ok() ? *t : nullptr;
 }
 
+bool poison_workspace_from_env() {
+  const char* e = std::getenv("DSA_POISON_WORKSPACE");
+  return e != nullptr && std::string(e) == "1";
+}
+
 std::unique_ptr<model::DsaModel> load_tiny(const kernels::OpTable& ops, const LoadOptions& lo) {
   model::ModelOptions o;
   o.max_context = lo.max_context;
@@ -29,6 +36,8 @@ std::unique_ptr<model::DsaModel> load_tiny(const kernels::OpTable& ops, const Lo
   o.num_draft_tokens = lo.d;
   if (lo.buckets) o.buckets = runtime::default_buckets(lo.max_requests);
   o.cuda_graphs = lo.graphs;
+  o.poison_workspace =
+      lo.poison || (ops.backend != kernels::Backend::kCpu && poison_workspace_from_env());
   auto m = model::DsaModel::load(source_dir() + "/models/tiny-dsa", o, ops);
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   return m.ok() ? std::move(*m) : nullptr;

@@ -26,7 +26,14 @@ struct LoadOptions {
   int32_t max_context = 1024;
   bool buckets = false;  // SPEC.md §5 default buckets up to max_requests
   bool graphs = false;
+  bool poison = false;  // ModelOptions::poison_workspace
 };
+// DSA_POISON_WORKSPACE=1 in the environment: the GPU whole-model tests poison the workspace of
+// every model they load on a device (ModelOptions::poison_workspace), so their CUDA-vs-CPU and
+// replay-vs-eager comparisons also show a device buffer some consumer reads unwritten.
+bool poison_workspace_from_env();
+// The tiny checkpoint on `ops`; poisoned when o.poison, or on a device when
+// poison_workspace_from_env().
 std::unique_ptr<model::DsaModel> load_tiny(const kernels::OpTable& ops, const LoadOptions& o);
 
 // Logits of the last `count` rows of `ids` from one EXTEND forward of a fresh request.

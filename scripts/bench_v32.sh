@@ -5,9 +5,10 @@
 # widths, FP8 block-scaled weights generated on the device (--random-weights: no checkpoint).
 # For each batch x context x d it runs `dsa generate --device cuda` with CUDA graphs on, random
 # prompts of the context's length and, for d > 0, a simulated accept length (every draft and
-# verify runs; the accepted count is drawn). Prints one row per run: decode tokens/s (batch x
-# 1000 / TPOT p50), TPOT, the d = 0 roofline (weights + the step's cache reads at 4.28 TB/s) and
-# its fraction, the speed-up over d = 0 at the same batch and context, TTFT (the prefill) and the
+# verify runs; the accepted count is drawn). Prints one row per run: a decode step's forwards
+# (each timed alone), decode tokens/s (batch x accept length per step), the speed-up over d = 0 at
+# the same batch and context, the d = 0 roofline (weights + the step's cache reads at 4.28 TB/s)
+# and its fraction, TPOT p50 and its ratio to the step's forwards, TTFT (the prefill) and the
 # run's wall seconds (load, graph capture, prefill and decode).
 # Usage: scripts/bench_v32.sh BUILD_DIR [OUT_DIR]
 #   BATCHES="1 8 32" CONTEXTS="4096 32768" DRAFTS="0 3" ACCEPT=3.0 NEW_TOKENS=64
@@ -74,31 +75,46 @@ layers = c["num_hidden_layers"]
 # indexer key of the context (128 e4m3 + one fp32 scale).
 def cache_bytes(ctx):
     return layers * (min(ctx, c["index_topk"]) * 656 + ctx * 132)
-base = {}
-for r in rows:
+# A decode step's forwards, each timed alone (the model synchronises at the end of each, so the
+# forward_kinds means exclude the host's work between them and the prefill steps that run beside
+# the first decodes): d = 0 one target DECODE; d > 0 a TARGET_VERIFY, the MTP DRAFT_EXTEND and
+# d - 1 MTP DECODEs. TPOT p50 is the per-request figure, which at batch > 1 also carries the
+# other requests' prefill chunks.
+def kind_ms(r, model, mode):
+    for k in r.get("forward_kinds", []):
+        if k["model"] == model and k["mode"] == mode:
+            return k["ms_each"]
+    return 0.0
+def step_fwd_ms(r):
     if r["d"] == 0:
-        base[(r["batch"], r["context"])] = r
-print(f"{'batch':>5} {'ctx':>6} {'d':>2} {'tok/s':>8} {'TPOT ms':>8} {'roof ms':>8} {'of roof':>7} "
-      f"{'vs d0':>6} {'accept':>6} {'host ms':>8} {'fwd ms':>8} {'nodes':>6} {'TTFT s':>7} "
+        return kind_ms(r, "target", "decode")
+    return (kind_ms(r, "target", "target_verify") + kind_ms(r, "mtp", "draft_extend") +
+            (r["d"] - 1) * kind_ms(r, "mtp", "decode"))
+def decode_tps(r):
+    ms = step_fwd_ms(r)
+    return r["batch"] * r.get("accept_length_mean", 1.0) * 1000.0 / ms if ms > 0 else 0.0
+base = {(r["batch"], r["context"]): r for r in rows if r["d"] == 0}
+print(f"{'batch':>5} {'ctx':>6} {'d':>2} {'step ms':>8} {'tok/s':>8} {'vs d0':>6} {'roof ms':>8} "
+      f"{'of roof':>7} {'accept':>6} {'TPOT p50':>8} {'TPOT/step':>9} {'nodes':>6} {'TTFT s':>7} "
       f"{'wall s':>7}")
 for r in rows:
     b, ctx, d = r["batch"], r["context"], r["d"]
-    tpot = r.get("tpot_ms_p50", 0.0)
-    tps = b * 1000.0 / tpot if tpot > 0 else 0.0
+    fwd = step_fwd_ms(r)
+    tps = decode_tps(r)
     w = r.get("kv_cache", {}).get("weight_bytes", 0)
     # d = 0 step: every weight but the MTP layer's (~1/62 of the layers' bytes) and all but one
-    # embedding row per token (the LM head is read whole).
+    # embedding row per token (the LM head is read whole), plus the step's cache reads.
     layer_bytes = (w - 2 * embed) / (layers + 1)
-    step_bytes = w - embed - layer_bytes + b * cache_bytes(ctx)
-    roof_ms = step_bytes / hbm * 1e3
-    frac = f"{roof_ms / tpot:7.2f}" if d == 0 and tpot > 0 else "      -"
+    roof_ms = (w - embed - layer_bytes + b * cache_bytes(ctx)) / hbm * 1e3
+    frac = f"{roof_ms / fwd:7.2f}" if d == 0 and fwd > 0 else "      -"
     ref = base.get((b, ctx))
-    vs = "     -"
-    if d > 0 and ref and ref.get("tpot_ms_p50", 0) > 0 and tpot > 0:
-        vs = f"{ref['tpot_ms_p50'] / tpot:6.2f}"
-    print(f"{b:5d} {ctx:6d} {d:2d} {tps:8.1f} {tpot:8.2f} {roof_ms:8.2f} {frac} {vs} "
-          f"{r.get('accept_length_mean', 1.0):6.2f} {r.get('host_ms_per_step', 0):8.2f} "
-          f"{r.get('forward_ms_per_step', 0):8.2f} {r.get('graph_nodes', 0):6d} "
-          f"{r.get('ttft_ms_p50', 0) / 1e3:7.2f} {r['wall_s']:7.1f}")
+    vs = f"{tps / decode_tps(ref):6.2f}" if d > 0 and ref and decode_tps(ref) > 0 else "     -"
+    tpot = r.get("tpot_ms_p50", 0.0)
+    # TPOT x tokens per request-step against the forwards alone: the host's share of a step
+    # (meaningful at batch 1, where no other request's prefill runs beside the decodes).
+    per_step = tpot * r.get("accept_length_mean", 1.0) / fwd if fwd > 0 else 0.0
+    print(f"{b:5d} {ctx:6d} {d:2d} {fwd:8.2f} {tps:8.1f} {vs} {roof_ms:8.2f} {frac} "
+          f"{r.get('accept_length_mean', 1.0):6.2f} {tpot:8.2f} {per_step:9.3f} "
+          f"{r.get('graph_nodes', 0):6d} {r.get('ttft_ms_p50', 0) / 1e3:7.2f} {r['wall_s']:7.1f}")
 print(f"weights {rows[0].get('kv_cache', {}).get('weight_bytes', 0) / 1e9:.2f} GB" if rows else "no runs")
 PY

@@ -4,9 +4,9 @@
 # heads with interleaved indexer RoPE, qk_nope_head_dim 192 and v_head_dim 256 above V3.2's 128)
 # narrowed by `dsa make-checkpoint` (hidden size, layers, experts, MLA heads and vocab cut; the
 # head widths, the index heads and the key spellings kept, plus transformers' mlp_layer_types and
-# an all-"full" indexer_types), loaded and run by `dsa generate`: greedy with d = 3 MTP
-# speculation must give the tokens of d = 0 (lossless), and a request stops on any id of the
-# eos list. Usage: glm5_checkpoint_test.sh DSA ROOT
+# an all-"full" indexer_types), loaded and run by `dsa generate`, in bf16 (zai-org/GLM-5) and
+# with --fp8 (GLM-5-FP8's layout): greedy with d = 3 MTP speculation must give the tokens of
+# d = 0 (lossless), and a request stops on any id of the eos list. Usage: glm5_checkpoint_test.sh DSA ROOT
 set -u
 dsa="$1"
 root="$2"
@@ -40,10 +40,10 @@ expect "index names the indexer" 'grep -q "model.layers.0.self_attn.indexer.wq_b
 expect "index names the experts" 'grep -q "model.layers.1.mlp.experts.3.down_proj.weight" "$idx"'
 
 printf 'Hello world\nThe capital of France is\n' >"$tmp/prompts.txt"
-gen() {  # gen OUT ARGS...: greedy, 8 tokens, JSON
+gen() {  # gen OUT ARGS...: greedy, 8 tokens, JSON, from $model_dir (default $ck)
   local out="$1"
   shift
-  "$dsa" generate --model "$ck" --prompts-file "$tmp/prompts.txt" --max-new-tokens 8 --json "$@" \
+  "$dsa" generate --model "${model_dir:-$ck}" --prompts-file "$tmp/prompts.txt" --max-new-tokens 8 --json "$@" \
     >"$out" 2>"$out.err"
 }
 # The token ids of request I (lines come in finish order), or of both requests in index order.
@@ -66,6 +66,20 @@ if gen "$tmp/d3.out" --ignore-eos --speculative-algorithm EAGLE --speculative-nu
 else
   echo "FAIL: generate d = 3"
   cat "$tmp/d3.out.err"
+  fail=1
+fi
+
+# GLM-5-FP8's layout (V3.2's block-scaled e4m3 quantization_config, --fp8): lossless too.
+if "$dsa" make-checkpoint --config "$root/testdata/glm-5/config.json" --out "$tmp/glm5fp8" \
+  "${narrow[@]}" --fp8 --seed 11 --tokenizer-from "$root/models/tiny-dsa" >"$tmp/make8.out" 2>&1 &&
+  model_dir="$tmp/glm5fp8" gen "$tmp/f0.out" --ignore-eos &&
+  model_dir="$tmp/glm5fp8" gen "$tmp/f3.out" --ignore-eos --speculative-algorithm EAGLE \
+    --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4; then
+  expect "FP8: d = 3 greedy tokens equal d = 0's" \
+    '[ "$(ids "$tmp/f0.out" | wc -l)" -eq 2 ] && [ "$(ids "$tmp/f3.out")" = "$(ids "$tmp/f0.out")" ]'
+else
+  echo "FAIL: the FP8 checkpoint"
+  cat "$tmp/make8.out" "$tmp"/f?.out.err 2>/dev/null
   fail=1
 fi
 

@@ -11,7 +11,8 @@
 //     index_topk_freq + index_skip_topk_offset, index_share_for_mtp_iteration): out of SPEC's
 //     scope (§8.1); accepted only when it makes every layer "full", which is what dsa runs;
 //   - attention_bias, rope_interleave, qk_head_dim: checked against what dsa implements.
-// rope_parameters and an eos_token_id list are read by model_config.cc for any config.
+// rope_parameters (rope_reader.h) and an eos_token_id list (model_config.cc) are read for any
+// config.
 #pragma once
 
 #include "dsa/core/status.h"

@@ -46,7 +46,7 @@ Engine::Engine(model::DsaModel& model, EngineOptions options, dist::Collective* 
       d_(model.options().num_draft_tokens),
       vocab_(int32_t(model.config().vocab_size)),
       sampleable_(int32_t(model::sampleable_vocab(options_.tokenizer, model.config()))),
-      eos_(int32_t(model.config().eos_token_id)),
+      eos_(model.config().eos_token_ids.begin(), model.config().eos_token_ids.end()),
       options_status_(validate(options_)),
       scheduler_(model.pages(), limits_of(model)),
       metrics_(d_),
@@ -226,7 +226,7 @@ void Engine::emit(RequestState& r, std::span<const int32_t> tokens) {
         break;
       }
     }
-    if (t == eos_ && !r.req.ignore_eos) {
+    if (!r.req.ignore_eos && std::find(eos_.begin(), eos_.end(), t) != eos_.end()) {
       r.finish = FinishReason::kEos;
     } else if (std::find(r.req.stop_token_ids.begin(), r.req.stop_token_ids.end(), t) !=
                r.req.stop_token_ids.end()) {

@@ -163,7 +163,9 @@ class Engine {
   int32_t vocab_;
   // Ids [0, sampleable_) may be sampled; the rest of the vocabulary is padding.
   int32_t sampleable_;
-  int32_t eos_;
+  // config.json's eos_token_id, one id or each of a list (GLM-5 has three): any of them ends a
+  // request, as in SGLang and vLLM.
+  std::vector<int32_t> eos_;
   Status options_status_;
   int64_t prefilled_ = 0;  // prompt tokens prefilled so far (the progress guard)
   Scheduler scheduler_;

@@ -64,7 +64,7 @@ const std::map<std::string, std::set<std::string>>& legal_values() {
       {"num_nextn_predict_layers", {"zero"}},
       {"n_shared_experts", {"zero"}},
       {"bos_token_id", {"zero"}},
-      {"eos_token_id", {"zero"}},
+      {"eos_token_id", {"zero", "array"}},  // [1, 2]: a list of ids, as GLM-5 writes it
       {"norm_topk_prob", {"true"}},
       {"rms_norm_eps", {"half"}},
       {"rope_theta", kBigFinite},

@@ -8,6 +8,7 @@
 #include "dsa/model/glm5_config.h"
 #include "dsa/model/json_reader.h"
 #include "dsa/model/model_limits.h"
+#include "dsa/model/rope_reader.h"
 
 namespace dsa::model {
 
@@ -44,23 +45,35 @@ Status get_positive_f32(const JsonReader& r, std::string_view key, double* out) 
                    "must be > 0 and a finite fp32");
 }
 
+// The two families dsa serves: the architecture and model_type must name the same one.
+struct Family {
+  const char* architecture;
+  const char* model_type;
+};
+constexpr Family kV32{"DeepseekV32ForCausalLM", "deepseek_v32"};
+constexpr Family kGlm5{"GlmMoeDsaForCausalLM", "glm_moe_dsa"};
+
 Status read_identity(const JsonReader& r, ModelConfig* c) {
-  // Refused by name with each difference (glm5_config.h), not as a generic mismatch.
-  if (is_glm5_config(r)) return unimplemented(glm5_refusal(r));
+  const Family& f = is_glm5_config(r) ? kGlm5 : kV32;
   DSA_ASSIGN_OR_RETURN(const json* arch, r.find("architectures"));
   bool found = false;
   if (arch->is_array()) {
     for (const json& a : *arch) {
       if (!a.is_string()) return r.bad("architectures", *arch, "must be an array of strings");
       c->architectures.push_back(a.get<std::string>());
-      found = found || c->architectures.back() == "DeepseekV32ForCausalLM";
+      found = found || c->architectures.back() == f.architecture;
     }
   }
-  DSA_RETURN_IF_ERROR(r.require(found, "architectures", *arch,
-                                "must be an array containing \"DeepseekV32ForCausalLM\""));
+  DSA_RETURN_IF_ERROR(r.require(
+      found, "architectures", *arch,
+      &f == &kGlm5 ? "must be an array containing \"GlmMoeDsaForCausalLM\" (model_type is "
+                     "\"glm_moe_dsa\")"
+                   : "must be an array containing \"DeepseekV32ForCausalLM\""));
   DSA_RETURN_IF_ERROR(r.get("model_type", &c->model_type));
-  return r.require(c->model_type == "deepseek_v32", "model_type", c->model_type,
-                   "must be \"deepseek_v32\"");
+  return r.require(c->model_type == f.model_type, "model_type", c->model_type,
+                   &f == &kGlm5 ? "must be \"glm_moe_dsa\" (architectures names "
+                                  "GlmMoeDsaForCausalLM)"
+                                : "must be \"deepseek_v32\"");
 }
 
 // Every count and width is capped (model_limits.h) before anything is sized from it.
@@ -75,12 +88,21 @@ Status read_sizes(const JsonReader& r, ModelConfig* c) {
   DSA_RETURN_IF_ERROR(r.require(one_of(c->num_nextn_predict_layers, {0, 1}),
                                 "num_nextn_predict_layers", c->num_nextn_predict_layers,
                                 "must be 0 or 1 (one MTP layer, SPEC §6.5)"));
-  DSA_RETURN_IF_ERROR(r.get("first_k_dense_replace", &c->first_k_dense_replace));
+  if (r.has("mlp_layer_types")) {
+    // GLM-5's per-layer spelling of the same layout (glm5_config.h).
+    DSA_RETURN_IF_ERROR(read_mlp_layer_types(r, c));
+  } else {
+    DSA_RETURN_IF_ERROR(r.get("first_k_dense_replace", &c->first_k_dense_replace));
+  }
   DSA_RETURN_IF_ERROR(r.require(
       c->first_k_dense_replace >= 0 && c->first_k_dense_replace <= c->num_hidden_layers,
       "first_k_dense_replace", c->first_k_dense_replace,
       "must be in [0, num_hidden_layers = " + std::to_string(c->num_hidden_layers) + "]"));
-  DSA_RETURN_IF_ERROR(r.get("moe_layer_freq", &c->moe_layer_freq));
+  // transformers' GlmMoeDsaConfig has no moe_layer_freq (its mlp_layer_types says it all).
+  c->moe_layer_freq = 1;
+  if (!c->is_glm5() || r.has("moe_layer_freq")) {
+    DSA_RETURN_IF_ERROR(r.get("moe_layer_freq", &c->moe_layer_freq));
+  }
   // §8.6: every layer from first_k_dense_replace on is MoE; interleaved dense layers are not a
   // V3.2 shape and would silently change which tensors exist.
   DSA_RETURN_IF_ERROR(r.require(c->moe_layer_freq == 1, "moe_layer_freq", c->moe_layer_freq,
@@ -165,48 +187,46 @@ Status read_moe(const JsonReader& r, ModelConfig* c) {
                                 "num_experts_per_tok", c->num_experts_per_tok,
                                 "must be in [1, topk_group * n_routed_experts / n_group = " +
                                     std::to_string(selectable) + "] (and so <= n_routed_experts)"));
-  DSA_RETURN_IF_ERROR(r.get("topk_method", &c->topk_method));
+  // GLM-5's router is V3.2's; transformers' GlmMoeDsaConfig leaves these two keys at those
+  // defaults, so a GLM-5 config may omit them.
+  c->topk_method = "noaux_tc";
+  c->scoring_func = "sigmoid";
+  const bool glm = c->is_glm5();
+  if (!glm || r.has("topk_method")) DSA_RETURN_IF_ERROR(r.get("topk_method", &c->topk_method));
   DSA_RETURN_IF_ERROR(r.require(c->topk_method == "noaux_tc", "topk_method", c->topk_method,
                                 "unsupported; only \"noaux_tc\" is implemented"));
-  DSA_RETURN_IF_ERROR(r.get("scoring_func", &c->scoring_func));
+  if (!glm || r.has("scoring_func")) DSA_RETURN_IF_ERROR(r.get("scoring_func", &c->scoring_func));
   DSA_RETURN_IF_ERROR(r.require(c->scoring_func == "sigmoid", "scoring_func", c->scoring_func,
                                 "unsupported; only \"sigmoid\" is implemented"));
   DSA_RETURN_IF_ERROR(r.get("norm_topk_prob", &c->norm_topk_prob));
   return get_positive_f32(r, "routed_scaling_factor", &c->routed_scaling_factor);
 }
 
-Status read_rope_scaling(const JsonReader& parent, RopeScaling* s) {
-  DSA_ASSIGN_OR_RETURN(JsonReader r, parent.child("rope_scaling"));
-  // HF writes the kind as "type" in V3 configs and as "rope_type" in newer ones; some write
-  // both, which must then agree.
-  const char* type_key = r.has("type") ? "type" : "rope_type";
-  DSA_RETURN_IF_ERROR(r.get(type_key, &s->type));
-  DSA_RETURN_IF_ERROR(
-      r.require(s->type == "yarn", type_key, s->type, "unsupported; only \"yarn\" is implemented"));
-  if (r.has("type") && r.has("rope_type")) {
-    std::string other;
-    DSA_RETURN_IF_ERROR(r.get("rope_type", &other));
-    DSA_RETURN_IF_ERROR(
-        r.require(other == s->type, "rope_type", other, "must equal type = \"" + s->type + "\""));
+// eos_token_id: one id, or a non-empty list of them (GLM-5), each a token of the vocabulary.
+Status read_eos(const JsonReader& r, ModelConfig* c, const std::string& vocab) {
+  DSA_ASSIGN_OR_RETURN(const json* eos, r.find("eos_token_id"));
+  c->eos_token_ids.clear();
+  if (!eos->is_array()) {
+    DSA_RETURN_IF_ERROR(r.get("eos_token_id", &c->eos_token_id));
+    DSA_RETURN_IF_ERROR(r.require(c->eos_token_id >= 0 && c->eos_token_id < c->vocab_size,
+                                  "eos_token_id", c->eos_token_id, vocab));
+    c->eos_token_ids.push_back(c->eos_token_id);
+    return ok_status();
   }
-  DSA_RETURN_IF_ERROR(r.get("factor", &s->factor));
-  DSA_RETURN_IF_ERROR(r.require(s->factor >= 1, "factor", s->factor, "must be >= 1"));
-  DSA_RETURN_IF_ERROR(r.get_in_range("original_max_position_embeddings", 1, kMaxPositions,
-                                     &s->original_max_position_embeddings));
-  DSA_RETURN_IF_ERROR(r.get("beta_fast", &s->beta_fast));
-  DSA_RETURN_IF_ERROR(r.get("beta_slow", &s->beta_slow));
-  DSA_RETURN_IF_ERROR(r.require(s->beta_slow > 0, "beta_slow", s->beta_slow, "must be > 0"));
-  // c(beta) falls as beta grows; beta_fast bounds the ramp from below, beta_slow from above.
-  DSA_RETURN_IF_ERROR(r.require(s->beta_fast > s->beta_slow, "beta_fast", s->beta_fast,
-                                "must be > beta_slow = " + json(s->beta_slow).dump()));
-  DSA_RETURN_IF_ERROR(r.get("mscale", &s->mscale));
-  DSA_RETURN_IF_ERROR(r.get("mscale_all_dim", &s->mscale_all_dim));
-  DSA_RETURN_IF_ERROR(
-      r.require(s->mscale_all_dim > 0, "mscale_all_dim", s->mscale_all_dim, "must be > 0"));
-  // §8.3 leaves cos/sin unscaled, which is exact only when the two mscales cancel.
-  return r.require(s->mscale == s->mscale_all_dim, "mscale", s->mscale,
-                   "must equal mscale_all_dim = " + json(s->mscale_all_dim).dump() +
-                       " (cos/sin are not rescaled, SPEC §8.3)");
+  const std::string list_rule =
+      "must be a token id or a non-empty array of token ids in [0, "
+      "vocab_size = " +
+      std::to_string(c->vocab_size) + ")";
+  DSA_RETURN_IF_ERROR(r.require(!eos->empty() && eos->size() <= 1024, "eos_token_id", *eos,
+                                list_rule + " (at most 1024)"));
+  for (const json& v : *eos) {
+    const bool ok =
+        v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < c->vocab_size;
+    DSA_RETURN_IF_ERROR(r.require(ok, "eos_token_id", *eos, list_rule));
+    c->eos_token_ids.push_back(v.get<int64_t>());
+  }
+  c->eos_token_id = c->eos_token_ids.front();
+  return ok_status();
 }
 
 Status read_quantization(const JsonReader& parent, QuantizationConfig* q) {
@@ -238,21 +258,23 @@ Status read_misc(const JsonReader& r, ModelConfig* c) {
   DSA_RETURN_IF_ERROR(r.require(
       c->rms_norm_eps >= std::numeric_limits<float>::min() && c->rms_norm_eps < 1, "rms_norm_eps",
       c->rms_norm_eps, "must be in [1.17549435e-38, 1) (a normal fp32 below 1)"));
-  DSA_RETURN_IF_ERROR(r.get("rope_theta", &c->rope_theta));
-  DSA_RETURN_IF_ERROR(r.require(c->rope_theta > 1, "rope_theta", c->rope_theta, "must be > 1"));
-  DSA_RETURN_IF_ERROR(read_rope_scaling(r, &c->rope_scaling));
+  DSA_RETURN_IF_ERROR(read_rope(r, c));
   DSA_RETURN_IF_ERROR(r.get("tie_word_embeddings", &c->tie_word_embeddings));
   // §8.2 lists lm_head.weight as its own tensor; a tied checkpoint would not carry it.
   DSA_RETURN_IF_ERROR(r.require(!c->tie_word_embeddings, "tie_word_embeddings",
                                 c->tie_word_embeddings, "must be false (SPEC §8.2)"));
   const std::string vocab =
       "must be a token id in [0, vocab_size = " + std::to_string(c->vocab_size) + ")";
-  DSA_RETURN_IF_ERROR(r.get("bos_token_id", &c->bos_token_id));
-  DSA_RETURN_IF_ERROR(r.require(c->bos_token_id >= 0 && c->bos_token_id < c->vocab_size,
-                                "bos_token_id", c->bos_token_id, vocab));
-  DSA_RETURN_IF_ERROR(r.get("eos_token_id", &c->eos_token_id));
-  DSA_RETURN_IF_ERROR(r.require(c->eos_token_id >= 0 && c->eos_token_id < c->vocab_size,
-                                "eos_token_id", c->eos_token_id, vocab));
+  // GLM-5's config.json has no bos_token_id: its prompts begin with the chat template's own
+  // "[gMASK]<sop>", and nothing is prepended (-1, ModelConfig::has_bos).
+  if (c->is_glm5() && !r.has("bos_token_id")) {
+    c->bos_token_id = -1;
+  } else {
+    DSA_RETURN_IF_ERROR(r.get("bos_token_id", &c->bos_token_id));
+    DSA_RETURN_IF_ERROR(r.require(c->bos_token_id >= 0 && c->bos_token_id < c->vocab_size,
+                                  "bos_token_id", c->bos_token_id, vocab));
+  }
+  DSA_RETURN_IF_ERROR(read_eos(r, c, vocab));
   if (r.has("quantization_config")) {
     c->quantization_config.emplace();
     DSA_RETURN_IF_ERROR(read_quantization(r, &*c->quantization_config));
@@ -286,6 +308,10 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, const std::strin
   DSA_RETURN_IF_ERROR(read_identity(r, &c));
   DSA_RETURN_IF_ERROR(read_sizes(r, &c));
   DSA_RETURN_IF_ERROR(read_attention(r, &c));
+  if (c.is_glm5()) {
+    DSA_RETURN_IF_ERROR(check_glm5_attention_keys(r, c));
+    DSA_RETURN_IF_ERROR(check_index_share(r, c));
+  }
   DSA_RETURN_IF_ERROR(read_indexer(r, &c));
   DSA_RETURN_IF_ERROR(read_moe(r, &c));
   DSA_RETURN_IF_ERROR(read_misc(r, &c));

@@ -1,6 +1,7 @@
-// ModelConfig: the config.json of a DeepSeek-V3.2 checkpoint (SPEC.md §8.1), parsed and validated
-// once at load so the rest of the runtime can trust every field. A rejected file yields a Status
-// naming the file, the key and the value ("config.json: index_topk = 100: must be ...").
+// ModelConfig: the config.json of a DeepSeek-V3.2 or GLM-5 checkpoint (SPEC.md §8.1; GLM-5's
+// spellings in docs/glm5.md), parsed and validated once at load so the rest of the runtime can
+// trust every field. A rejected file yields a Status naming the file, the key and the value
+// ("config.json: index_topk = 100: must be ...").
 #pragma once
 
 #include <array>
@@ -14,9 +15,12 @@
 
 namespace dsa::model {
 
-// rope_scaling (SPEC.md §8.3): YaRN is the only scaling dsa implements.
+// rope_scaling (SPEC.md §8.3), or rope_parameters (GLM-5, newer transformers): YaRN, or plain
+// RoPE ("default", GLM-5), which is YaRN's formula with factor 1 (no ramp, no mscale). For
+// "default" the other fields hold neutral values (L0 = max_position_embeddings, betas 32 and 1,
+// mscales 1) so the RoPE kernels' one validation covers both.
 struct RopeScaling {
-  std::string type;  // "yarn"
+  std::string type;  // "yarn" or "default"
   double factor = 0;
   int64_t original_max_position_embeddings = 0;
   double beta_fast = 0;
@@ -35,8 +39,10 @@ struct QuantizationConfig {
 };
 
 struct ModelConfig {
-  std::vector<std::string> architectures;  // contains "DeepseekV32ForCausalLM"
-  std::string model_type;                  // "deepseek_v32"
+  // Contains "DeepseekV32ForCausalLM" (model_type "deepseek_v32") or "GlmMoeDsaForCausalLM"
+  // (model_type "glm_moe_dsa", the GLM-5 family).
+  std::vector<std::string> architectures;
+  std::string model_type;
 
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
@@ -44,8 +50,9 @@ struct ModelConfig {
   int64_t moe_intermediate_size = 0;
   int64_t num_hidden_layers = 0;
   int64_t num_nextn_predict_layers = 0;  // 0 or 1 (the MTP layer, SPEC.md §6.5)
+  // From first_k_dense_replace, or from GLM-5's mlp_layer_types ("dense" x k, then "sparse").
   int64_t first_k_dense_replace = 0;
-  int64_t moe_layer_freq = 0;  // 1
+  int64_t moe_layer_freq = 0;  // 1 (absent in a GLM-5 config = 1)
 
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;  // == num_attention_heads
@@ -75,8 +82,14 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   int64_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;
+  // -1 when the config has none (GLM-5: its prompts start with the chat template's own
+  // "[gMASK]<sop>"); nothing is prepended then.
   int64_t bos_token_id = 0;
+  // The first of eos_token_ids: the one the tokenizer calls its EOS.
   int64_t eos_token_id = 0;
+  // Every id that ends a generation: eos_token_id as one integer or as a list (GLM-5:
+  // [154820, 154827, 154829]); SGLang and vLLM stop on each of them, and so does the engine.
+  std::vector<int64_t> eos_token_ids;
   std::optional<QuantizationConfig> quantization_config;
 
   // Layers < first_k_dense_replace use the dense MLP; every later one, and the MTP layer, is MoE
@@ -85,6 +98,8 @@ struct ModelConfig {
   // Index of the MTP layer in the checkpoint (SPEC.md §6.5); only meaningful when has_mtp().
   int64_t mtp_layer_index() const { return num_hidden_layers; }
   bool has_mtp() const { return num_nextn_predict_layers > 0; }
+  bool has_bos() const { return bos_token_id >= 0; }
+  bool is_glm5() const { return model_type == "glm_moe_dsa"; }
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   // SPEC.md §8.3: (qk_nope + qk_rope)^-1/2 * (0.1 * mscale_all_dim * ln(factor) + 1)^2.
   double sm_scale() const;

@@ -44,10 +44,8 @@ std::vector<std::string_view> Tokenizer::pre_tokenize(std::string_view text) con
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
   std::vector<int32_t> ids;
-  if (add_bos) {
-    DSA_CHECK(bos_id_ >= 0);
-    ids.push_back(bos_id_);
-  }
+  // A model without a BOS (GLM-5: bos_id() -1 from set_special_ids) gets nothing prepended.
+  if (add_bos && bos_id_ >= 0) ids.push_back(bos_id_);
   auto encode_plain = [&](std::string_view plain) {
     for (std::string_view piece : pre_tokenize(plain)) bpe_->encode_word(piece, &ids);
   };
@@ -91,6 +89,7 @@ StatusOr<std::string> Tokenizer::decode(std::span<const int32_t> ids,
 
 Status Tokenizer::set_special_ids(int32_t bos, int32_t eos) {
   for (auto [name, id] : {std::pair{"bos", bos}, std::pair{"eos", eos}}) {
+    if (id == -1 && name[0] == 'b') continue;  // the model has no BOS
     if (!has_token(id)) {
       return invalid_argument(std::string(name) + " id " + std::to_string(id) +
                               ": not a token id (vocab size " + std::to_string(vocab_size_) + ")");

@@ -38,8 +38,8 @@ class Tokenizer {
   static StatusOr<Tokenizer> parse(std::string_view json_text, const std::string& file);
 
   // Added tokens are cut out first (leftmost, longest); the text between them is pre-tokenized
-  // and each piece BPE-encoded. `add_bos` prepends bos_id(), which must then be >= 0 (a caller's
-  // bug otherwise, checked).
+  // and each piece BPE-encoded. `add_bos` prepends bos_id(); nothing when that is -1 (a model
+  // without a BOS, such as GLM-5).
   std::vector<int32_t> encode(std::string_view text, bool add_bos = false) const;
   // Concatenates the bytes of each id (added tokens give their content). kInvalidArgument
   // "ids[3] = 99999: not a token id (vocab size 6144)" for an id no token has. The result is raw
@@ -54,7 +54,8 @@ class Tokenizer {
   // <|endoftext|>) at load, or set_special_ids; -1 when unknown.
   int32_t bos_id() const { return bos_id_; }
   int32_t eos_id() const { return eos_id_; }
-  // Takes BOS/EOS from config.json (bos_token_id, eos_token_id); both must name tokens.
+  // Takes BOS/EOS from config.json (bos_token_id, eos_token_id); both must name tokens, except
+  // bos -1: the model has none (ModelConfig::has_bos).
   Status set_special_ids(int32_t bos, int32_t eos);
 
   // Whether `id` names a token (of the vocab or an added one); ids in [0, vocab_size()) may have

@@ -46,8 +46,24 @@ Status check_tokenizer_matches(const Tokenizer& t, const ModelConfig& c) {
                             std::to_string(first_hole) +
                             "): the model could sample them and they would not decode");
   }
-  DSA_RETURN_IF_ERROR(check_special(t, "bos_token_id", c.bos_token_id, t.bos_id(), "BOS"));
-  return check_special(t, "eos_token_id", c.eos_token_id, t.eos_id(), "EOS");
+  if (c.has_bos()) {
+    DSA_RETURN_IF_ERROR(check_special(t, "bos_token_id", c.bos_token_id, t.bos_id(), "BOS"));
+  }
+  if (c.eos_token_ids.size() <= 1) {
+    return check_special(t, "eos_token_id", c.eos_token_id, t.eos_id(), "EOS");
+  }
+  // A list (GLM-5): each id names a token, and the tokenizer's own EOS, when it knows one, is
+  // among them (GLM-5's <|endoftext|> is the first).
+  for (int64_t id : c.eos_token_ids) {
+    DSA_RETURN_IF_ERROR(check_special(t, "eos_token_id", id, -1, "EOS"));
+  }
+  const int32_t own = t.eos_id();
+  if (own >= 0 &&
+      std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), own) == c.eos_token_ids.end()) {
+    return invalid_argument("config.json: eos_token_id lists none of " + src +
+                            "'s EOS token at id " + std::to_string(own));
+  }
+  return ok_status();
 }
 
 int64_t sampleable_vocab(const Tokenizer* tokenizer, const ModelConfig& c) {

@@ -17,7 +17,9 @@ namespace dsa::model {
 //      ids past the tokenizer's are never sampled (sampleable_vocab; the engine masks them);
 //   2. every id in [0, tokenizer.vocab_size()) names a token (the file leaves no hole);
 //   3. config.json's bos_token_id and eos_token_id name tokens and, where the tokenizer knows
-//      its own BOS or EOS (a well-known special added token, Tokenizer::bos_id), are that id.
+//      its own BOS or EOS (a well-known special added token, Tokenizer::bos_id), are that id. A
+//      config without a BOS (GLM-5) skips the BOS half; an eos_token_id list must name tokens
+//      only, and include the tokenizer's own EOS.
 // kInvalidArgument naming the tokenizer file, the config key and both values otherwise. The
 // shipped tiny model satisfies it exactly (6144 ids, BOS 0, EOS 1).
 Status check_tokenizer_matches(const Tokenizer& tokenizer, const ModelConfig& config);

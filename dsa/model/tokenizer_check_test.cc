@@ -91,5 +91,28 @@ TEST(TokenizerCheck, SpecialIdsMustAgree) {
             "config.json: eos_token_id = 256, but tokenizer.json has its EOS token at id 257");
 }
 
+// GLM-5: no bos_token_id (nothing to check), an eos list whose ids all name tokens and which
+// holds the tokenizer's own EOS.
+TEST(TokenizerCheck, Glm5NoBosAndAnEosList) {
+  json j = testing::tiny_config_json();
+  j["model_type"] = "glm_moe_dsa";
+  j["architectures"] = {"GlmMoeDsaForCausalLM"};
+  j["vocab_size"] = 258;
+  j.erase("bos_token_id");
+  j["eos_token_id"] = {257, 5};
+  StatusOr<ModelConfig> c = parse_model_config(j.dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(check_tokenizer_matches(small_tokenizer(), *c).ok());
+  Tokenizer t = small_tokenizer();
+  ASSERT_TRUE(t.set_special_ids(int32_t(c->bos_token_id), int32_t(c->eos_token_id)).ok());
+  EXPECT_EQ(t.bos_id(), -1);
+  EXPECT_EQ(t.encode("a", /*add_bos=*/true), t.encode("a"));  // nothing prepended
+  j["eos_token_id"] = {5, 6};
+  c = parse_model_config(j.dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(rejection(small_tokenizer(), *c),
+            "config.json: eos_token_id lists none of tokenizer.json's EOS token at id 257");
+}
+
 }  // namespace
 }  // namespace dsa::model

@@ -43,8 +43,8 @@ expect_error "is a directory" perplexity --model "$model" --file "$root/testdata
 expect_error "window = 1: must be in \[2, 2048\]" perplexity --model "$model" --file "$root/testdata/heldout.txt" --window 1
 expect_error "window = 4096: must be in \[2, 2048\]" perplexity --model "$model" --file "$root/testdata/heldout.txt" --window 4096
 expect_error "max-windows = -1: must be >= 0" perplexity --model "$model" --file "$root/testdata/heldout.txt" --max-windows -1
-# A GLM-5-style config (model_type glm_moe_dsa, rope_parameters instead of rope_theta): refused by
-# name on every command that reads a model, listing what differs.
+# A GLM-5.2-style config (model_type glm_moe_dsa, rope_parameters, a "shared" layer in
+# indexer_types): refused on every command that reads a model, naming the key and the layer.
 glm=$(mktemp -d)
 trap 'rm -rf "$glm"' EXIT
 python3 - "$model/config.json" "$glm/config.json" <<'PY'
@@ -52,9 +52,10 @@ import json, sys
 c = json.load(open(sys.argv[1]))
 c["model_type"] = "glm_moe_dsa"
 c["architectures"] = ["GlmMoeDsaForCausalLM"]
-c["rope_parameters"] = {"rope_theta": c.pop("rope_theta"), "rope_type": "default"}
+c["rope_parameters"] = dict(c.pop("rope_scaling"), rope_theta=c.pop("rope_theta"))
+c["indexer_types"] = ["full", "shared", "full", "full"]
 json.dump(c, open(sys.argv[2], "w"))
 PY
-expect_error "glm_moe_dsa.*not supported yet.*deepseek_v32.*rope_parameters.*lacks keys dsa requires: rope_theta" generate --model "$glm" --prompt "Hi"
-expect_error "glm_moe_dsa.*not supported yet" serve --model "$glm" --port 0
+expect_error 'indexer_types\[1\] = "shared": this layer reuses another layer.s top-k \(IndexShare' generate --model "$glm" --prompt "Hi"
+expect_error 'indexer_types\[1\] = "shared".*not implemented' serve --model "$glm" --port 0
 exit $fail

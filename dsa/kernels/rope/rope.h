@@ -37,7 +37,8 @@ struct YarnRange {
 };
 YarnRange yarn_range(const RopeConfig& c);  // requires validate(c).ok()
 
-// theta'_i = theta_i (1 - ramp_i) + (theta_i / factor) ramp_i, in fp64, rounded to fp32.
+// theta'_i = theta_i (1 - ramp_i) + (theta_i / factor) ramp_i, in fp64, rounded to fp32; factor 1
+// (plain RoPE) gives theta_i = theta^(-2i/64) exactly.
 std::array<float, kRopePairs> rope_inv_freq(const RopeConfig& c);  // requires validate(c).ok()
 
 // sm_scale = (qk_nope + qk_rope)^-1/2 * m^2, m = 0.1 * mscale_all_dim * ln(factor) + 1 when

@@ -50,7 +50,11 @@ std::array<float, kRopePairs> rope_inv_freq(const RopeConfig& c) {
   for (int32_t i = 0; i < kRopePairs; ++i) {
     const double theta_i = std::pow(c.theta, -2.0 * i / 64.0);
     const double ramp = std::clamp((i - r.low) / (r.high - r.low), 0.0, 1.0);
-    out[i] = static_cast<float>(theta_i * (1.0 - ramp) + theta_i / c.factor * ramp);
+    // factor 1 is plain RoPE (GLM-5's rope_type "default"): theta_i itself, not a blend of two
+    // equal terms that fp64 may round one ulp away from it.
+    out[i] = c.factor == 1.0
+                 ? static_cast<float>(theta_i)
+                 : static_cast<float>(theta_i * (1.0 - ramp) + theta_i / c.factor * ramp);
   }
   return out;
 }

@@ -47,6 +47,20 @@ TEST(RopeYarn, InverseFrequenciesHandComputed) {
   EXPECT_NEAR(f[31], 3.33380e-6, 1e-5 * 3.3338e-6);  // 10^-3.875 / 40
 }
 
+// factor 1 is plain RoPE (GLM-5's rope_parameters "default", theta 1e6): theta^(-2i/64) rounded
+// once to fp32, for every pair including those inside the ramp.
+TEST(RopeYarn, FactorOneIsPlainRope) {
+  RopeConfig c;
+  c.theta = 1000000.0;
+  c.factor = 1.0;
+  c.original_max_position = 202752;
+  auto f = rope_inv_freq(c);
+  for (int i = 0; i < kRopePairs; ++i) {
+    EXPECT_EQ(f[i], static_cast<float>(std::pow(1000000.0, -2.0 * i / 64.0))) << "pair " << i;
+  }
+  EXPECT_NEAR(softmax_scale(c, 192, 64), 0.0625, 1e-9);  // GLM-5: 256^-1/2
+}
+
 TEST(RopeYarn, SoftmaxScale) {
   RopeConfig c;
   EXPECT_NEAR(softmax_scale(c, 64, 64), 0.1656269, 1e-7);   // tiny

@@ -48,10 +48,10 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   const double sim = options_.simulate_accept_length;
   model::ForwardOutput target;
   DSA_RETURN_IF_ERROR(run_forward(plan[0], inputs, tokens, {}, &target, logits_to(on_backend)));
-  // The target's token at every row (d = 0), or at every verify row of a simulated step (whose
-  // forced count picks one), sampled on the backend.
+  // The target's token at every row (d = 0), or, on the backend, at every verify row of a
+  // simulated step (whose forced count picks one; the host path samples only that row).
   std::vector<int32_t> row_tokens;
-  if (on_backend && (d_ == 0 || sim > 0)) {
+  if (d_ == 0 || (on_backend && sim > 0)) {
     std::vector<SamplingParams> params;
     std::vector<int32_t> positions;
     for (const RequestState* r : reqs) {
@@ -60,13 +60,12 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
         positions.push_back(r->committed + 1 + j);
       }
     }
-    DSA_ASSIGN_OR_RETURN(row_tokens, backend_tokens(params, positions));
+    DSA_ASSIGN_OR_RETURN(row_tokens, sampled_tokens(target, on_backend, params, positions));
   }
   if (d_ == 0) {
     for (size_t b = 0; b < reqs.size(); ++b) {
       RequestState& r = *reqs[b];
-      const int32_t y =
-          on_backend ? row_tokens[b] : sample(r, &target.logits[b * sz(vocab_)], r.committed + 1);
+      const int32_t y = row_tokens[b];
       r.committed += 1;
       r.pending = y;
       emit(r, std::span<const int32_t>(&y, 1));
@@ -122,14 +121,10 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   const bool drafts_there = drafts_on_backend();
   DSA_RETURN_IF_ERROR(run_forward(plan[1], std::move(mtp_inputs), mtp_tokens, target.hidden, &mtp,
                                   logits_to(drafts_there)));
-  std::vector<int32_t> first;
-  if (drafts_there) {
-    DSA_ASSIGN_OR_RETURN(first, backend_drafts(reqs.size()));
-  }
+  DSA_ASSIGN_OR_RETURN(std::vector<int32_t> first, drafts_of(mtp, drafts_there, reqs.size()));
   std::vector<bf16> hidden;
   const int32_t D = int32_t(model_.config().hidden_size);
   for (size_t b = 0; b < reqs.size(); ++b) {
-    if (!drafts_there) first.push_back(greedy_draft(&mtp.logits[b * sz(vocab_)]));
     const int32_t row = mtp.sample_row[b];
     hidden.insert(hidden.end(), mtp.hidden.begin() + long(row) * D,
                   mtp.hidden.begin() + long(row + 1) * D);

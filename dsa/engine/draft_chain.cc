@@ -10,7 +10,6 @@ Status Engine::draft_chain(const std::vector<RequestState*>& reqs, std::vector<i
                            std::vector<bf16> hidden, std::vector<int32_t> committed,
                            std::span<const ForwardShape> chain) {
   const size_t B = reqs.size();
-  const size_t V = static_cast<size_t>(vocab_);
   std::vector<std::vector<int32_t>> chains(B);
   for (size_t b = 0; b < B; ++b) chains[b].push_back(drafts[b]);
   for (const ForwardShape& shape : chain) {
@@ -25,12 +24,8 @@ Status Engine::draft_chain(const std::vector<RequestState*>& reqs, std::vector<i
     const bool there = drafts_on_backend();
     DSA_RETURN_IF_ERROR(
         run_forward(shape, std::move(inputs), tokens, hidden, &out, logits_to(there)));
-    if (there) {
-      DSA_ASSIGN_OR_RETURN(const std::vector<int32_t> next, backend_drafts(B));
-      for (size_t b = 0; b < B; ++b) chains[b].push_back(next[b]);
-    } else {
-      for (size_t b = 0; b < B; ++b) chains[b].push_back(greedy_draft(&out.logits[b * V]));
-    }
+    DSA_ASSIGN_OR_RETURN(const std::vector<int32_t> next, drafts_of(out, there, B));
+    for (size_t b = 0; b < B; ++b) chains[b].push_back(next[b]);
     hidden = std::move(out.hidden);
   }
   for (size_t b = 0; b < B; ++b) {

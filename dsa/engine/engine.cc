@@ -178,30 +178,42 @@ bool Engine::drafts_on_backend() const {
          (options_.accept_on == AcceptOn::kAuto && model_.backend() != kernels::Backend::kCpu);
 }
 
-StatusOr<std::vector<int32_t>> Engine::backend_tokens(std::span<const SamplingParams> params,
+StatusOr<std::vector<int32_t>> Engine::sampled_tokens(const model::ForwardOutput& out,
+                                                      bool on_backend,
+                                                      std::span<const SamplingParams> params,
                                                       std::span<const int32_t> positions) {
   if (params.empty()) return std::vector<int32_t>{};
-  model::VerifyAcceptance v;
-  DSA_RETURN_IF_ERROR(model_.accept_last_verify(sampleable_, 0, {}, params, positions, &v));
-  return std::move(v.emitted);
+  if (on_backend) {
+    model::VerifyAcceptance v;
+    DSA_RETURN_IF_ERROR(model_.accept_last_verify(sampleable_, 0, {}, params, positions, &v));
+    return std::move(v.emitted);
+  }
+  std::vector<int32_t> tokens(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    tokens[i] = kernels::sample_token(
+        std::span<const float>(&out.logits[i * sz(vocab_)], sz(vocab_)), params[i], positions[i]);
+  }
+  return tokens;
 }
 
-StatusOr<std::vector<int32_t>> Engine::backend_drafts(size_t count) {
+StatusOr<std::vector<int32_t>> Engine::drafts_of(const model::ForwardOutput& out, bool on_backend,
+                                                 size_t count) {
+  if (!on_backend) {
+    std::vector<int32_t> drafts;
+    for (size_t i = 0; i < count; ++i) drafts.push_back(greedy_draft(&out.logits[i * sz(vocab_)]));
+    return drafts;
+  }
   const std::vector<SamplingParams> greedy(count);
   // Greedy ignores the position; the op still range-checks it.
   const std::vector<int32_t> positions(count, 0);
-  DSA_ASSIGN_OR_RETURN(std::vector<int32_t> drafts, backend_tokens(greedy, positions));
+  DSA_ASSIGN_OR_RETURN(std::vector<int32_t> drafts,
+                       sampled_tokens(out, /*on_backend=*/true, greedy, positions));
   for (int32_t& t : drafts) t = std::max(0, t);
   return drafts;
 }
 
 int32_t Engine::greedy_draft(const float* logits) const {
   return std::max(0, kernels::argmax_token(std::span<const float>(logits, sz(vocab_))));
-}
-
-int32_t Engine::sample(const RequestState& r, const float* logits, int32_t position) const {
-  return kernels::sample_token(std::span<const float>(logits, sz(vocab_)), r.req.sampling,
-                               position);
 }
 
 // Appends tokens until one finishes the request (EOS, a stop id or string, the token or context

@@ -129,7 +129,6 @@ class Engine {
   void emit(RequestState& r, std::span<const int32_t> tokens);
   std::optional<size_t> find_stop(const RequestState& r, size_t before) const;
   void fail(RequestState& r, Status why);
-  int32_t sample(const RequestState& r, const float* logits, int32_t position) const;
   void mask_padding_logits(std::vector<float>& logits) const;
   // The MTP layer's top-1 draft from one row of logits (token 0 if no logit is above -inf).
   int32_t greedy_draft(const float* logits) const;
@@ -148,14 +147,17 @@ class Engine {
   static model::LogitsTo logits_to(bool on_backend) {
     return on_backend ? model::LogitsTo::kBackend : model::LogitsTo::kHost;
   }
-  // Tokens of the last forward's first params.size() sampled rows by the backend's sampler (the op
-  // table's accept_drafts at d = 0) over the logits left in its memory: row i sampled with
-  // params[i] at position positions[i], as sample() would.
-  StatusOr<std::vector<int32_t>> backend_tokens(std::span<const SamplingParams> params,
+  // Tokens of forward `out`'s first params.size() sampled rows, row i sampled with params[i] at
+  // position positions[i]: on the backend (the op table's accept_drafts at d = 0 over the logits
+  // left in its memory; `out` must be the model's last forward) or by the host sampler on
+  // out.logits — the same tokens.
+  StatusOr<std::vector<int32_t>> sampled_tokens(const model::ForwardOutput& out, bool on_backend,
+                                                std::span<const SamplingParams> params,
                                                 std::span<const int32_t> positions);
-  // The MTP layer's top-1 drafts of the last forward's first `count` sampled rows, on the backend
-  // (as greedy_draft: token 0 if no logit is above -inf).
-  StatusOr<std::vector<int32_t>> backend_drafts(size_t count);
+  // The MTP layer's top-1 drafts of `out`'s first `count` sampled rows, where sampled_tokens
+  // decides (greedy_draft's rule: token 0 if no logit is above -inf).
+  StatusOr<std::vector<int32_t>> drafts_of(const model::ForwardOutput& out, bool on_backend,
+                                           size_t count);
 
   model::DsaModel& model_;
   EngineOptions options_;

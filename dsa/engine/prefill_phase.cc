@@ -48,16 +48,14 @@ Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
   const bool on_backend = target_on_backend(completing);
   model::ForwardOutput target;
   DSA_RETURN_IF_ERROR(run_forward(plan[0], inputs, tokens, {}, &target, logits_to(on_backend)));
-  std::vector<int32_t> first_tokens;
-  if (on_backend) {
-    std::vector<SamplingParams> params;
-    std::vector<int32_t> positions;
-    for (const RequestState* r : completing) {
-      params.push_back(r->req.sampling);
-      positions.push_back(r->prompt_len());
-    }
-    DSA_ASSIGN_OR_RETURN(first_tokens, backend_tokens(params, positions));
+  std::vector<SamplingParams> params;
+  std::vector<int32_t> positions;
+  for (const RequestState* r : completing) {
+    params.push_back(r->req.sampling);
+    positions.push_back(r->prompt_len());
   }
+  DSA_ASSIGN_OR_RETURN(const std::vector<int32_t> first_tokens,
+                       sampled_tokens(target, on_backend, params, positions));
 
   // Sample x_{L_p} for prompts that completed; build the MTP rows' next tokens.
   std::vector<int32_t> next(tokens.size());
@@ -74,9 +72,7 @@ Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
     r.prefilled += len;
     prefilled_ += len;
     if (r.prefilled == r.prompt_len()) {
-      const int32_t x = on_backend
-                            ? first_tokens[sz(sample_i)]
-                            : sample(r, &target.logits[sz(sample_i) * sz(vocab_)], r.prompt_len());
+      const int32_t x = first_tokens[sz(sample_i)];
       ++sample_i;
       next[sz(first + len - 1)] = x;
       r.committed = r.prompt_len();
@@ -100,20 +96,16 @@ Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
   const bool drafts_there = drafts_on_backend();
   DSA_RETURN_IF_ERROR(run_forward(plan[1], std::move(mtp_inputs), next, target.hidden, &mtp,
                                   logits_to(drafts_there)));
-  std::vector<int32_t> g1;
-  if (drafts_there) {
-    DSA_ASSIGN_OR_RETURN(g1, backend_drafts(completed.size()));
-  }
+  DSA_ASSIGN_OR_RETURN(std::vector<int32_t> g1, drafts_of(mtp, drafts_there, completed.size()));
   std::vector<bf16> hidden;
-  std::vector<int32_t> positions;
+  std::vector<int32_t> chain_positions;
   const int32_t D = int32_t(model_.config().hidden_size);
   for (size_t i = 0; i < completed.size(); ++i) {
-    if (!drafts_there) g1.push_back(greedy_draft(&mtp.logits[i * sz(vocab_)]));
     hidden.insert(hidden.end(), mtp.hidden.begin() + long(completed_rows[i]) * D,
                   mtp.hidden.begin() + long(completed_rows[i] + 1) * D);
-    positions.push_back(completed[i]->committed);  // C' = L_p
+    chain_positions.push_back(completed[i]->committed);  // C' = L_p
   }
-  return draft_chain(completed, std::move(g1), std::move(hidden), std::move(positions),
+  return draft_chain(completed, std::move(g1), std::move(hidden), std::move(chain_positions),
                      std::span<const ForwardShape>(plan).subspan(2));
 }
 

@@ -16,6 +16,7 @@
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/acceptance/acceptance.h"
 #include "dsa/kernels/common/sample_row.cuh"
@@ -32,6 +33,8 @@ constexpr int kAcceptThreads = 128;
 // so the error word names the request once.
 __global__ void __launch_bounds__(sd::kThreads)
     acceptance_sample_kernel(AcceptanceParams p, cuda::DeviceErrorWord* err) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   __shared__ sd::Smem sm;
   const int32_t j = static_cast<int32_t>(blockIdx.x), b = static_cast<int32_t>(blockIdx.y);
   const int32_t d = p.drafts_per_request;
@@ -57,6 +60,8 @@ __global__ void __launch_bounds__(sd::kThreads)
 }
 
 __global__ void acceptance_count_kernel(AcceptanceParams p) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int32_t b = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (b >= p.requests) return;
   const int32_t d = p.drafts_per_request;
@@ -82,10 +87,14 @@ Status accept_drafts_cuda(const AcceptanceParams& p) {
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
   const dim3 grid(static_cast<unsigned>(p.drafts_per_request + 1),
                   static_cast<unsigned>(p.requests));
-  acceptance_sample_kernel<<<grid, sd::kThreads, 0, cuda::current_stream()>>>(p, err);
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+      cuda::LaunchShape{dim3(grid), dim3(sd::kThreads), size_t(0), cuda::current_stream()},
+      acceptance_sample_kernel, p, err));
   DSA_RETURN_IF_ERROR(cuda::launch_error("acceptance_sample_kernel"));
   const unsigned blocks = static_cast<unsigned>((p.requests + kAcceptThreads - 1) / kAcceptThreads);
-  acceptance_count_kernel<<<blocks, kAcceptThreads, 0, cuda::current_stream()>>>(p);
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+      cuda::LaunchShape{dim3(blocks), dim3(kAcceptThreads), size_t(0), cuda::current_stream()},
+      acceptance_count_kernel, p));
   return cuda::end_launch("acceptance_count_kernel", checked, "accept_drafts_cuda");
 }
 

@@ -22,6 +22,7 @@
 #include "dsa/cuda/cublaslt.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/launch.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/batched_linear/batched_linear.h"
 
@@ -33,6 +34,8 @@ constexpr size_t kWorkspaceBytes = cuda::kCublasLtWorkspaceBytes;
 
 // One thread per output, fp32 accumulation: only for shapes cuBLASLt refuses.
 __global__ void batched_linear_simple_kernel(BatchedLinearParams p) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int64_t total = int64_t{p.batch} * p.num_tokens * p.out_features;
   for (int64_t k = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < total;
        k += int64_t{gridDim.x} * blockDim.x) {
@@ -51,8 +54,10 @@ Status launch_simple(const BatchedLinearParams& p) {
   constexpr int kThreads = 256;
   const int64_t total = int64_t{p.batch} * p.num_tokens * p.out_features;
   const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, 65535);
-  batched_linear_simple_kernel<<<static_cast<unsigned>(blocks), kThreads, 0,
-                                 cuda::current_stream()>>>(p);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(static_cast<unsigned>(blocks)), dim3(kThreads), size_t(0),
+                                     cuda::current_stream()},
+                   batched_linear_simple_kernel, p));
   return cuda::end_launch("batched_linear_simple", false, "batched_linear");
 }
 

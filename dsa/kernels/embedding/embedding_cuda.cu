@@ -11,6 +11,7 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/embedding/embedding.h"
 
@@ -25,6 +26,8 @@ constexpr int kThreads = 256;
 __global__ void embedding_kernel(const int32_t* __restrict__ ids, const bf16* __restrict__ table,
                                  bf16* __restrict__ y, int32_t vocab, int32_t dim, bool vec,
                                  cuda::DeviceErrorWord* err) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int64_t t = blockIdx.x;
   const int32_t id = ids[t];
   const bool valid = id >= 0 && id < vocab;
@@ -52,8 +55,9 @@ Status embedding_cuda(const EmbeddingParams& p) {
   const bool checked = checked_mode();
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
   const bool vec = p.dim % 8 == 0 && cuda::is_aligned(p.table, 16) && cuda::is_aligned(p.y, 16);
-  embedding_kernel<<<p.num_tokens, kThreads, 0, cuda::current_stream()>>>(
-      p.ids, p.table, p.y, p.vocab_size, p.dim, vec, err);
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+      cuda::LaunchShape{dim3(p.num_tokens), dim3(kThreads), size_t(0), cuda::current_stream()},
+      embedding_kernel, p.ids, p.table, p.y, p.vocab_size, p.dim, vec, err));
   return cuda::end_launch("embedding", checked, "embedding: ids[row] outside [0, vocab_size)");
 }
 

@@ -15,6 +15,7 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/gather/gather.h"
 
@@ -128,6 +129,8 @@ template <bool kChecked>
 __global__ void __launch_bounds__(kThreads)
     indexer_gather_kernel(Source src, IndexerPool pool, uint8_t* __restrict__ k8,
                           float* __restrict__ kscale, cuda::DeviceErrorWord* error) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int32_t total = gathered_rows<kChecked>(src, error);
   const int j = threadIdx.x % kIndexerLanesPerRow;
   for (int64_t r = int64_t{blockIdx.x} * kIndexerRowsPerStep + threadIdx.x / kIndexerLanesPerRow;
@@ -168,6 +171,8 @@ template <LatentFormat kFormat, bool kChecked>
 __global__ void __launch_bounds__(kThreads)
     latent_gather_kernel(Source src, LatentPool pool, bf16* __restrict__ kv,
                          cuda::DeviceErrorWord* error) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int32_t total = gathered_rows<kChecked>(src, error);
   const int lane = threadIdx.x % 32;
   for (int64_t r = int64_t{blockIdx.x} * kLatentRowsPerStep + threadIdx.x / 32; r < total;
@@ -238,11 +243,13 @@ Status indexer_gather_cuda(const IndexerGatherParams& p) {
   DSA_ASSIGN_OR_RETURN(const Launch l, prepare(p, kIndexerRowsPerStep));
   cudaStream_t stream = cuda::current_stream();
   if (l.checked) {
-    indexer_gather_kernel<true>
-        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.k8, p.kscale, l.error);
+    DSA_CUDA_RETURN_IF_ERROR(
+        cuda::launch(cuda::LaunchShape{dim3(l.grid), dim3(kThreads), size_t(0), stream},
+                     indexer_gather_kernel<true>, l.src, p.pool, p.k8, p.kscale, l.error));
   } else {
-    indexer_gather_kernel<false>
-        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.k8, p.kscale, l.error);
+    DSA_CUDA_RETURN_IF_ERROR(
+        cuda::launch(cuda::LaunchShape{dim3(l.grid), dim3(kThreads), size_t(0), stream},
+                     indexer_gather_kernel<false>, l.src, p.pool, p.k8, p.kscale, l.error));
   }
   return cuda::end_launch("indexer_gather_kernel", l.checked, "indexer_gather_cuda");
 }
@@ -256,17 +263,21 @@ Status latent_gather_cuda(const LatentGatherParams& p) {
   cudaStream_t stream = cuda::current_stream();
   const bool bf16_pool = p.pool.format == LatentFormat::kBf16;
   if (l.checked && bf16_pool) {
-    latent_gather_kernel<LatentFormat::kBf16, true>
-        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.kv, l.error);
+    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+        cuda::LaunchShape{dim3(l.grid), dim3(kThreads), size_t(0), stream},
+        latent_gather_kernel<LatentFormat::kBf16, true>, l.src, p.pool, p.kv, l.error));
   } else if (l.checked) {
-    latent_gather_kernel<LatentFormat::kFp8_656, true>
-        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.kv, l.error);
+    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+        cuda::LaunchShape{dim3(l.grid), dim3(kThreads), size_t(0), stream},
+        latent_gather_kernel<LatentFormat::kFp8_656, true>, l.src, p.pool, p.kv, l.error));
   } else if (bf16_pool) {
-    latent_gather_kernel<LatentFormat::kBf16, false>
-        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.kv, l.error);
+    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+        cuda::LaunchShape{dim3(l.grid), dim3(kThreads), size_t(0), stream},
+        latent_gather_kernel<LatentFormat::kBf16, false>, l.src, p.pool, p.kv, l.error));
   } else {
-    latent_gather_kernel<LatentFormat::kFp8_656, false>
-        <<<l.grid, kThreads, 0, stream>>>(l.src, p.pool, p.kv, l.error);
+    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+        cuda::LaunchShape{dim3(l.grid), dim3(kThreads), size_t(0), stream},
+        latent_gather_kernel<LatentFormat::kFp8_656, false>, l.src, p.pool, p.kv, l.error));
   }
   return cuda::end_launch("latent_gather_kernel", l.checked, "latent_gather_cuda");
 }

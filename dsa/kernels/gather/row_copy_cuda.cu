@@ -6,6 +6,7 @@
 
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/launch.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/gather/row_copy.h"
 
@@ -17,6 +18,8 @@ constexpr int kThreads = 256;
 
 // One block per listed row i; threads copy 16-byte words when every address allows it, else bytes.
 __global__ void row_copy_kernel(RowCopyParams p, bool vec) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int64_t i = blockIdx.x;
   const int32_t r = p.index[i];
   if (r < 0 || r >= p.index_bound) return;
@@ -44,8 +47,10 @@ Status row_copy_cuda(const RowCopyParams& p) {
                    aligned16(p.src) && aligned16(p.dst);
   const int threads = static_cast<int>(
       std::clamp<int64_t>(((vec ? p.row_bytes / 16 : p.row_bytes) + 31) / 32 * 32, 32, kThreads));
-  row_copy_kernel<<<static_cast<unsigned>(p.num_rows), threads, 0, cuda::current_stream()>>>(p,
-                                                                                             vec);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(static_cast<unsigned>(p.num_rows)), dim3(threads),
+                                     size_t(0), cuda::current_stream()},
+                   row_copy_kernel, p, vec));
   return cuda::launch_error("row_copy");
 }
 

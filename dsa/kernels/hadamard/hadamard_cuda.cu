@@ -13,6 +13,7 @@
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/hadamard/hadamard.h"
 
@@ -27,6 +28,8 @@ constexpr float kScale = 0.0883883476483184405f;  // 128^-1/2, rounded to fp32
 // 8-byte aligned (then each lane moves its 4 values with one 8-byte access). y may alias x: every
 // lane has loaded its values before the first shuffle and stores after the last one.
 __global__ void hadamard_kernel(const bf16* x, bf16* y, int64_t rows, bool vec) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int64_t r = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= rows) return;  // whole warps exit together: rows are warp-uniform
@@ -73,8 +76,10 @@ Status hadamard_cuda(const HadamardParams& p) {
   if (p.num_rows == 0) return ok_status();
   const bool vec = cuda::is_aligned(p.x, 8) && cuda::is_aligned(p.y, 8);
   const int64_t blocks = (int64_t{p.num_rows} + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  hadamard_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0,
-                    cuda::current_stream()>>>(p.x, p.y, p.num_rows, vec);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(static_cast<unsigned>(blocks)), dim3(kWarpsPerBlock * 32),
+                                     size_t(0), cuda::current_stream()},
+                   hadamard_kernel, p.x, p.y, p.num_rows, vec));
   return cuda::launch_error("hadamard");
 }
 

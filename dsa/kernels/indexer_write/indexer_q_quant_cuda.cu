@@ -9,6 +9,7 @@
 #include "dsa/core/fp8_quant.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/launch.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/common/grid_stride.h"
 #include "dsa/kernels/indexer_write/indexer_q_quant.h"
@@ -23,6 +24,8 @@ constexpr int kIndexDim = 128;
 // One warp per block of 128 values (lane l owns values 4l..4l+3): amax by xor-shuffles (max is
 // exact in any order), then the §2.1 scale and e4m3 codes exactly as quantize_block_pow2.
 __global__ void indexer_q_quant_kernel(IndexerQuantParams p) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int64_t warps = int64_t{gridDim.x} * (blockDim.x / 32);
   const int lane = threadIdx.x % 32;
   for (int64_t b = int64_t{blockIdx.x} * (blockDim.x / 32) + threadIdx.x / 32; b < p.num_blocks;
@@ -57,7 +60,9 @@ Status indexer_q_quant_cuda(const IndexerQuantParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.num_blocks == 0) return ok_status();
   const unsigned grid = grid_stride_blocks(p.num_blocks, kThreads / 32);  // a warp per block
-  indexer_q_quant_kernel<<<grid, kThreads, 0, cuda::current_stream()>>>(p);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(grid), dim3(kThreads), size_t(0), cuda::current_stream()},
+                   indexer_q_quant_kernel, p));
   return cuda::launch_error("indexer_q_quant");
 }
 

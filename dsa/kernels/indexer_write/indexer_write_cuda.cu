@@ -10,6 +10,7 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/indexer_write/indexer_write.h"
 
@@ -33,6 +34,8 @@ template <bool kChecked>
 __global__ void __launch_bounds__(kThreads)
     indexer_write_kernel(const bf16* __restrict__ k, const int32_t* __restrict__ slot,
                          int32_t num_tokens, IndexerPool pool, cuda::DeviceErrorWord* error) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int32_t t = blockIdx.x * kTokensPerBlock + threadIdx.x / kLanesPerToken;
   const int lane = threadIdx.x % kLanesPerToken;
   const unsigned half_mask = 0xFFFFu << (threadIdx.x & 16u);
@@ -123,11 +126,13 @@ Status indexer_write_cuda(const IndexerWriteParams& p) {
   const int64_t blocks = (int64_t{p.num_tokens} + kTokensPerBlock - 1) / kTokensPerBlock;
   cudaStream_t stream = cuda::current_stream();
   if (checked) {
-    indexer_write_kernel<true>
-        <<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(p.k, p.slot, p.num_tokens, p.pool, error);
+    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+        cuda::LaunchShape{dim3(dim3(unsigned(blocks))), dim3(kThreads), size_t(0), stream},
+        indexer_write_kernel<true>, p.k, p.slot, p.num_tokens, p.pool, error));
   } else {
-    indexer_write_kernel<false>
-        <<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(p.k, p.slot, p.num_tokens, p.pool, error);
+    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+        cuda::LaunchShape{dim3(dim3(unsigned(blocks))), dim3(kThreads), size_t(0), stream},
+        indexer_write_kernel<false>, p.k, p.slot, p.num_tokens, p.pool, error));
   }
   return cuda::end_launch("indexer_write_kernel", checked, "indexer_write_cuda");
 }

@@ -10,6 +10,7 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/latent_write/latent_write.h"
 
@@ -97,6 +98,8 @@ template <LatentFormat kFormat, bool kChecked>
 __global__ void __launch_bounds__(kThreads)
     latent_write_kernel(const bf16* __restrict__ kv, const int32_t* __restrict__ slot,
                         int32_t num_tokens, LatentPool pool, cuda::DeviceErrorWord* error) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int32_t t = blockIdx.x * kTokensPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (t >= num_tokens) return;  // whole warps
@@ -157,16 +160,19 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <LatentFormat kFormat>
-void launch(const LatentWriteParams& p, bool checked, cuda::DeviceErrorWord* error) {
+Status launch(const LatentWriteParams& p, bool checked, cuda::DeviceErrorWord* error) {
   const int64_t blocks = (int64_t{p.num_tokens} + kTokensPerBlock - 1) / kTokensPerBlock;
   cudaStream_t stream = cuda::current_stream();
   if (checked) {
-    latent_write_kernel<kFormat, true><<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(
-        p.kv, p.slot, p.num_tokens, p.pool, error);
+    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+        cuda::LaunchShape{dim3(dim3(unsigned(blocks))), dim3(kThreads), size_t(0), stream},
+        latent_write_kernel<kFormat, true>, p.kv, p.slot, p.num_tokens, p.pool, error));
   } else {
-    latent_write_kernel<kFormat, false><<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(
-        p.kv, p.slot, p.num_tokens, p.pool, error);
+    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+        cuda::LaunchShape{dim3(dim3(unsigned(blocks))), dim3(kThreads), size_t(0), stream},
+        latent_write_kernel<kFormat, false>, p.kv, p.slot, p.num_tokens, p.pool, error));
   }
+  return ok_status();
 }
 
 }  // namespace
@@ -181,9 +187,9 @@ Status latent_write_cuda(const LatentWriteParams& p) {
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * error, cuda::device_error_word());
   const bool checked = checked_mode();
   if (p.pool.format == LatentFormat::kBf16) {
-    launch<LatentFormat::kBf16>(p, checked, error);
+    DSA_RETURN_IF_ERROR(launch<LatentFormat::kBf16>(p, checked, error));
   } else {
-    launch<LatentFormat::kFp8_656>(p, checked, error);
+    DSA_RETURN_IF_ERROR(launch<LatentFormat::kFp8_656>(p, checked, error));
   }
   return cuda::end_launch("latent_write_kernel", checked, "latent_write_cuda");
 }

@@ -12,6 +12,7 @@
 #include "dsa/core/dtype.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/launch.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/layernorm/layernorm.h"
 
@@ -53,6 +54,8 @@ __device__ bf16 double_to_bf16_rn(double d) {
 __global__ void layernorm_kernel(const bf16* x, const float* __restrict__ w,
                                  const float* __restrict__ b, bf16* y, int32_t dim,
                                  int64_t x_stride, int64_t y_stride, float eps) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   __shared__ double scratch[33];
   const int64_t t = blockIdx.x;
   const bf16* xr = x + t * x_stride;
@@ -80,8 +83,9 @@ Status layernorm_cuda(const LayerNormParams& p) {
   const int64_t xs = p.x_stride == 0 ? p.dim : p.x_stride;
   const int64_t ys = p.y_stride == 0 ? p.dim : p.y_stride;
   const int threads = p.dim >= 256 ? 256 : ((p.dim + 31) / 32) * 32;
-  layernorm_kernel<<<p.num_tokens, threads, 0, cuda::current_stream()>>>(p.x, p.weight, p.bias, p.y,
-                                                                         p.dim, xs, ys, p.eps);
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+      cuda::LaunchShape{dim3(p.num_tokens), dim3(threads), size_t(0), cuda::current_stream()},
+      layernorm_kernel, p.x, p.weight, p.bias, p.y, p.dim, xs, ys, p.eps));
   return cuda::launch_error("layernorm");
 }
 

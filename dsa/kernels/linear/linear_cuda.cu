@@ -40,6 +40,7 @@
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/linear/linear.h"
 #include "dsa/kernels/linear/linear_fp8_cuda.h"
@@ -64,6 +65,8 @@ constexpr int kTokPerThread = kTileTok / (kThreads / kTileOut);  // 2
 template <bool kFp8>
 __global__ void __launch_bounds__(kThreads)
     linear_simple_kernel(LinearParams p, cuda::DeviceErrorWord* err) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   __shared__ float ws[kTileOut][kLinearBlock + 1];  // +1: rows in different banks
   __shared__ float xs[kTileTok][kLinearBlock];
   __shared__ float sx[kTileTok];
@@ -162,9 +165,13 @@ Status launch_simple(const LinearParams& p, cuda::DeviceErrorWord* err) {
   if (out_tiles > 65535) return invalid_argument("linear: out_features above 4194240");
   const dim3 grid(static_cast<unsigned>(tok_tiles), static_cast<unsigned>(out_tiles));
   if (p.weight_fp8 != nullptr) {
-    linear_simple_kernel<true><<<grid, kThreads, 0, cuda::current_stream()>>>(p, err);
+    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+        cuda::LaunchShape{dim3(grid), dim3(kThreads), size_t(0), cuda::current_stream()},
+        linear_simple_kernel<true>, p, err));
   } else {
-    linear_simple_kernel<false><<<grid, kThreads, 0, cuda::current_stream()>>>(p, err);
+    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+        cuda::LaunchShape{dim3(grid), dim3(kThreads), size_t(0), cuda::current_stream()},
+        linear_simple_kernel<false>, p, err));
   }
   return cuda::end_launch(
       "linear_simple", err != nullptr,

@@ -8,6 +8,7 @@
 #include "dsa/core/fp8_quant.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/launch.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/cuda/tensor_map.h"
 #include "dsa/kernels/linear/linear_fp8_cuda.h"
@@ -28,6 +29,8 @@ constexpr int kQuantWarps = 8;
 __global__ void __launch_bounds__(kQuantWarps * 32)
     quantize_tokens_kernel(const bf16* x, int32_t rows, int32_t in, int32_t nkb, uint8_t* x8,
                            float* sx) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int64_t item = (int64_t{blockIdx.x} * kQuantWarps * 32 + threadIdx.x) / 16;
   const int lane = threadIdx.x % 16;
   const bool live = item < int64_t{rows} * nkb;
@@ -102,8 +105,9 @@ Status launch_small(const LinearParams& p, const CUtensorMap& weights, const CUt
   const int ctas_per_sm = std::max(1, (227 * 1024) / (kSmemBytes<N> + 1024));
   choose_splits(tiles, a.nkb, N, sms, ctas_per_sm, scratch, a);
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.splits));
-  linear_fp8_small_kernel<N>
-      <<<grid, kThreads, kSmemBytes<N>, cuda::current_stream()>>>(weights, tokens, a);
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+      cuda::LaunchShape{dim3(grid), dim3(kThreads), size_t(kSmemBytes<N>), cuda::current_stream()},
+      linear_fp8_small_kernel<N>, weights, tokens, a));
   return cuda::launch_error("linear_fp8_small");
 }
 
@@ -140,8 +144,10 @@ Status quantize_tokens(const bf16* x, int32_t rows, int32_t in, uint8_t* x8, flo
   const int64_t items = int64_t{rows} * nkb;  // two per warp
   const int64_t blocks = (items + 2 * kQuantWarps - 1) / (2 * kQuantWarps);
   if (blocks > 0x7FFFFFFF) return invalid_argument("linear: too many tokens to quantise");
-  quantize_tokens_kernel<<<static_cast<unsigned>(blocks), kQuantWarps * 32, 0,
-                           cuda::current_stream()>>>(x, rows, in, nkb, x8, sx);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(static_cast<unsigned>(blocks)), dim3(kQuantWarps * 32),
+                                     size_t(0), cuda::current_stream()},
+                   quantize_tokens_kernel, x, rows, in, nkb, x8, sx));
   return cuda::launch_error("linear_fp8_quantize_tokens");
 }
 

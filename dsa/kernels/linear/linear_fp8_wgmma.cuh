@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "dsa/core/dtype.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/kernels/common/hopper_async.cuh"
 #include "dsa/kernels/common/wgmma_e4m3_ops.cuh"
 
@@ -88,6 +89,8 @@ template <int N>
 __global__ void __launch_bounds__(kThreads)
     linear_fp8_small_kernel(const __grid_constant__ CUtensorMap weights,
                             const __grid_constant__ CUtensorMap tokens, SmallArgs a) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});

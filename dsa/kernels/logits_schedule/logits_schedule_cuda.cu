@@ -7,6 +7,7 @@
 
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/launch.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/logits_schedule/logits_schedule.h"
 
@@ -36,6 +37,8 @@ __device__ __forceinline__ T warp_sum(T v) {
 __global__ void __launch_bounds__(kThreads)
     logits_schedule_kernel(const int32_t* __restrict__ row_len, int32_t batch_pad, int32_t n,
                            int32_t G, int32_t W, int32_t P, int32_t* __restrict__ schedule) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   __shared__ int32_t s_pre[kThreads + 1];
   __shared__ int32_t s_seg_warp[kWarps];
   __shared__ uint32_t s_hash_warp[kWarps];
@@ -138,9 +141,10 @@ __global__ void __launch_bounds__(kThreads)
 
 Status build_logits_schedule_cuda(const LogitsScheduleParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
-  logits_schedule_kernel<<<1, kThreads, 0, cuda::current_stream()>>>(
-      p.row_len, p.batch_pad, p.rows_per_request, p.num_consumers, p.page_table_width, p.page_size,
-      p.schedule);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(1), dim3(kThreads), size_t(0), cuda::current_stream()},
+                   logits_schedule_kernel, p.row_len, p.batch_pad, p.rows_per_request,
+                   p.num_consumers, p.page_table_width, p.page_size, p.schedule));
   return cuda::launch_error("logits_schedule_kernel");
 }
 

@@ -10,6 +10,7 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/moe_dispatch/grouped_linear_fp8_cuda.h"
 #include "dsa/kernels/moe_dispatch/grouped_linear_fp8_kernel.cuh"
@@ -29,6 +30,8 @@ size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 // reads. The first report wins, so which bad element is named can vary; that one is bad.
 __global__ void __launch_bounds__(kCheckThreads)
     check_x_kernel(GroupedLinearParams p, cuda::DeviceErrorWord* err) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int64_t pairs = min(max(p.offsets[p.num_groups], 0), p.capacity);
   const int64_t n = pairs * p.in_features;
   for (int64_t e = int64_t{blockIdx.x} * kCheckThreads + threadIdx.x; e < n;
@@ -46,6 +49,8 @@ __global__ void __launch_bounds__(kCheckThreads)
 // One CTA per group: the block scales of a group with pairs (null ones: the weights pass).
 __global__ void __launch_bounds__(kCheckThreads)
     check_scales_kernel(GroupedLinearParams p, int32_t scale_blocks, cuda::DeviceErrorWord* err) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int32_t g = static_cast<int32_t>(blockIdx.x);
   if (p.offsets[g + 1] <= p.offsets[g]) return;
   const float* s = p.weight_scales[g];
@@ -80,8 +85,9 @@ Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float
                             std::to_string(p.out_features) + ": the grid exceeds the CUDA limits");
   }
   const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(n_tiles));
-  grouped_linear_fp8_kernel<N>
-      <<<grid, kThreads, kSmemBytes<N>, cuda::current_stream()>>>(p, x8, sx, nkb);
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+      cuda::LaunchShape{dim3(grid), dim3(kThreads), size_t(kSmemBytes<N>), cuda::current_stream()},
+      grouped_linear_fp8_kernel<N>, p, x8, sx, nkb));
   return cuda::launch_error("grouped_linear_fp8");
 }
 
@@ -89,13 +95,16 @@ Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float
 
 Status check_device_values(const GroupedLinearParams& p) {
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::device_error_word());
-  check_x_kernel<<<kCheckCtas, kCheckThreads, 0, cuda::current_stream()>>>(p, err);
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+      cuda::LaunchShape{dim3(kCheckCtas), dim3(kCheckThreads), size_t(0), cuda::current_stream()},
+      check_x_kernel, p, err));
   DSA_RETURN_IF_ERROR(cuda::end_launch("grouped_linear_check_x", /*checked=*/true,
                                        "grouped_linear: x[index][value] is not finite (the row "
                                        "of a dispatched pair; FP8 activation quantisation, §2.1)"));
   const int32_t scale_blocks = blocks_of(p.out_features) * blocks_of(p.in_features);
-  check_scales_kernel<<<p.num_groups, kCheckThreads, 0, cuda::current_stream()>>>(p, scale_blocks,
-                                                                                  err);
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+      cuda::LaunchShape{dim3(p.num_groups), dim3(kCheckThreads), size_t(0), cuda::current_stream()},
+      check_scales_kernel, p, scale_blocks, err));
   return cuda::end_launch("grouped_linear_check_scales", /*checked=*/true,
                           "grouped_linear: weight_scales[index][value] is not finite (a group "
                           "with pairs)");
@@ -121,8 +130,10 @@ Status launch(const GroupedLinearParams& p) {
     return invalid_argument("grouped_linear_cuda: x_rows = " + std::to_string(p.x_rows) +
                             ": too many rows to quantise in one launch");
   }
-  quantize_rows_kernel<<<static_cast<unsigned>(qblocks), kQuantWarps * 32, 0,
-                         cuda::current_stream()>>>(p.x, p.x_rows, p.in_features, nkb, x8, sx);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(static_cast<unsigned>(qblocks)), dim3(kQuantWarps * 32),
+                                     size_t(0), cuda::current_stream()},
+                   quantize_rows_kernel, p.x, p.x_rows, p.in_features, nkb, x8, sx));
   DSA_RETURN_IF_ERROR(cuda::launch_error("grouped_linear_fp8_quantize"));
   switch (choose_n(p)) {
     case 8:

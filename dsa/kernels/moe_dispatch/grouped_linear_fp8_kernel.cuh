@@ -37,6 +37,7 @@
 
 #include "dsa/core/dtype.h"
 #include "dsa/core/fp8_quant.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/kernels/common/hopper_async.cuh"
 #include "dsa/kernels/common/wgmma_e4m3_ops.cuh"
 #include "dsa/kernels/moe_dispatch/grouped_linear_device.cuh"
@@ -65,6 +66,8 @@ inline constexpr unsigned kFull = 0xFFFFFFFFu;
 __global__ void __launch_bounds__(kQuantWarps * 32)
     quantize_rows_kernel(const bf16* x, int32_t rows, int32_t in, int32_t nkb, uint8_t* x8,
                          float* sx) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int64_t item = int64_t{blockIdx.x} * kQuantWarps + threadIdx.x / 32;
   if (item >= int64_t{rows} * nkb) return;  // warp-uniform
   const int lane = threadIdx.x % 32;
@@ -178,6 +181,8 @@ template <int N>
 __global__ void __launch_bounds__(kThreads)
     grouped_linear_fp8_kernel(GroupedLinearParams p, const uint8_t* x8, const float* sx,
                               int32_t nkb) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "dsa/core/dtype.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/kernels/moe_dispatch/grouped_linear_device.cuh"
 #include "dsa/kernels/moe_dispatch/moe_dispatch.h"
 
@@ -117,6 +118,8 @@ __device__ __forceinline__ void load_stage(const GroupedLinearParams& p, const b
 // vec_out: out % 8 == 0 and y 16-byte aligned, so the epilogue stores 16 bytes at a time.
 __global__ void __launch_bounds__(kThreads)
     grouped_linear_kernel(GroupedLinearParams p, bool vec_out) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   using namespace nvcuda;
   __shared__ Smem s;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;

@@ -8,6 +8,7 @@
 #include "dsa/core/dtype.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/launch.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/common/grid_stride.h"
 #include "dsa/kernels/moe_dispatch/moe_combine.h"
@@ -21,6 +22,8 @@ constexpr int kThreads = 256;
 // One thread per output element (r, t): the fp32 sum over the row's selected experts in order,
 // then the shared expert, rounded once.
 __global__ void moe_combine_kernel(MoeCombineParams p) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int64_t total = int64_t{p.num_tokens} * p.dim;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   const int64_t D = p.dim, k = p.top_k;
@@ -43,8 +46,10 @@ Status moe_combine_cuda(const MoeCombineParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.num_tokens == 0) return ok_status();
   const int64_t total = int64_t{p.num_tokens} * p.dim;
-  moe_combine_kernel<<<grid_stride_blocks(total, kThreads), kThreads, 0, cuda::current_stream()>>>(
-      p);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(grid_stride_blocks(total, kThreads)), dim3(kThreads),
+                                     size_t(0), cuda::current_stream()},
+                   moe_combine_kernel, p));
   return cuda::launch_error("moe_combine");
 }
 

@@ -20,6 +20,7 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/moe_dispatch/grouped_linear_fp8_cuda.h"
 #include "dsa/kernels/moe_dispatch/grouped_linear_kernel.cuh"
@@ -58,6 +59,8 @@ __device__ int32_t warp_inclusive_sum(int32_t v, int lane) {
 // value id); every such id is treated as -1 either way.
 __global__ void __launch_bounds__(kGroupThreads)
     moe_group_kernel(MoeGroupParams p, cuda::DeviceErrorWord* err) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   extern __shared__ int32_t smem[];
   __shared__ int32_t first_bad, total;
   const int32_t E = p.num_experts, S = p.num_slots;
@@ -172,6 +175,8 @@ __device__ bool gl_broken(const GroupedLinearParams& p, GlCheck check, int32_t i
 // must still stay inside x_row / y_row.
 __global__ void __launch_bounds__(kCheckThreads)
     grouped_linear_check_kernel(GroupedLinearParams p, GlCheck check, cuda::DeviceErrorWord* err) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   __shared__ int32_t first;
   if (threadIdx.x == 0) first = INT32_MAX;
   __syncthreads();
@@ -192,7 +197,9 @@ __global__ void __launch_bounds__(kCheckThreads)
 
 Status run_check(const GroupedLinearParams& p, GlCheck check, cuda::DeviceErrorWord* err,
                  const char* context) {
-  grouped_linear_check_kernel<<<1, kCheckThreads, 0, cuda::current_stream()>>>(p, check, err);
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+      cuda::LaunchShape{dim3(1), dim3(kCheckThreads), size_t(0), cuda::current_stream()},
+      grouped_linear_check_kernel, p, check, err));
   return cuda::end_launch("grouped_linear_check", /*checked=*/true, context);
 }
 
@@ -226,8 +233,10 @@ Status moe_group_cuda(const MoeGroupParams& p) {
   }
   const bool checked = checked_mode();
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
-  moe_group_kernel<<<1, kGroupThreads, group_smem_bytes(p.num_experts), cuda::current_stream()>>>(
-      p, err);
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+      cuda::LaunchShape{dim3(1), dim3(kGroupThreads), size_t(group_smem_bytes(p.num_experts)),
+                        cuda::current_stream()},
+      moe_group_kernel, p, err));
   return cuda::end_launch("moe_group", checked,
                           "moe_group: expert_ids[index] = value: must be in [-1, num_experts)");
 }
@@ -250,7 +259,9 @@ Status grouped_linear_cuda(const GroupedLinearParams& p) {
   }
   const bool vec_out = p.out_features % gl::kVec == 0 && cuda::is_aligned(p.y, 16);
   const dim3 grid(static_cast<unsigned>(m_slots), static_cast<unsigned>(n_tiles));
-  gl::grouped_linear_kernel<<<grid, gl::kThreads, 0, cuda::current_stream()>>>(p, vec_out);
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+      cuda::LaunchShape{dim3(grid), dim3(gl::kThreads), size_t(0), cuda::current_stream()},
+      gl::grouped_linear_kernel, p, vec_out));
   return cuda::launch_error("grouped_linear");
 }
 

@@ -15,6 +15,7 @@
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/moe_routing/moe_routing.h"
 
@@ -72,6 +73,8 @@ __device__ int32_t warp_argmax(float key, int32_t idx) {
 // (row t; value = row_len, or the expert index of the bad logit / bias); the outputs are then
 // unspecified but every access stays in bounds.
 __global__ void moe_routing_kernel(MoeRoutingParams p, cuda::DeviceErrorWord* err) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   extern __shared__ __align__(16) unsigned char smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t t = int64_t{blockIdx.x} * (blockDim.x / 32) + warp;
@@ -169,8 +172,10 @@ Status moe_routing_cuda(const MoeRoutingParams& p) {
   const bool checked = checked_mode();
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
   const int64_t blocks = (int64_t{p.num_tokens} + warps - 1) / warps;
-  moe_routing_kernel<<<static_cast<unsigned>(blocks), warps * 32,
-                       static_cast<size_t>(per_warp * warps), cuda::current_stream()>>>(p, err);
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+      cuda::LaunchShape{dim3(static_cast<unsigned>(blocks)), dim3(warps * 32),
+                        size_t(static_cast<size_t>(per_warp * warps)), cuda::current_stream()},
+      moe_routing_kernel, p, err));
   return cuda::end_launch(
       "moe_routing", checked,
       "moe_routing: row_len[row] < 0, or a non-finite logit / bias at expert (value)");

@@ -11,6 +11,7 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/common/indexer_tensor_maps.h"
 #include "dsa/kernels/paged_logits/paged_logits.h"
@@ -26,8 +27,10 @@ Status launch(const PagedLogitsParams& p, const detail::Args& a, const CUtensorM
               const CUtensorMap& q, uint32_t smem_bytes) {
   DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<detail::paged_logits_wgmma_kernel<H>>(
       detail::kSmemBudget + 1024));
-  detail::paged_logits_wgmma_kernel<H>
-      <<<p.num_consumers, detail::kThreads, smem_bytes, cuda::current_stream()>>>(a, keys, q);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(p.num_consumers), dim3(detail::kThreads),
+                                     size_t(smem_bytes), cuda::current_stream()},
+                   detail::paged_logits_wgmma_kernel<H>, a, keys, q));
   return ok_status();
 }
 

@@ -32,6 +32,7 @@
 
 #include "dsa/core/status.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/kernels/common/hopper_async.cuh"
 #include "dsa/kernels/common/mqa_logits_wgmma_tile.cuh"
 #include "dsa/kernels/common/wgmma_e4m3_ops.cuh"
@@ -395,6 +396,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     paged_logits_wgmma_kernel(const __grid_constant__ Args a,
                               const __grid_constant__ CUtensorMap keys_map,
                               const __grid_constant__ CUtensorMap q_map) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   extern __shared__ uint8_t smem_raw[];
   const int bad_word = header_mismatch(a);
   if (bad_word >= 0) {  // a schedule of another layout: no work at all

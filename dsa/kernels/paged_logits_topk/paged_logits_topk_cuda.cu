@@ -13,6 +13,7 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/common/indexer_tensor_maps.h"
 #include "dsa/kernels/paged_logits_topk/paged_logits_topk.h"
@@ -38,10 +39,13 @@ Status launch(const detail::Args& a, const PagedLogitsTopkLaunch& l, const CUten
   DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<detail::paged_logits_topk_kernel<H>>(
       detail::kSmemBudget + 1024));
   // The attribute also for C = 1: the kernel's cluster barriers need a cluster.
-  cuda::ClusterLaunchConfig launch(static_cast<unsigned>(int64_t{a.batch_pad} * l.cluster),
-                                   detail::kThreads, l.smem_bytes, cuda::current_stream(),
-                                   static_cast<unsigned>(l.cluster), true);
-  DSA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&launch.config, kernel, a, keys, q));
+  cuda::LaunchShape shape{dim3(static_cast<unsigned>(int64_t{a.batch_pad} * l.cluster)),
+                          dim3(detail::kThreads),
+                          l.smem_bytes,
+                          cuda::current_stream(),
+                          static_cast<unsigned>(l.cluster),
+                          true};
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(shape, kernel, a, keys, q));
   return ok_status();
 }
 

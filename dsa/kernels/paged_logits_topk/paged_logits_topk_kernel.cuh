@@ -30,6 +30,7 @@
 
 #include "dsa/core/status.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/kernels/common/hopper_async.cuh"
 #include "dsa/kernels/common/mqa_logits_wgmma_tile.cuh"
 #include "dsa/kernels/common/paged_cache.h"
@@ -510,6 +511,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     paged_logits_topk_kernel(const __grid_constant__ Args a,
                              const __grid_constant__ CUtensorMap keys_map,
                              const __grid_constant__ CUtensorMap q_map) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   extern __shared__ uint8_t smem_raw[];
   __shared__ RowState state[kMaxRows];
   __shared__ uint32_t warp_sums[kSelectThreads / 32];

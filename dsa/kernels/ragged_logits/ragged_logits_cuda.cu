@@ -12,6 +12,7 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/cuda/tensor_map.h"
 #include "dsa/kernels/common/indexer_tensor_maps.h"
@@ -41,8 +42,10 @@ Status launch(dim3 grid, const detail::Args& a, const CUtensorMap& keys, const C
               const CUtensorMap& q, uint32_t smem_bytes) {
   DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<detail::ragged_logits_wgmma_kernel<H>>(
       detail::kSmemBudget + 1024));
-  detail::ragged_logits_wgmma_kernel<H>
-      <<<grid, detail::kThreads, smem_bytes, cuda::current_stream()>>>(a, keys, scales, q);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(grid), dim3(detail::kThreads), size_t(smem_bytes),
+                                     cuda::current_stream()},
+                   detail::ragged_logits_wgmma_kernel<H>, a, keys, scales, q));
   return ok_status();
 }
 

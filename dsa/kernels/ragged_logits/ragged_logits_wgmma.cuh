@@ -25,6 +25,7 @@
 
 #include "dsa/core/status.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/kernels/common/hopper_async.cuh"
 #include "dsa/kernels/common/mqa_logits_wgmma_tile.cuh"
 
@@ -274,6 +275,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                                const __grid_constant__ CUtensorMap keys_map,
                                const __grid_constant__ CUtensorMap scales_map,
                                const __grid_constant__ CUtensorMap q_map) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   static_assert(kColumns % H == 0 && kColumns / H <= kMaxRows && kColumns % 128 == 0);
   extern __shared__ uint8_t smem_raw[];
   __shared__ int32_t row_lo[kMaxRows], row_hi[kMaxRows];

@@ -13,6 +13,7 @@
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/rmsnorm/rmsnorm.h"
 
@@ -50,6 +51,8 @@ template <int kVec>
 __global__ void __launch_bounds__(1024)
     rmsnorm_vec_kernel(const bf16* x, const bf16* __restrict__ w, bf16* y, int32_t nvec,
                        int64_t x_stride, int64_t y_stride, float eps) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   __shared__ float scratch[33];
   const int64_t t = blockIdx.x;
   const uint4* xr = reinterpret_cast<const uint4*>(x + t * x_stride);
@@ -93,6 +96,8 @@ __global__ void __launch_bounds__(1024)
 __global__ void __launch_bounds__(1024)
     rmsnorm_scalar_kernel(const bf16* x, const bf16* __restrict__ w, bf16* y, int32_t dim,
                           int64_t x_stride, int64_t y_stride, float eps) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   __shared__ float scratch[33];
   const int64_t t = blockIdx.x;
   const bf16* xr = x + t * x_stride;
@@ -110,6 +115,8 @@ __global__ void __launch_bounds__(1024)
 // h[i] = bf16(float(h[i]) + float(x[i])) for i in [0, n); 8 elements per thread per step when
 // `vec` (n % 8 == 0 and both pointers 16-byte aligned).
 __global__ void residual_add_kernel(bf16* h, const bf16* __restrict__ x, int64_t n, bool vec) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (vec) {
@@ -132,9 +139,11 @@ __global__ void residual_add_kernel(bf16* h, const bf16* __restrict__ x, int64_t
 }
 
 template <int kVec>
-void launch_vec(const RmsNormParams& p, int threads, int32_t nvec, int64_t xs, int64_t ys) {
-  rmsnorm_vec_kernel<kVec><<<p.num_tokens, threads, 0, cuda::current_stream()>>>(
-      p.x, p.weight, p.y, nvec, xs, ys, p.eps);
+Status launch_vec(const RmsNormParams& p, int threads, int32_t nvec, int64_t xs, int64_t ys) {
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+      cuda::LaunchShape{dim3(p.num_tokens), dim3(threads), size_t(0), cuda::current_stream()},
+      rmsnorm_vec_kernel<kVec>, p.x, p.weight, p.y, nvec, xs, ys, p.eps));
+  return ok_status();
 }
 
 }  // namespace
@@ -156,22 +165,23 @@ Status rmsnorm_cuda(const RmsNormParams& p) {
     if (per <= 1) threads = ((nvec + 31) / 32) * 32;
     switch (per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : 8) {
       case 1:
-        launch_vec<1>(p, threads, nvec, xs, ys);
+        DSA_RETURN_IF_ERROR(launch_vec<1>(p, threads, nvec, xs, ys));
         break;
       case 2:
-        launch_vec<2>(p, threads, nvec, xs, ys);
+        DSA_RETURN_IF_ERROR(launch_vec<2>(p, threads, nvec, xs, ys));
         break;
       case 4:
-        launch_vec<4>(p, threads, nvec, xs, ys);
+        DSA_RETURN_IF_ERROR(launch_vec<4>(p, threads, nvec, xs, ys));
         break;
       default:
-        launch_vec<8>(p, threads, nvec, xs, ys);
+        DSA_RETURN_IF_ERROR(launch_vec<8>(p, threads, nvec, xs, ys));
         break;
     }
   } else {
     const int threads = p.dim >= 1024 ? 1024 : ((p.dim + 31) / 32) * 32;
-    rmsnorm_scalar_kernel<<<p.num_tokens, threads, 0, cuda::current_stream()>>>(
-        p.x, p.weight, p.y, p.dim, xs, ys, p.eps);
+    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+        cuda::LaunchShape{dim3(p.num_tokens), dim3(threads), size_t(0), cuda::current_stream()},
+        rmsnorm_scalar_kernel, p.x, p.weight, p.y, p.dim, xs, ys, p.eps));
   }
   return cuda::launch_error("rmsnorm");
 }
@@ -185,8 +195,10 @@ Status residual_add_cuda(const ResidualAddParams& p) {
   constexpr int kThreads = 256;
   // Grid-stride loop: at most 132 SMs x 16 blocks of 256 threads in flight.
   const int64_t blocks = std::min<int64_t>((work + kThreads - 1) / kThreads, 132 * 16);
-  residual_add_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, cuda::current_stream()>>>(
-      p.h, p.x, n, vec);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(static_cast<unsigned>(blocks)), dim3(kThreads), size_t(0),
+                                     cuda::current_stream()},
+                   residual_add_kernel, p.h, p.x, n, vec));
   return cuda::launch_error("residual_add");
 }
 

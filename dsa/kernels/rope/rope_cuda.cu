@@ -13,6 +13,7 @@
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/rope/rope.h"
 
@@ -31,6 +32,8 @@ __global__ void rope_kernel(bf16* x, const int32_t* __restrict__ positions,
                             const float* __restrict__ sin_table, int64_t rows, int32_t num_heads,
                             int64_t token_stride, int64_t head_stride, int32_t num_positions,
                             bool interleaved, cuda::DeviceErrorWord* err) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -62,9 +65,11 @@ Status rope_cuda(const RopeParams& p) {
   const int64_t rows = int64_t{p.num_tokens} * p.num_heads;
   const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (blocks > INT32_MAX) return invalid_argument("rope: num_tokens * num_heads too large");
-  rope_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, cuda::current_stream()>>>(
-      p.x, p.positions, p.cos, p.sin, rows, p.num_heads, p.token_stride, p.head_stride,
-      p.num_positions, p.style == RopeStyle::kInterleaved, err);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(static_cast<unsigned>(blocks)), dim3(kWarpsPerBlock * 32),
+                                     size_t(0), cuda::current_stream()},
+                   rope_kernel, p.x, p.positions, p.cos, p.sin, rows, p.num_heads, p.token_stride,
+                   p.head_stride, p.num_positions, p.style == RopeStyle::kInterleaved, err));
   return cuda::end_launch("rope", checked, "rope: positions[row] outside [0, num_positions)");
 }
 

@@ -9,6 +9,7 @@
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/common/sample_row.cuh"
 #include "dsa/kernels/sampling/sampling.h"
@@ -23,6 +24,8 @@ namespace sd = sampling_device;
 // the reference's checks gets -1 and reports (row r, value 1..4) into `err` when it is non-null.
 __global__ void __launch_bounds__(sd::kThreads)
     sampling_kernel(SamplingOpParams p, cuda::DeviceErrorWord* err) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   __shared__ sd::Smem sm;
   const int32_t r = static_cast<int32_t>(blockIdx.x);
   const sd::RowParams rp{p.temperature[r], p.top_p[r], p.top_k[r], p.seed[r], p.position[r]};
@@ -44,8 +47,10 @@ Status sample_rows_cuda(const SamplingOpParams& p) {
   if (p.rows == 0) return ok_status();
   const bool checked = checked_mode();
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
-  sampling_kernel<<<static_cast<unsigned>(p.rows), sd::kThreads, 0, cuda::current_stream()>>>(p,
-                                                                                              err);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(static_cast<unsigned>(p.rows)), dim3(sd::kThreads),
+                                     size_t(0), cuda::current_stream()},
+                   sampling_kernel, p, err));
   return cuda::end_launch("sampling_kernel", checked, "sample_rows_cuda");
 }
 

@@ -11,6 +11,7 @@
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/sparse_mla/sparse_mla.h"
 #include "dsa/kernels/sparse_mla/sparse_mla_kernel.cuh"
@@ -47,13 +48,17 @@ Status launch(const MlaKernelArgs& args, std::string_view op) {
       (args.heads + sparse_mla_cuda::kHeadsPerCta - 1) / sparse_mla_cuda::kHeadsPerCta;
   const dim3 grid(static_cast<uint32_t>(int64_t{args.rows} * head_blocks), 1,
                   static_cast<uint32_t>(args.num_splits));
-  kernel<<<grid, sparse_mla_cuda::wg::kThreads, kSmem, cuda::current_stream()>>>(args);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(grid), dim3(sparse_mla_cuda::wg::kThreads), size_t(kSmem),
+                                     cuda::current_stream()},
+                   kernel, args));
   if (args.num_splits <= 1) return cuda::end_launch("sparse_mla_wgmma_kernel", checked, op);
   DSA_RETURN_IF_ERROR(cuda::launch_error("sparse_mla_wgmma_kernel"));
   const int64_t blocks = int64_t{args.rows} * args.heads;
-  sparse_mla_cuda::
-      sparse_mla_combine_kernel<<<static_cast<uint32_t>(blocks), 128, 0, cuda::current_stream()>>>(
-          args);
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(static_cast<uint32_t>(blocks)), dim3(128), size_t(0),
+                                     cuda::current_stream()},
+                   sparse_mla_cuda::sparse_mla_combine_kernel, args));
   return cuda::end_launch("sparse_mla_combine_kernel", checked, op);
 }
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "dsa/core/dtype.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/kernels/common/paged_cache.h"
 
 namespace dsa::kernels::sparse_mla_cuda {
@@ -48,6 +49,8 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 // ---------------------------------------------------------------------------------------------
 
 __global__ void __launch_bounds__(128) sparse_mla_combine_kernel(const MlaKernelArgs a) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   const int64_t rh = blockIdx.x;
   const int64_t rh_total = int64_t{a.rows} * a.heads;
   const int d = threadIdx.x * 4;

@@ -37,6 +37,7 @@
 
 #include "dsa/core/dtype.h"
 #include "dsa/cuda/error_word.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/kernels/common/hopper_async.cuh"
 #include "dsa/kernels/common/paged_cache.h"
 #include "dsa/kernels/common/wgmma_bf16_ops.cuh"
@@ -268,6 +269,8 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
 // so the second reads the row's keys from L2. block = 384.
 template <LatentFormat kFormat>
 __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const MlaKernelArgs a) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   using namespace hopper;
   extern __shared__ __align__(16) uint8_t smem_raw[];
   // Aligned up by pointer arithmetic on the shared array itself (not through an integer cast), so

@@ -10,10 +10,10 @@
 #include <cstdint>
 
 #include "dsa/core/checked_mode.h"
-#include "dsa/cuda/cluster_launch.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
+#include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/topk/topk.h"
 #include "dsa/kernels/topk/topk_cuda_launch.h"
@@ -34,9 +34,9 @@ Status launch(void (*kernel)(KernelArgs), const KernelArgs& args, int32_t rows, 
   if (blocks > INT32_MAX) {
     return invalid_argument("topk_cuda: rows * cluster size exceeds the grid limit");
   }
-  cuda::ClusterLaunchConfig launch(static_cast<unsigned>(blocks), kThreads, smem_bytes,
-                                   cuda::current_stream(), static_cast<unsigned>(cluster));
-  DSA_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&launch.config, kernel, args));
+  cuda::LaunchShape shape{dim3(static_cast<unsigned>(blocks)), dim3(kThreads), smem_bytes,
+                          cuda::current_stream(), static_cast<unsigned>(cluster)};
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(shape, kernel, args));
   return ok_status();
 }
 template <TopkVariant V>

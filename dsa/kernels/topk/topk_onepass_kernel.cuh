@@ -41,6 +41,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "dsa/cuda/pdl.h"
 #include "dsa/kernels/common/hopper_async.cuh"
 #include "dsa/kernels/topk/topk_device.cuh"
 
@@ -496,6 +497,8 @@ __device__ void onepass_select_row(OnePassSmem& s, float* chunk, const RowJob& j
 template <TopkVariant V>
 __global__ void __launch_bounds__(kThreads, 1)
     topk_onepass_kernel(const __grid_constant__ KernelArgs a) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   extern __shared__ __align__(128) unsigned char smem_raw[];
   OnePassSmem& s = *reinterpret_cast<OnePassSmem*>(smem_raw);
   float* chunk = reinterpret_cast<float*>(smem_raw + kOnePassHeaderBytes);

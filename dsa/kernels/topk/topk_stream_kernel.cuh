@@ -29,6 +29,7 @@
 
 #include <cstdint>
 
+#include "dsa/cuda/pdl.h"
 #include "dsa/kernels/topk/topk_device.cuh"
 
 namespace dsa::kernels::topk_detail {
@@ -268,6 +269,8 @@ __device__ void stream_select_row(StreamSmem& s, const KernelArgs& a, const floa
 
 __global__ void __launch_bounds__(kThreads, 2)
     topk_stream_kernel(const __grid_constant__ KernelArgs a) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   StreamSmem& s = *reinterpret_cast<StreamSmem*>(smem_raw);
   RowJob job;

@@ -5,7 +5,7 @@
 # tokens per request, prompts cut from testdata/heldout.txt. Prints one table row per run: tokens/s,
 # ms per output token (per request, after its first token), mean accept length, and the host time
 # per engine step spent staging and launching (what graphs remove) next to the step's total.
-# Usage: scripts/bench_engine.sh BUILD_DIR
+# Usage: scripts/bench_engine.sh BUILD_DIR   (BATCHES="1 8 32" DRAFTS="0 3" RUNS="on:device on:host off:device")
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build="${1:?usage: bench_engine.sh BUILD_DIR}"
@@ -16,10 +16,10 @@ prompts="$tmp/prompts.txt"
 awk 'length($0) > 40 { print substr($0, 1, 120) }' testdata/heldout.txt | head -32 >"$prompts"
 printf "%-6s %-3s %-7s %-8s %9s %9s %8s %8s %10s %10s %7s %7s\n" batch d graphs sampling "tok/s" \
   "TPOT ms" accept steps "host ms/st" "fwd ms/st" replays "nodes"
-for batch in 1 8 32; do
+for batch in ${BATCHES:-1 8 32}; do
   head -"$batch" "$prompts" >"$tmp/batch.txt"
-  for d in 0 3; do
-    for run in on:device on:host off:device; do
+  for d in ${DRAFTS:-0 3}; do
+    for run in ${RUNS:-on:device on:host off:device}; do
       graphs=${run%%:*} where=${run##*:}
       flag=(--sampling-on "$where")
       [ "$graphs" = off ] && flag+=(--disable-cuda-graph)

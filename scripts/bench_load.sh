@@ -35,7 +35,7 @@ sync
 evict
 for pass in cold warm; do
   "$dsa" generate --model "$ck" --device cuda --prompt "load" --max-new-tokens 1 \
-    --context-length 256 --max-running-requests 1 >"$out/load_$pass.log" 2>&1
-  echo "$pass (rc $?): $(grep -m1 'loaded checkpoint' "$out/load_$pass.log")"
+    --context-length 256 --max-running-requests 1 --progress >"$out/load_$pass.log" 2>&1
+  echo "$pass (rc $?): $(grep -m1 "loaded checkpoint" "$out/load_$pass.log" || tail -3 "$out/load_$pass.log")"
 done
 rm -rf "$ck"

@@ -11,6 +11,7 @@
 
 #include "dsa/cli/engine_args.h"
 #include "dsa/core/dtype.h"
+#include "dsa/core/thread_pool.h"
 #include "dsa/model/checkpoint.h"
 #include "dsa/model/model_config.h"
 #include "dsa/model/model_tensors.h"
@@ -189,19 +190,28 @@ Status run(const MakeArgs& a) {
   const std::vector<size_t> shard = assign_shards(units, k);
   json weight_map = json::object();
   uint64_t total = 0;
+  std::vector<std::string> names(k);
+  std::vector<std::vector<const Planned*>> shard_tensors(k);
   for (size_t s = 0; s < k; ++s) {
-    const std::string name = fmt::format("model-{:05d}-of-{:06d}.safetensors", s + 1, k);
-    std::vector<const Planned*> ts;
+    names[s] = fmt::format("model-{:05d}-of-{:06d}.safetensors", s + 1, k);
     for (size_t i = 0; i < units.size(); ++i) {
       if (shard[i] != s) continue;
       for (const Planned& p : units[i].tensors) {
-        ts.push_back(&p);
-        weight_map[p.name] = name;
+        shard_tensors[s].push_back(&p);
+        weight_map[p.name] = names[s];
         total += p.nbytes();
       }
     }
-    DSA_RETURN_IF_ERROR(write_shard(out / name, ts, uint64_t(a.seed), pow2));
   }
+  // Shards are written in parallel: each tensor's bytes depend only on (seed, name), so the
+  // files do not depend on the thread count, and a full-width checkpoint (tens of GB of random
+  // weights to quantise) takes minutes on one core.
+  std::vector<Status> written(k);
+  parallel_for(int64_t(k), [&](int64_t s) {
+    written[size_t(s)] =
+        write_shard(out / names[size_t(s)], shard_tensors[size_t(s)], uint64_t(a.seed), pow2);
+  });
+  for (const Status& st : written) DSA_RETURN_IF_ERROR(st);
   {
     json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
     std::ofstream f(out / model::kSafetensorsIndexName, std::ios::trunc);

@@ -49,9 +49,11 @@ Status routed_experts(const BlockContext& c, const WeightStore::ExpertTables& t,
   DSA_ASSIGN_OR_RETURN(bf16 * gate, c.ws.take_uninit<bf16>(n));
   DSA_ASSIGN_OR_RETURN(bf16 * up, c.ws.take_uninit<bf16>(n));
   DSA_ASSIGN_OR_RETURN(bf16 * act, c.ws.take_uninit<bf16>(n));
+  // `second` / `out_b`: FP8 only, a second projection of the same pairs in the same launch.
   auto grouped = [&](const bf16* in, int32_t in_rows, const int32_t* in_row,
                      const WeightStore::ExpertTable& w, int32_t in_f, int32_t out_f, bf16* out,
-                     const int32_t* out_row) -> Status {
+                     const int32_t* out_row, const WeightStore::ExpertTable* second = nullptr,
+                     bf16* out_b = nullptr) -> Status {
     runtime::Workspace::Frame scratch_frame(c.ws);
     kernels::GroupedLinearParams p;
     p.x = in;
@@ -60,6 +62,11 @@ Status routed_experts(const BlockContext& c, const WeightStore::ExpertTables& t,
     if (w.fp8) {
       p.weights_fp8 = w.weights_fp8.data();
       p.weight_scales = w.scales.data();
+      if (second != nullptr) {
+        p.weights_fp8_b = second->weights_fp8.data();
+        p.weight_scales_b = second->scales.data();
+        p.y_b = out_b;
+      }
     } else {
       p.weights = w.weights.data();
     }
@@ -81,8 +88,14 @@ Status routed_experts(const BlockContext& c, const WeightStore::ExpertTables& t,
     }
     return c.ops.grouped_linear(p);
   };
-  DSA_RETURN_IF_ERROR(grouped(x, rows, pair_row, t.gate, D, inter, gate, nullptr));
-  DSA_RETURN_IF_ERROR(grouped(x, rows, pair_row, t.up, D, inter, up, nullptr));
+  if (t.gate.fp8 && t.up.fp8) {
+    // Gate and up in one launch: at decode one projection of the few touched experts is too
+    // few CTAs to stream at the bandwidth (bench/RESULTS.md), and x is quantised once.
+    DSA_RETURN_IF_ERROR(grouped(x, rows, pair_row, t.gate, D, inter, gate, nullptr, &t.up, up));
+  } else {
+    DSA_RETURN_IF_ERROR(grouped(x, rows, pair_row, t.gate, D, inter, gate, nullptr));
+    DSA_RETURN_IF_ERROR(grouped(x, rows, pair_row, t.up, D, inter, up, nullptr));
+  }
   DSA_RETURN_IF_ERROR(c.ops.swiglu({gate, up, act, int64_t(n)}));
   return grouped(act, slots, nullptr, t.down, inter, D, routed, pair_slot);
 }

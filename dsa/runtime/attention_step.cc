@@ -19,6 +19,15 @@ AttentionStep::AttentionStep(const kernels::OpTable& ops, const MetadataConfig& 
   ragged_out_row_.assign(size_t(config.row_capacity()), -1);
 }
 
+namespace {
+
+// The launcher splits only while R * ceil(H / 64) CTAs leave SMs idle, so splits * R * H stays
+// below SMs * 64 whatever R is; sized for an H200's 132 SMs (with more SMs the launcher caps the
+// count by this capacity). 17 MB.
+constexpr int64_t kMlaSplitWorkspaceFloats = int64_t{132} * 64 * (kernels::kVDim + 2);
+
+}  // namespace
+
 Status AttentionStep::allocate_scratch() {
   const kernels::Backend b = ops_.backend;
   const size_t pg_rows = size_t(config_.max_requests) * size_t(config_.max_rows_per_request());
@@ -31,6 +40,9 @@ Status AttentionStep::allocate_scratch() {
   DSA_ASSIGN_OR_RETURN(gathered_kscale_, Buffer<float>::alloc(b, size_t(config_.max_extend_kv)));
   DSA_ASSIGN_OR_RETURN(ragged_len_buf_, Buffer<int32_t>::alloc(b, ragged_len_.size()));
   DSA_ASSIGN_OR_RETURN(ragged_out_row_buf_, Buffer<int32_t>::alloc(b, ragged_out_row_.size()));
+  if (b == kernels::Backend::kCuda) {
+    DSA_ASSIGN_OR_RETURN(mla_split_ws_, Buffer<float>::alloc(b, size_t(kMlaSplitWorkspaceFloats)));
+  }
   scratch_ready_ = true;
   return ok_status();
 }
@@ -225,6 +237,11 @@ Status AttentionStep::run_layer(const ForwardMetadata& m, const MetadataArrays& 
   p.sm_scale = dims_.sm_scale;
   p.out = out.out;
   p.lse = out.lse;
+  // Split-KV when the rows leave SMs idle (a decode of few requests: at batch 1 and 128 heads the
+  // unsplit kernel is 2 CTAs on 132 SMs). The launcher picks the count from rows_pad alone, so
+  // a graph replays the split it was captured with.
+  p.split_workspace = mla_split_ws_.data();
+  p.split_workspace_floats = mla_split_ws_.data() != nullptr ? kMlaSplitWorkspaceFloats : 0;
   return ops_.sparse_mla_decode(p);
 }
 

@@ -103,6 +103,8 @@ class AttentionStep {
   Buffer<float> gathered_kscale_;
   std::vector<int32_t> ragged_len_, ragged_out_row_;  // built on the host, then uploaded
   Buffer<int32_t> ragged_len_buf_, ragged_out_row_buf_;
+  // The decode attention's split-KV partials (CUDA only; empty on the CPU, which never splits).
+  Buffer<float> mla_split_ws_;
 };
 
 }  // namespace dsa::runtime

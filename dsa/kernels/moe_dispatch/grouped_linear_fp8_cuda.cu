@@ -78,7 +78,9 @@ Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float
       cuda::allow_dynamic_smem_once<grouped_linear_fp8_kernel<N>>(size_t{kSmemBytes<N>}));
   const int64_t m = std::min<int64_t>(p.num_groups, p.capacity);
   const int64_t slots = m + (int64_t{p.capacity} - m) / N;
-  const int64_t n_tiles = (int64_t{p.out_features} + kTileRows - 1) / kTileRows;
+  // The second projection's tiles follow the first's along y (the kernel splits gridDim.y).
+  const int64_t n_tiles =
+      (int64_t{p.out_features} + kTileRows - 1) / kTileRows * (p.y_b != nullptr ? 2 : 1);
   if (slots > INT32_MAX || n_tiles > 65535) {
     return invalid_argument("grouped_linear_cuda: capacity = " + std::to_string(p.capacity) +
                             ", num_groups = " + std::to_string(p.num_groups) + ", out_features = " +

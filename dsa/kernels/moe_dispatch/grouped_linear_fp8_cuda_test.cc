@@ -206,6 +206,44 @@ TEST(GroupedLinearFp8Cuda, EveryTileWidthAndShortBlocks) {
   }
 }
 
+// The paired form (the MoE's gate and up in one launch): y and y_b bit-identical to the two
+// single-projection launches, each within class T of the reference, at V3.2's decode shape
+// (8 experts, 1 pair each: batch 1, top-8) and a mixed one (every tile width's slot search).
+TEST(GroupedLinearFp8Cuda, PairedProjectionEqualsTwoLaunches) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  struct Case {
+    std::vector<int32_t> counts;
+    int32_t in, out, x_rows;
+  } cases[] = {{std::vector<int32_t>(8, 1), 7168, 2048, 1},
+               {{0, 1, 3, 64, 65, 0, 7, 2}, 272, 200, 37}};
+  uint64_t seed = testing::test_seed();
+  for (const Case& c : cases) {
+    Rng ra(seed++), rb(seed++);
+    Fp8GroupedProblem pa = make_fp8_grouped_problem(ra, c.counts, c.in, c.out, c.x_rows, 2, 3);
+    Fp8GroupedProblem pb = make_fp8_grouped_problem(rb, c.counts, c.in, c.out, c.x_rows, 2, 3);
+    pb.x = pa.x;  // the same pairs, other weights
+    pb.x_row = pa.x_row;
+    pb.y_row = pa.y_row;
+    Fp8Device da(pa), db(pb);
+    std::vector<bf16> alone_a, alone_b;
+    ASSERT_TRUE(da.run(&alone_a).ok());
+    ASSERT_TRUE(db.run(&alone_b).ok());
+    expect_matches(pa, alone_a, "first alone");
+    expect_matches(pb, alone_b, "second alone");
+    ASSERT_TRUE(db.y.fill_bytes(testing::kPoisonByte).ok());
+    da.params.weights_fp8_b = db.weights_fp8.data();
+    da.params.weight_scales_b = db.weight_scales.data();
+    da.params.y_b = db.y.data();
+    std::vector<bf16> paired_a;
+    ASSERT_TRUE(da.run(&paired_a).ok());
+    const std::vector<bf16> paired_b = host(db.y);
+    const std::string what = "in " + std::to_string(c.in) + " out " + std::to_string(c.out);
+    EXPECT_EQ(testing::first_bit_difference(paired_a, alone_a), "") << what << ": y";
+    EXPECT_EQ(testing::first_bit_difference(paired_b, alone_b), "") << what << ": y_b";
+  }
+}
+
 TEST(GroupedLinearFp8Cuda, Deterministic) {
   DSA_SKIP_WITHOUT_GPU();
   ScopedCheckedMode unchecked(false);

@@ -193,8 +193,12 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const int32_t g = slot.group;
   if (g < 0) return;  // CTA-uniform
-  const uint8_t* w = p.weights_fp8[g];
-  const float* sw = p.weight_scales[g];
+  // The paired form's second projection owns the upper half of the y tiles.
+  const bool second = p.y_b != nullptr && blockIdx.y >= gridDim.y / 2;
+  const int32_t tile_y = static_cast<int32_t>(second ? blockIdx.y - gridDim.y / 2 : blockIdx.y);
+  bf16* const y = second ? p.y_b : p.y;
+  const uint8_t* w = (second ? p.weights_fp8_b : p.weights_fp8)[g];
+  const float* sw = (second ? p.weight_scales_b : p.weight_scales)[g];
   // Checked mode reports these before the launch; here they only neutralise the group.
   if (w == nullptr || sw == nullptr || reinterpret_cast<uintptr_t>(w) % 16 != 0) return;
   if (tid < N) {
@@ -210,7 +214,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  const int32_t n0 = static_cast<int32_t>(blockIdx.y) * kTileRows;
+  const int32_t n0 = tile_y * kTileRows;
   const int32_t in = p.in_features, out = p.out_features;
   const float* sw_row = sw + int64_t{n0 / kBlock} * nkb;  // the tile lies in one scale row
   for (int s = 0; s < kStages - 1; ++s) {
@@ -277,7 +281,7 @@ __global__ void __launch_bounds__(kThreads)
       const int32_t col = n0 + r + (e >= 2 ? 8 : 0);
       const int32_t yr = y_of[8 * c + 2 * (lane % 4) + (e & 1)];
       if (yr < 0 || col >= out) continue;
-      p.y[int64_t{yr} * out + col] = float_to_bf16(acc[4 * c + e]);
+      y[int64_t{yr} * out + col] = float_to_bf16(acc[4 * c + e]);
     }
   }
 }

@@ -277,6 +277,41 @@ TEST_F(Fp8Validation, InFeaturesNotAMultipleOf16) {
   expect_invalid("in_features = 120: must be a multiple of 16");
 }
 
+// The paired form (gate and up): y equals a call without the second projection, y_b a call with
+// the second projection's weights, bit for bit; both are per-row linear_ref.
+TEST(GroupedLinearFp8, PairedProjectionEqualsTwoCalls) {
+  Fp8Run a = make_run({0, 1, 3, 0, 7, 2}, 272, 200, 5, 1, testing::test_seed());
+  Fp8Run b = make_run({0, 1, 3, 0, 7, 2}, 272, 200, 5, 1, testing::test_seed() + 1);
+  b.pr.x = a.pr.x;  // the same pairs, other weights
+  b.pr.x_row = a.pr.x_row;
+  b.pr.y_row = a.pr.y_row;
+  a.go();
+  b.go();
+  a.expect_per_row_linear_ref("first alone");
+  b.expect_per_row_linear_ref("second alone");
+  std::vector<bf16> ya(a.y.size(), bf16{kPoisonBf16}), yb(b.y.size(), bf16{kPoisonBf16});
+  GroupedLinearParams p = a.pr.params(ya.data());
+  p.weights_fp8_b = b.pr.weights_fp8.data();
+  p.weight_scales_b = b.pr.weight_scales.data();
+  p.y_b = yb.data();
+  ASSERT_TRUE(grouped_linear_ref(p).ok());
+  for (size_t i = 0; i < ya.size(); ++i) ASSERT_EQ(ya[i].bits, a.y[i].bits) << "y " << i;
+  for (size_t i = 0; i < yb.size(); ++i) ASSERT_EQ(yb[i].bits, b.y[i].bits) << "y_b " << i;
+}
+TEST_F(Fp8Validation, PairedProjectionNeedsAllThreeFields) {
+  std::vector<bf16> yb(y.size());
+  p.y_b = yb.data();
+  expect_invalid("weights_fp8_b, weight_scales_b and y_b: 1 of 3 set");
+  p.weights_fp8_b = r.pr.weights_fp8.data();
+  expect_invalid("2 of 3 set");
+  p.weight_scales_b = r.pr.weight_scales.data();
+  EXPECT_TRUE(grouped_linear_ref(p).ok());
+  p.weights_fp8 = nullptr;
+  p.weight_scales = nullptr;
+  p.weights = bf16_weights.data();
+  expect_invalid("the second projection is FP8 only");
+}
+
 TEST(GroupedLinearFp8, ScratchBytes) {
   GroupedLinearParams p;
   std::vector<const uint8_t*> w8(1);

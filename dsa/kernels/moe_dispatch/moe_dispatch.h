@@ -70,13 +70,26 @@ struct GroupedLinearParams {
   bf16* y = nullptr;               // [y_rows, out] bf16 row-major; rows no pair writes untouched
   int32_t y_rows = 0;              // rows of y
   const int32_t* y_row = nullptr;  // [capacity] int32: the y row pair i writes; nullptr = row i
+  // Optional second projection of the same pairs (FP8 only; the MoE's gate and up): W8b_g with
+  // its scales, same [out, in] shape, written to y_b through the same y_row. Exactly two calls'
+  // results (y as without it, y_b as a call with weights_fp8_b), but CUDA runs both in one
+  // launch over x quantised once: twice the CTAs streaming weights at once at decode, where one
+  // projection of 8 experts is too few CTAs for the bandwidth.
+  const uint8_t* const* weights_fp8_b = nullptr;
+  const float* const* weight_scales_b = nullptr;
+  bf16* y_b = nullptr;
 };
 
 // Host checks (InvalidArgument): exactly one of weights / weights_fp8 set, weight_scales set
 // with (and only with) weights_fp8, offsets set, G >= 1, capacity >= 0, in >= 1 and in % 8 == 0
 // (bf16) or in % 16 == 0 (FP8; the CUDA kernels' 16-byte loads), out >= 1, x_rows >= 0,
-// y_rows >= 0, x set when x_rows > 0, y set when y_rows > 0.
+// y_rows >= 0, x set when x_rows > 0, y set when y_rows > 0; the second projection's three
+// fields all set or all null, and only with FP8 weights.
 Status validate(const GroupedLinearParams& p);
+
+// p's second projection as a call of its own (weights_fp8_b, weight_scales_b -> y_b), without
+// one: what the paired form must equal.
+GroupedLinearParams second_projection(const GroupedLinearParams& p);
 
 // Bytes of CUDA scratch the FP8 form needs: x8 [x_rows, in] e4m3 then sx [x_rows, ceil(in/128)]
 // fp32, each 256-byte aligned; 0 for bf16 weights.

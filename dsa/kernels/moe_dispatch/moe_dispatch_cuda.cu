@@ -252,9 +252,17 @@ Status grouped_linear_cuda(const GroupedLinearParams& p) {
                             ", num_groups = " + std::to_string(p.num_groups) + ", out_features = " +
                             std::to_string(p.out_features) + ": the grid exceeds the CUDA limits");
   }
-  if (checked_mode()) DSA_RETURN_IF_ERROR(check_device_data(p));
+  if (checked_mode()) {
+    DSA_RETURN_IF_ERROR(check_device_data(p));
+    if (p.y_b != nullptr) DSA_RETURN_IF_ERROR(check_device_data(second_projection(p)));
+  }
   if (p.weights_fp8 != nullptr) {
-    if (checked_mode()) DSA_RETURN_IF_ERROR(grouped_fp8::check_device_values(p));
+    if (checked_mode()) {
+      DSA_RETURN_IF_ERROR(grouped_fp8::check_device_values(p));
+      if (p.y_b != nullptr) {
+        DSA_RETURN_IF_ERROR(grouped_fp8::check_device_values(second_projection(p)));
+      }
+    }
     return grouped_fp8::launch(p);
   }
   const bool vec_out = p.out_features % gl::kVec == 0 && cuda::is_aligned(p.y, 16);

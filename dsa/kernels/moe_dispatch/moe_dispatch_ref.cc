@@ -246,7 +246,30 @@ Status validate(const GroupedLinearParams& p) {
   DSA_RETURN_IF_ERROR(require_in(kLinearOp, "y_rows", p.y_rows, 0, INT32_MAX));
   if (p.x_rows > 0) DSA_RETURN_IF_ERROR(require_pointer(kLinearOp, "x", p.x));
   if (p.y_rows > 0) DSA_RETURN_IF_ERROR(require_pointer(kLinearOp, "y", p.y));
+  const int second =
+      (p.weights_fp8_b != nullptr) + (p.weight_scales_b != nullptr) + (p.y_b != nullptr);
+  if (second != 0 && second != 3) {
+    return invalid_argument(fmt::format(
+        "{}: weights_fp8_b, weight_scales_b and y_b: {} of 3 set; the second projection needs all",
+        kLinearOp, second));
+  }
+  if (second == 3 && p.weights_fp8 == nullptr) {
+    return invalid_argument(
+        fmt::format("{}: weights_fp8_b is set with bf16 weights: the second projection is FP8 only",
+                    kLinearOp));
+  }
   return ok_status();
+}
+
+GroupedLinearParams second_projection(const GroupedLinearParams& p) {
+  GroupedLinearParams b = p;
+  b.weights_fp8 = p.weights_fp8_b;
+  b.weight_scales = p.weight_scales_b;
+  b.y = p.y_b;
+  b.weights_fp8_b = nullptr;
+  b.weight_scales_b = nullptr;
+  b.y_b = nullptr;
+  return b;
 }
 
 size_t grouped_linear_scratch_bytes(const GroupedLinearParams& p) {
@@ -259,6 +282,14 @@ size_t grouped_linear_scratch_bytes(const GroupedLinearParams& p) {
 
 Status grouped_linear_ref(const GroupedLinearParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
+  if (p.y_b != nullptr) {  // the definition: two calls
+    GroupedLinearParams a = p;
+    a.weights_fp8_b = nullptr;
+    a.weight_scales_b = nullptr;
+    a.y_b = nullptr;
+    DSA_RETURN_IF_ERROR(grouped_linear_ref(a));
+    return grouped_linear_ref(second_projection(p));
+  }
   if (checked_mode()) DSA_RETURN_IF_ERROR(check_data(p));
   const std::vector<int32_t> eff = effective_offsets(p);
   // Groups run one after another; linear_ref spreads each over the thread pool.

@@ -23,7 +23,7 @@ def short(name):
 
 def microseconds(row):
     value = float(row["Metric Value"].replace(",", ""))
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+    scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
     return value * scale[row["Metric Unit"]]
 
 

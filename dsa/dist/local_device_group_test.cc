@@ -54,8 +54,8 @@ TEST(LocalDeviceGroup, AllGatherIsInRankOrderForEveryWorldSizeAndSize) {
       return ok_status();
     });
     for (int32_t r = 0; r < world; ++r) {
-      EXPECT_TRUE(st[size_t(r)].ok()) << "world " << world << " rank " << r << ": "
-                                      << st[size_t(r)].to_string();
+      EXPECT_TRUE(st[size_t(r)].ok())
+          << "world " << world << " rank " << r << ": " << st[size_t(r)].to_string();
     }
   }
 }
@@ -128,8 +128,7 @@ TEST(LocalDeviceGroup, DifferentSizesOrCallsFailOnEveryRank) {
     });
     for (const Status& s : st) {
       ASSERT_FALSE(s.ok());
-      EXPECT_NE(s.message().find("kinds [all_gather, reduce_scatter_sum_bf16]"),
-                std::string::npos)
+      EXPECT_NE(s.message().find("kinds [all_gather, reduce_scatter_sum_bf16]"), std::string::npos)
           << s.to_string();
     }
   }

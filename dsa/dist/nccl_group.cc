@@ -180,17 +180,17 @@ Status NcclGroup::enqueued(int nccl_result, const char* what) {
 Status NcclGroup::all_gather(const void* send, void* recv, size_t bytes_per_rank) {
   if (!broken_.ok()) return broken_;
   if (bytes_per_rank == 0) return ok_status();
-  return enqueued(ncclAllGather(send, recv, bytes_per_rank, ncclUint8, h_->comm,
-                                cuda::current_stream()),
-                  "ncclAllGather");
+  return enqueued(
+      ncclAllGather(send, recv, bytes_per_rank, ncclUint8, h_->comm, cuda::current_stream()),
+      "ncclAllGather");
 }
 
 Status NcclGroup::reduce_scatter_sum_bf16(const bf16* send, bf16* recv, size_t count) {
   if (!broken_.ok()) return broken_;
   if (count == 0) return ok_status();
-  return enqueued(ncclReduceScatter(send, recv, count, ncclBfloat16, ncclSum, h_->comm,
-                                    cuda::current_stream()),
-                  "ncclReduceScatter");
+  return enqueued(
+      ncclReduceScatter(send, recv, count, ncclBfloat16, ncclSum, h_->comm, cuda::current_stream()),
+      "ncclReduceScatter");
 }
 
 }  // namespace dsa::dist

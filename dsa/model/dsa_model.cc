@@ -229,8 +229,7 @@ Status DsaModel::capture_graphs() {
 }
 
 BlockContext DsaModel::block_context(const runtime::ForwardMetadata& meta) {
-  return BlockContext{ops_,       config_,          store_, rope_, attention_,
-                      meta,       mirror_.arrays(), ws_,    &ep_};
+  return BlockContext{ops_, config_, store_, rope_, attention_, meta, mirror_.arrays(), ws_, &ep_};
 }
 
 StatusOr<bf16*> DsaModel::embed(const std::vector<bf16>& table, int32_t rows) {

@@ -21,8 +21,7 @@ Status validate_expert_parallel(int32_t rank, int32_t size, const dist::DeviceCo
                                 const ModelConfig& config) {
   if (size < 1) return invalid_argument(fmt::format("ep_size = {}: must be >= 1", size));
   if (rank < 0 || rank >= size) {
-    return invalid_argument(
-        fmt::format("ep_rank = {}: must be in [0, ep_size = {})", rank, size));
+    return invalid_argument(fmt::format("ep_rank = {}: must be in [0, ep_size = {})", rank, size));
   }
   if (size == 1) return ok_status();
   const int64_t experts = config.n_routed_experts;
@@ -31,18 +30,17 @@ Status validate_expert_parallel(int32_t rank, int32_t size, const dist::DeviceCo
         fmt::format("ep_size = {}: the model has no routed experts to split", size));
   }
   if (experts % size != 0) {
-    return invalid_argument(
-        fmt::format("ep_size = {}: must divide the {} routed experts (n_routed_experts)", size,
-                    experts));
+    return invalid_argument(fmt::format(
+        "ep_size = {}: must divide the {} routed experts (n_routed_experts)", size, experts));
   }
   if (group == nullptr) {
     return invalid_argument(
         fmt::format("ep_size = {}: ep_group is null (the ranks' device collective)", size));
   }
   if (group->world_size() != size || group->rank() != rank) {
-    return invalid_argument(fmt::format(
-        "ep_group is rank {} of {}, the options say ep_rank = {} of ep_size = {}", group->rank(),
-        group->world_size(), rank, size));
+    return invalid_argument(
+        fmt::format("ep_group is rank {} of {}, the options say ep_rank = {} of ep_size = {}",
+                    group->rank(), group->world_size(), rank, size));
   }
   return ok_status();
 }

@@ -1,5 +1,8 @@
 #include "dsa/dist/nccl_group.h"
 
+// cuda_bf16.h before nccl.h: NCCL releases before 2.19 declare ncclBfloat16 only where the CUDA
+// bf16 type is defined.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 #include <nccl.h>

@@ -160,7 +160,11 @@ TEST(ExpertParallelModel, LogitsAndHiddenRowsAreBitIdenticalToOneRank) {
     SCOPED_TRACE(fmt::format("world {}", c.world));
     auto group = dist::LocalDeviceGroup::create(c.world, 20s);
     ASSERT_TRUE(group.ok());
-    const Models models = ep_models(**group, tiny_options(0, int32_t(R), {}));
+    // Poisoned workspace: an unwritten element the EP path read (a gathered row, a slot no rank
+    // wrote) would be NaN in the outputs, not a silent match.
+    model::ModelOptions o = tiny_options(0, int32_t(R), {});
+    o.poison_workspace = true;
+    const Models models = ep_models(**group, o);
     std::vector<std::vector<size_t>> mine(size_t(c.world));
     std::vector<int32_t> rows(size_t(c.world), 0);
     for (size_t i = 0; i < R; ++i) {

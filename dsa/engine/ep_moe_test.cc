@@ -351,6 +351,18 @@ TEST(ExpertParallel, WhatCannotRunIsRefusedNamingTheOption) {
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("ep_size = 0"), std::string::npos);
 
+  // An EP model under a single engine: refused at the first call, not a wait for absent peers.
+  {
+    auto solo_dev = dist::LocalDeviceGroup::create(2, 1s);
+    ASSERT_TRUE(solo_dev.ok());
+    const Models ep = ep_models(**solo_dev, tiny_options(0, 2, {}));
+    Engine alone(*ep[0]);
+    auto id = alone.add_request({{5, 6}, 3, {}});
+    ASSERT_FALSE(id.ok());
+    EXPECT_NE(id.status().message().find("ep_size = 2 but the engine's DP group has 1 rank"),
+              std::string::npos)
+        << id.status().message();
+  }
   // ep != dp: two EP ranks' models in a group of three, or in the wrong order.
   const Models ep2 = ep_models(**two, tiny_options(0, 2, {}));
   auto plain = tiny_model(0, 2);

@@ -198,6 +198,12 @@ void add_dp_option(CLI::App& cmd, EngineArgs& a) {
                  "--mem-fraction-static shared among them")
       ->check(int64_range())
       ->capture_default_str();
+  cmd.add_option("--ep-size,--ep,--expert-parallel-size", a.ep_size,
+                 "Expert-parallel ranks: 1, or the --dp-size, each DP rank then computing its "
+                 "share of the routed experts for every rank's rows (exact: the same tokens and "
+                 "logits as --ep 1); cpu: every rank still loads every expert")
+      ->check(int64_range())
+      ->capture_default_str();
 }
 
 StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::ModelConfig& config,
@@ -246,6 +252,27 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
         a.dp_size));
   }
   s.dp_size = int32_t(a.dp_size);
+  DSA_RETURN_IF_ERROR(check_range("--ep-size", a.ep_size, 1, kMaxDpSize));
+  if (a.ep_size > 1) {
+    if (a.dp_size == 1) {
+      return invalid_argument(fmt::format(
+          "--ep-size = {} needs --dp-size {}: expert parallelism splits the experts over the "
+          "data-parallel ranks (docs/multi_gpu.md)",
+          a.ep_size, a.ep_size));
+    }
+    if (a.ep_size != a.dp_size) {
+      return invalid_argument(fmt::format(
+          "--ep-size = {} with --dp-size = {}: expert parallelism runs over exactly the DP "
+          "ranks, so --ep-size must be 1 or the --dp-size",
+          a.ep_size, a.dp_size));
+    }
+    if (config.n_routed_experts % a.ep_size != 0) {
+      return invalid_argument(fmt::format(
+          "--ep-size = {}: must divide the model's {} routed experts (n_routed_experts)", a.ep_size,
+          config.n_routed_experts));
+    }
+  }
+  s.ep_size = int32_t(a.ep_size);
   if (a.checked_mode == "on" || a.checked_mode == "off") {
     s.checked = a.checked_mode == "on";
   } else if (a.checked_mode == "auto") {

@@ -44,6 +44,10 @@ struct EngineArgs {
   // argparse's prefix matching accepts). Registered by add_dp_option, for the commands that run
   // several ranks (generate); 1 elsewhere.
   int64_t dp_size = 1;
+  // Expert-parallel ranks of the routed experts (SGLang's --ep-size / --ep; docs/multi_gpu.md):
+  // 1, or the dp size (each DP rank computes its share of the experts for every rank's rows).
+  // Registered with --dp-size.
+  int64_t ep_size = 1;
   // Each of the loader's two staging chunks (model/weight_stream.h); neither SGLang nor vLLM has
   // such a flag, so the name is dsa's own.
   int64_t load_chunk_bytes = int64_t(model::kDefaultLoadChunkBytes);
@@ -57,7 +61,7 @@ struct EngineArgs {
 
 // Registers the options on `cmd` (defaults shown in --help).
 void add_engine_options(CLI::App& cmd, EngineArgs& a);
-// Registers --dp-size (aliases --dp, --data-parallel-size) on `cmd`.
+// Registers --dp-size (aliases --dp, --data-parallel-size) and --ep-size (alias --ep) on `cmd`.
 void add_dp_option(CLI::App& cmd, EngineArgs& a);
 
 // Most data-parallel ranks: on the CPU each is a whole model instance and a thread in this
@@ -78,6 +82,7 @@ struct EngineSetup {
   engine::AcceptOn accept_on = engine::AcceptOn::kAuto;
   bool checked = false;  // resolve_engine_args has applied it (set_checked_mode)
   int32_t dp_size = 1;   // data-parallel ranks, in [1, kMaxDpSize]
+  int32_t ep_size = 1;   // expert-parallel ranks: 1 or dp_size, dividing the routed experts
 };
 
 // Every rule between the flags and against the model's config.json: ranges, the speculative

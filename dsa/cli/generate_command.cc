@@ -17,6 +17,8 @@
 #include "dsa/cli/generate_dp.h"
 #include "dsa/cli/generate_report.h"
 #include "dsa/core/splitmix64.h"
+#include "dsa/dist/local_device_group.h"
+#include "dsa/engine/dp_engine_group.h"
 #include "dsa/engine/engine.h"
 #include "dsa/model/memory_plan.h"
 #include "dsa/model/text_stream.h"
@@ -218,8 +220,20 @@ StatusOr<int> run(const GenerateArgs& a) {
   // --dp-size N: N instances of the same weights, one per rank (generate_dp.h); the caches
   // share --mem-fraction-static, each rank planning its share of what is left when it loads.
   mo.mem_fraction_static /= double(setup.dp_size);
+  // --ep-size N (= N): the ranks' MoE collectives, made before the models that use them (and
+  // destroyed after them).
+  std::unique_ptr<dist::LocalDeviceGroup> ep_group;
+  if (setup.ep_size > 1) {
+    DSA_ASSIGN_OR_RETURN(ep_group,
+                         dist::LocalDeviceGroup::create(setup.ep_size, engine::kDpWatchdog));
+  }
   std::vector<std::unique_ptr<model::DsaModel>> models;
   for (int32_t r = 0; r < setup.dp_size; ++r) {
+    if (ep_group) {
+      mo.ep_rank = r;
+      mo.ep_size = setup.ep_size;
+      mo.ep_group = &ep_group->rank(r);
+    }
     DSA_ASSIGN_OR_RETURN(auto m, model::DsaModel::load(dir, mo, *ops));
     models.push_back(std::move(m));
   }
@@ -233,6 +247,12 @@ StatusOr<int> run(const GenerateArgs& a) {
                model::describe_cache_plan(model->cache_plan()));
   }
   if (setup.dp_size > 1) fmt::print(stderr, "dsa generate: {}\n", describe_dp_memory(models));
+  if (setup.ep_size > 1) {
+    fmt::print(stderr,
+               "dsa generate: --ep-size {}: each rank computes {} of the {} routed experts for "
+               "every rank's rows (every rank loads all of them)\n",
+               setup.ep_size, config.n_routed_experts / setup.ep_size, config.n_routed_experts);
+  }
 
   const bool stream = prompts.ids.size() == 1 && !a.json && setup.dp_size == 1;
   GenerateReport report(prompts.shown, a.json, stream, setup.num_draft_tokens, modes);

@@ -15,6 +15,8 @@
 #include "dsa/cli/engine_args.h"
 #include "dsa/cli/generate_dp.h"
 #include "dsa/core/log.h"
+#include "dsa/dist/local_device_group.h"
+#include "dsa/engine/dp_engine_group.h"
 #include "dsa/engine/engine.h"
 #include "dsa/model/chat_template.h"
 #include "dsa/model/memory_plan.h"
@@ -186,6 +188,8 @@ StatusOr<int> run(const ServeArgs& a) {
   // they are made on the engine thread and destroyed here, after the listener has stopped.
   // --dp-size N: N instances of the same weights, one per rank, as `dsa generate --dp-size`
   // (generate_dp.h); the caches share --mem-fraction-static, each rank planning its share.
+  // --ep-size N (= N): the ranks' MoE collectives, made before the models and destroyed after.
+  std::unique_ptr<dist::LocalDeviceGroup> ep_group;
   std::vector<std::unique_ptr<model::DsaModel>> models;
   std::unique_ptr<server::EngineLoop> engine_loop;
   std::thread engine_thread([&] {
@@ -193,8 +197,21 @@ StatusOr<int> run(const ServeArgs& a) {
     mo.mem_fraction_static /= double(setup.dp_size);
     std::vector<std::unique_ptr<model::DsaModel>> loaded_models;
     Status loaded = ok_status();
+    if (setup.ep_size > 1) {
+      auto g = dist::LocalDeviceGroup::create(setup.ep_size, engine::kDpWatchdog);
+      if (g.ok()) {
+        ep_group = std::move(*g);
+      } else {
+        loaded = g.status();
+      }
+    }
     try {
       for (int32_t r = 0; r < setup.dp_size && loaded.ok(); ++r) {
+        if (ep_group) {
+          mo.ep_rank = r;
+          mo.ep_size = setup.ep_size;
+          mo.ep_group = &ep_group->rank(r);
+        }
         StatusOr<std::unique_ptr<model::DsaModel>> m = model::DsaModel::load(dir, mo, *ops);
         if (m.ok()) {
           loaded_models.push_back(std::move(*m));

@@ -1,5 +1,8 @@
 #include "dsa/dist/nccl_group.h"
 
+// cuda_bf16.h before nccl.h: NCCL releases before 2.19 declare ncclBfloat16 only where the CUDA
+// bf16 type is defined.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 #include <nccl.h>
@@ -8,6 +11,7 @@
 #include <thread>
 
 #include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/stream.h"
 
 namespace dsa::dist {
 
@@ -155,6 +159,41 @@ Status NcclGroup::all_reduce(std::span<int64_t> values, ReduceOp op) {
   }
   std::memcpy(values.data(), h_->pinned, bytes);
   return ok_status();
+}
+
+Status NcclGroup::enqueued(int nccl_result, const char* what) {
+  const auto r = static_cast<ncclResult_t>(nccl_result);
+  Status s = ok_status();
+  if (r != ncclSuccess && r != ncclInProgress) {
+    s = nccl_status(r, what);
+  } else {
+    // Polls the communicator's state only (ncclCommGetAsyncError): legal while the stream
+    // captures, and no stream is waited for.
+    s = wait(what, Until::kReady);
+  }
+  ++calls_;
+  if (!s.ok()) {
+    ncclCommAbort(h_->comm);
+    h_->comm = nullptr;
+    broken_ = s;
+  }
+  return s;
+}
+
+Status NcclGroup::all_gather(const void* send, void* recv, size_t bytes_per_rank) {
+  if (!broken_.ok()) return broken_;
+  if (bytes_per_rank == 0) return ok_status();
+  return enqueued(
+      ncclAllGather(send, recv, bytes_per_rank, ncclUint8, h_->comm, cuda::current_stream()),
+      "ncclAllGather");
+}
+
+Status NcclGroup::reduce_scatter_sum_bf16(const bf16* send, bf16* recv, size_t count) {
+  if (!broken_.ok()) return broken_;
+  if (count == 0) return ok_status();
+  return enqueued(
+      ncclReduceScatter(send, recv, count, ncclBfloat16, ncclSum, h_->comm, cuda::current_stream()),
+      "ncclReduceScatter");
 }
 
 }  // namespace dsa::dist

@@ -6,6 +6,13 @@
 // copies them back: a host synchronisation, taken once per step by every rank at the same point,
 // outside any graph. It never waits forever: past the timeout it aborts the communicator and
 // returns an error, like LocalGroup's watchdog; a broken group fails every later call.
+//
+// It is also the DeviceCollective of the MoE's expert parallelism: all_gather and
+// reduce_scatter_sum_bf16 enqueue ncclAllGather / ncclReduceScatter on cuda::current_stream()
+// (the model's forward stream) and return without synchronising, so a forward body that calls
+// them can be captured into a CUDA graph (NCCL >= 2.9). They share the communicator with
+// all_reduce: the engine calls all_reduce only between forwards, after the previous forward's
+// outputs were read, so every rank issues the communicator's calls in one order.
 #pragma once
 
 #include <chrono>
@@ -15,6 +22,7 @@
 
 #include "dsa/dist/bootstrap.h"
 #include "dsa/dist/collective.h"
+#include "dsa/dist/device_collective.h"
 
 namespace dsa::dist {
 
@@ -22,7 +30,7 @@ namespace dsa::dist {
 // it to the others.
 StatusOr<NcclId> nccl_unique_id();
 
-class NcclGroup final : public Collective {
+class NcclGroup final : public Collective, public DeviceCollective {
  public:
   // Most int64 values one all_reduce takes (the step agreement needs 8 + world size).
   static constexpr size_t kMaxValues = 4096;
@@ -37,12 +45,19 @@ class NcclGroup final : public Collective {
   int32_t rank() const override { return rank_; }
   int32_t world_size() const override { return world_size_; }
   Status all_reduce(std::span<int64_t> values, ReduceOp op) override;
+  // DeviceCollective, device pointers, on cuda::current_stream(); no host synchronisation (a
+  // non-blocking communicator still connecting is waited for by polling its state, not a stream).
+  Status all_gather(const void* send, void* recv, size_t bytes_per_rank) override;
+  Status reduce_scatter_sum_bf16(const bf16* send, bf16* recv, size_t count) override;
 
  private:
   struct Handles;
   NcclGroup(int32_t rank, int32_t world_size, std::chrono::milliseconds timeout);
   enum class Until { kReady, kDrained };
   Status wait(const char* what, Until until);
+  // After an enqueue that returned r: waits for a non-blocking communicator's pending call, and
+  // breaks the group on an error (the communicator is aborted).
+  Status enqueued(int nccl_result, const char* what);  // an ncclResult_t (no NCCL types here)
 
   int32_t rank_, world_size_;
   std::chrono::milliseconds timeout_;

@@ -25,6 +25,24 @@ Status check_same_options(const model::DsaModel& a, const model::DsaModel& b, si
   return ok_status();
 }
 
+// Expert parallelism splits the experts over exactly the DP ranks (docs/multi_gpu.md): rank r's
+// model must be EP rank r of the world, or every model must be ep_size 1.
+Status check_expert_parallel(const model::DsaModel& m, size_t rank, size_t world) {
+  const model::ModelOptions& o = m.options();
+  if (o.ep_size == 1) return ok_status();
+  if (size_t(o.ep_size) != world) {
+    return invalid_argument(fmt::format(
+        "dp group: models[{}] has ep_size = {}: expert parallelism needs ep_size == the dp size "
+        "{} (every DP rank owns a share of the experts)",
+        rank, o.ep_size, world));
+  }
+  if (size_t(o.ep_rank) != rank) {
+    return invalid_argument(fmt::format(
+        "dp group: models[{}] has ep_rank = {}: must be its dp rank {}", rank, o.ep_rank, rank));
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<DpEngineGroup>> DpEngineGroup::create(
@@ -36,6 +54,12 @@ StatusOr<std::unique_ptr<DpEngineGroup>> DpEngineGroup::create(
     if (models[r] == nullptr)
       return invalid_argument(fmt::format("dp group: models[{}] is null", r));
     DSA_RETURN_IF_ERROR(check_same_options(*models[0], *models[r], r));
+    if (models[r]->options().ep_size != models[0]->options().ep_size) {
+      return invalid_argument(fmt::format("dp group: models[{}] has ep_size = {}, models[0] {}", r,
+                                          models[r]->options().ep_size,
+                                          models[0]->options().ep_size));
+    }
+    DSA_RETURN_IF_ERROR(check_expert_parallel(*models[r], r, models.size()));
   }
   DSA_ASSIGN_OR_RETURN(std::unique_ptr<dist::LocalGroup> group,
                        dist::LocalGroup::create(int32_t(models.size()), timeout));

@@ -33,7 +33,9 @@ class DpEngineGroup {
  public:
   // One rank per model (each must outlive the group). InvalidArgument for no models, a null
   // model, models with different options (the ranks must agree on d, buckets and capacities),
-  // or a timeout <= 0. timeout: the group's watchdog (a rank missing a collective that long
+  // expert-parallel models whose ep_size is not the number of models or whose ep_rank is not
+  // their index (model::ModelOptions::ep_*: the caller made their device group), or a timeout
+  // <= 0. timeout: the group's watchdog (a rank missing a collective that long
   // breaks the group with an error on every rank instead of hanging).
   // per_rank (may be empty) adjusts each rank's copy of `options` before its engine is made: the
   // server routes each rank's on_tokens / on_finish to that rank's requests.

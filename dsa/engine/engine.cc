@@ -57,6 +57,15 @@ Engine::Engine(model::DsaModel& model, EngineOptions options, dist::Collective* 
   }
   // The step configuration is checked once here (an empty proposal is valid for any good one).
   if (options_status_.ok()) options_status_ = validate(StepProposal{}, dp_config_);
+  // An expert-parallel model's every forward waits for its ep_size - 1 peers: alone, or in a DP
+  // group of another size, its first MoE would wait for ranks that never come.
+  const int32_t ep = model.options().ep_size;
+  if (options_status_.ok() && ep > 1 && group_->world_size() != ep) {
+    options_status_ = invalid_argument(fmt::format(
+        "engine: the model has ep_size = {} but the engine's DP group has {} rank(s): expert "
+        "parallelism runs over exactly the DP ranks",
+        ep, group_->world_size()));
+  }
 }
 
 Status validate(const EngineOptions& o) {

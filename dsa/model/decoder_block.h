@@ -12,6 +12,7 @@
 #include "dsa/core/dtype.h"
 #include "dsa/core/status.h"
 #include "dsa/kernels/op_table.h"
+#include "dsa/model/expert_parallel.h"
 #include "dsa/model/model_config.h"
 #include "dsa/model/model_weights.h"
 #include "dsa/model/weight_store.h"
@@ -36,6 +37,7 @@ struct BlockContext {
   const runtime::ForwardMetadata& meta;   // host: header and host-side decisions
   const runtime::MetadataArrays& arrays;  // meta's arrays and the page table, backend copies
   runtime::Workspace& ws;
+  const ExpertParallel* ep = nullptr;  // the MoE's expert parallelism; nullptr = every expert here
 };
 
 // y = x W^T through the op table (bf16 or FP8 weight); y_f32 selects an fp32 output.

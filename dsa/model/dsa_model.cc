@@ -115,6 +115,8 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
                                                      options.buckets, options.max_requests));
   DSA_RETURN_IF_ERROR(runtime::use_forward_stream(ops.backend));
   DSA_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir / "config.json"));
+  DSA_RETURN_IF_ERROR(
+      validate_expert_parallel(options.ep_rank, options.ep_size, options.ep_group, config));
   DSA_ASSIGN_OR_RETURN(runtime::MetadataConfig mc, metadata_config_for(config, options));
   CachePlan plan;
   if (mc.num_pages == 0) {
@@ -179,6 +181,18 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
   }
   DSA_RETURN_IF_ERROR(m->store_.add(m->rope_.cos));
   DSA_RETURN_IF_ERROR(m->store_.add(m->rope_.sin));
+  if (options.ep_size > 1) {
+    ExpertParallel& ep = m->ep_;
+    ep = {options.ep_rank, options.ep_size, options.ep_group};
+    m->ep_tables_ = expert_parallel_tables(int32_t(m->config_.n_routed_experts),
+                                           int32_t(m->config_.hidden_size), ep.rank, ep.size);
+    DSA_RETURN_IF_ERROR(m->store_.add(m->ep_tables_.owned));
+    DSA_RETURN_IF_ERROR(m->store_.add(m->ep_tables_.foreign));
+    DSA_RETURN_IF_ERROR(m->store_.add(m->ep_tables_.negative_zero));
+    ep.owned = m->store_.get(m->ep_tables_.owned);
+    ep.foreign = m->store_.get(m->ep_tables_.foreign);
+    ep.negative_zero = m->store_.get(m->ep_tables_.negative_zero);
+  }
   DSA_RETURN_IF_ERROR(m->allocate_outputs());
   if (options.cuda_graphs) DSA_RETURN_IF_ERROR(m->capture_graphs());
   return m;
@@ -215,7 +229,7 @@ Status DsaModel::capture_graphs() {
 }
 
 BlockContext DsaModel::block_context(const runtime::ForwardMetadata& meta) {
-  return BlockContext{ops_, config_, store_, rope_, attention_, meta, mirror_.arrays(), ws_};
+  return BlockContext{ops_, config_, store_, rope_, attention_, meta, mirror_.arrays(), ws_, &ep_};
 }
 
 StatusOr<bf16*> DsaModel::embed(const std::vector<bf16>& table, int32_t rows) {

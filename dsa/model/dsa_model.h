@@ -79,6 +79,11 @@ struct ModelOptions {
   // Tests: fill the workspace's uninitialised takes with a NaN byte pattern (runtime/workspace.h)
   // instead of leaving them, so a buffer some consumer reads unwritten changes the outputs.
   bool poison_workspace = false;
+  // Expert parallelism of the routed experts (model/expert_parallel.h, docs/multi_gpu.md): this
+  // model is rank ep_rank of ep_size ranks that split them, over ep_group (outlives the model;
+  // every rank runs every forward). All experts are still loaded; a rank computes only its own.
+  int32_t ep_rank = 0, ep_size = 1;
+  dist::DeviceCollective* ep_group = nullptr;
 };
 
 // Host-side time of forwards (what graphs remove): host_s runs from the start of a forward until
@@ -208,6 +213,8 @@ class DsaModel {
   StreamStats load_stats_;
   std::vector<int32_t> padded_tokens_;  // a padded forward's token rows (reused)
   std::vector<bf16> padded_hidden_;
+  ExpertParallelTables ep_tables_;  // host copies; ep_ points at their backend copies
+  ExpertParallel ep_;
 };
 
 }  // namespace dsa::model

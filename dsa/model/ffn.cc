@@ -1,4 +1,5 @@
-// The feed-forward half of a block (SPEC.md §8.6): the SwiGLU MLP and the noaux_tc MoE.
+// The feed-forward half of a block (SPEC.md §8.6): the SwiGLU MLP and the noaux_tc MoE, its routed
+// experts on this rank alone or split over the expert-parallel ranks (expert_parallel.h).
 #include <span>
 
 #include "dsa/model/block_parts.h"
@@ -100,6 +101,62 @@ Status routed_experts(const BlockContext& c, const WeightStore::ExpertTables& t,
   return grouped(act, slots, nullptr, t.down, inter, D, routed, pair_slot);
 }
 
+// The routed experts under expert parallelism (expert_parallel.h): every rank's rows and ids are
+// gathered, this rank computes the gathered slots of its own experts, every other slot holds
+// -0.0, and the reduce-scatter hands each rank its own rows' slots, each the one computing rank's
+// value exactly. Fixed sizes (ep.size * rows rows), every call on every rank: graph-capturable.
+Status ep_routed_experts(const BlockContext& c, const WeightStore::ExpertTables& t, const bf16* x,
+                         int32_t rows, int32_t inter, const int32_t* ids, bf16* routed) {
+  const ExpertParallel& ep = *c.ep;
+  const ModelConfig& cf = c.config;
+  const int32_t E = int32_t(cf.n_routed_experts), k = int32_t(cf.num_experts_per_tok);
+  const int32_t D = int32_t(cf.hidden_size);
+  const int32_t all_rows = ep.size * rows, all_slots = all_rows * k;
+  runtime::Workspace::Frame frame(c.ws);
+  DSA_ASSIGN_OR_RETURN(bf16 * all_x, c.ws.take_uninit<bf16>(size_t(all_rows) * D));
+  DSA_ASSIGN_OR_RETURN(int32_t * all_ids, c.ws.take_uninit<int32_t>(size_t(all_slots)));
+  DSA_RETURN_IF_ERROR(ep.group->all_gather(x, all_x, size_t(rows) * D * sizeof(bf16)));
+  DSA_RETURN_IF_ERROR(ep.group->all_gather(ids, all_ids, size_t(rows) * k * sizeof(int32_t)));
+
+  // Per slot, through the rank's tables (a gather of 4-byte rows indexed by the expert id; id -1,
+  // a padded row, is skipped and keeps the -1 fill): `mine` is the id if this rank owns it, else
+  // -1; `foreign` is 0 where another rank owns it, else -1.
+  DSA_ASSIGN_OR_RETURN(int32_t * mine, c.ws.take_uninit<int32_t>(size_t(all_slots)));
+  DSA_ASSIGN_OR_RETURN(int32_t * foreign, c.ws.take_uninit<int32_t>(size_t(all_slots)));
+  const size_t id_bytes = size_t(all_slots) * sizeof(int32_t);
+  DSA_RETURN_IF_ERROR(c.ws.memory().fill(mine, 0xFF, id_bytes));  // int32 -1
+  DSA_RETURN_IF_ERROR(c.ws.memory().fill(foreign, 0xFF, id_bytes));
+  auto remap = [&](const int32_t* table, int32_t* out) {
+    kernels::RowCopyParams p;
+    p.src = table;
+    p.dst = out;
+    p.index = all_ids;
+    p.src_stride = p.dst_stride = p.row_bytes = sizeof(int32_t);
+    p.num_rows = all_slots;
+    p.index_bound = E;
+    p.mode = kernels::RowCopyMode::kGather;
+    return c.ops.row_copy(p);
+  };
+  DSA_RETURN_IF_ERROR(remap(ep.owned, mine));
+  DSA_RETURN_IF_ERROR(remap(ep.foreign, foreign));
+
+  // Zeroed so a padded row's slots (written by no rank) sum to zeros; then -0.0 into every slot
+  // of another rank's expert, and this rank's own slots from its experts.
+  DSA_ASSIGN_OR_RETURN(bf16 * all_routed, c.ws.take_zeroed<bf16>(size_t(all_slots) * D));
+  kernels::RowCopyParams nz;
+  nz.src = ep.negative_zero;
+  nz.dst = all_routed;
+  nz.index = foreign;
+  nz.row_bytes = int64_t(D) * int64_t(sizeof(bf16));
+  nz.src_stride = nz.dst_stride = nz.row_bytes;  // the table has the one row 0
+  nz.num_rows = all_slots;
+  nz.index_bound = 1;
+  nz.mode = kernels::RowCopyMode::kGather;
+  DSA_RETURN_IF_ERROR(c.ops.row_copy(nz));
+  DSA_RETURN_IF_ERROR(routed_experts(c, t, all_x, all_rows, inter, mine, all_routed));
+  return ep.group->reduce_scatter_sum_bf16(all_routed, routed, size_t(rows) * k * D);
+}
+
 }  // namespace
 
 // y = sum_e g_e E_e(x) + shared(x), summed in fp32, rounded once.
@@ -135,7 +192,12 @@ Status moe(const BlockContext& c, const MoeWeights& w, const bf16* x, int32_t ro
     return failed_precondition(
         "moe: no expert tables for this layer (WeightStore::add_expert_tables was not run)");
   }
-  DSA_RETURN_IF_ERROR(routed_experts(c, *t, x, rows, w.experts[0].gate.out, ids, routed));
+  const int32_t inter = w.experts[0].gate.out;
+  if (c.ep != nullptr && c.ep->enabled()) {
+    DSA_RETURN_IF_ERROR(ep_routed_experts(c, *t, x, rows, inter, ids, routed));
+  } else {
+    DSA_RETURN_IF_ERROR(routed_experts(c, *t, x, rows, inter, ids, routed));
+  }
   bf16* shared = nullptr;
   if (w.shared) {
     DSA_ASSIGN_OR_RETURN(shared, c.ws.take_uninit<bf16>(size_t(rows) * D));

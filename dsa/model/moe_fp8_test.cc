@@ -101,7 +101,7 @@ struct MoeFixture {
     arrays.row_len = row_len.data();
   }
   BlockContext context() {
-    return BlockContext{kernels::cpu_ops(), cf, store, rope, attention, meta, arrays, ws};
+    return BlockContext{kernels::cpu_ops(), cf, store, rope, attention, meta, arrays, ws, nullptr};
   }
 };
 

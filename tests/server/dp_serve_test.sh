@@ -5,6 +5,8 @@
 #   - dp 1 (with a legal --load-chunk-bytes) gives each prompt's greedy completion;
 #   - dp 2 (--dp-size) and dp 3 (--data-parallel-size): concurrent requests, streamed and not, all
 #     complete with dp 1's text and token count;
+#   - dp 2 with --ep 2 (the ranks split the MoE's experts, model/expert_parallel.h): the same;
+#     --ep 3 (not dividing the 4 experts) is refused;
 #   - /metrics: the per-rank gauges show every rank took the same steps, requests were placed on
 #     more than one rank, and the totals count every token;
 #   - SIGTERM: exit 0.
@@ -33,6 +35,7 @@ refused() {
 }
 refused "dp-size = 0: must be in \\[1, 64\\]" --dp-size 0
 refused "dp-size = 65: must be in \\[1, 64\\]" --dp 65
+refused "ep-size = 3: must divide the model's 4 routed experts" --dp 3 --ep 3
 refused "load-chunk-bytes = 1000: must be in \\[1048576, 1073741824\\]" --load-chunk-bytes 1000
 # The same refusal as `dsa generate` (one rule in cli/engine_args).
 want=$(timeout 60 "$dsa" generate --model "$model" --prompt Hi --dp-size 2 --device cuda 2>&1 |
@@ -85,10 +88,12 @@ rank_values() {
     sort | awk '{ print $2 }' | paste -sd' '
 }
 
-# dp_run NAME N FLAG: N ranks; every prompt twice at once (streamed and not); each equals dp 1.
+# dp_run NAME N FLAG [ARGS...]: N ranks; every prompt twice at once (streamed and not); each
+# equals dp 1.
 dp_run() {
   local name=$1 n=$2 flag=$3 i same=0 total=0 got
-  start "$name" --max-running-requests 2 "$flag" "$n"
+  shift 3
+  start "$name" --max-running-requests 2 "$flag" "$n" "$@"
   for i in "${!prompts[@]}"; do
     complete "$i" false >"$tmp/$name.$i.plain" &
     complete "$i" true >"$tmp/$name.$i.sse" &
@@ -132,5 +137,6 @@ wait_curls() { for j in $(jobs -p); do [ "$j" != "$pid" ] && wait "$j"; done; }
 
 dp_run dp2 2 --dp-size
 dp_run dp3 3 --data-parallel-size
+dp_run dp2ep2 2 --dp-size --ep 2
 
 exit "$fail"

@@ -8,8 +8,10 @@
 // step are exactly the acceptance's counts and tokens plus the drafts.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 
+#include "dsa/engine/dp_engine_group.h"
 #include "dsa/engine/engine_test_util.h"
 
 namespace dsa::engine {
@@ -36,7 +38,7 @@ Traced traced(model::DsaModel& m, const std::vector<std::vector<int32_t>>& promp
 
 TEST(DeviceHandoff, ChainEqualsTheHostHandoffDraftForDraft) {
   const auto prompts = testing::heldout_prompts({9, 30, 17});
-  const std::vector<int32_t> max_new = {14, 18, 11};
+  const std::vector<int32_t> max_new = {12, 14, 9};
   const SamplingParams greedy{}, sampled{0.8f, 0.9f, 50, 1234};
   for (int32_t d : {1, 3, 4, 6}) {
     // Three requests in buckets {1, 2, 4}: a padded request in every full forward.
@@ -118,6 +120,29 @@ TEST(DeviceHandoff, PlainDecodeReadsOneTokenPerRequest) {
   // One read per phase that ran (the step that completes the prompts also decodes them).
   EXPECT_GE(r.metrics.readbacks, r.metrics.steps);
   EXPECT_LE(r.metrics.readbacks, r.metrics.steps + 1);
+}
+
+// Two DP ranks on the backend path, one of them idle: the idle rank's chain forwards are IDLE,
+// take an empty draft slot and gather no rows, and the busy rank's output equals one engine's.
+TEST(DeviceHandoff, AnIdleDpRankRunsTheChainOnPadding) {
+  const auto prompts = testing::heldout_prompts({12});
+  EngineOptions o;
+  o.accept_on = AcceptOn::kBackend;
+  auto single = testing::tiny_model(3, 2, 0, {1, 2});
+  const testing::RunResult base = testing::generate(*single, prompts, {14}, SamplingParams{}, o);
+  std::vector<std::unique_ptr<model::DsaModel>> models;
+  for (int32_t r = 0; r < 2; ++r) models.push_back(testing::tiny_model(3, 2, 0, {1, 2}));
+  auto group =
+      DpEngineGroup::create({models[0].get(), models[1].get()}, o, std::chrono::milliseconds(5000));
+  ASSERT_TRUE(group.ok()) << group.status().message();
+  auto id = (*group)->add_request_on(0, GenerationRequest{prompts[0], 14, SamplingParams{}});
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  const Status s = (*group)->run_to_completion();
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ((*group)->engine(0).request(id->id).output, base.outputs[0]);
+  EXPECT_EQ((*group)->engine(0).request(id->id).accept_lengths, base.accept_lengths[0]);
+  EXPECT_GT((*group)->engine(1).metrics().steps, 0);
+  EXPECT_EQ((*group)->engine(1).metrics().emitted, 0);
 }
 
 }  // namespace

@@ -90,7 +90,8 @@ struct ModelOptions {
 
 // Host-side time of forwards (what graphs remove): host_s runs from the start of a forward until
 // its last launch is enqueued (staging, metadata copy, launches or the graph launch); total_s
-// includes waiting for the results.
+// adds collecting its results, waiting for them included — none for a launched-only forward,
+// whose GPU time shows in the wait of the read that follows it.
 struct ForwardTiming {
   int64_t forwards = 0, replays = 0;
   double host_s = 0, total_s = 0;

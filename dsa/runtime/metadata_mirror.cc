@@ -134,7 +134,9 @@ Status MetadataMirror::upload(const ForwardMetadata& m, const kernels::PageTable
   offset += page_table_size(pt);
   std::memcpy(s + offset, tokens.data(), size_t(rows) * sizeof(int32_t));
   offset += size_t(config_.row_capacity());
-  std::memcpy(s + offset, hidden_rows.data(), hidden_rows.size() * sizeof(int32_t));
+  if (!hidden_rows.empty()) {
+    std::memcpy(s + offset, hidden_rows.data(), hidden_rows.size() * sizeof(int32_t));
+  }
   std::fill(s + offset + hidden_rows.size(), s + offset + size_t(rows), -1);
   size_t bytes = fixed_words_ * sizeof(int32_t);
   if (!hidden.empty()) {

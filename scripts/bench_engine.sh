@@ -5,7 +5,12 @@
 # tokens per request, prompts cut from testdata/heldout.txt. Prints one table row per run: tokens/s,
 # ms per output token (per request, after its first token), mean accept length, and the host time
 # per engine step spent staging and launching (what graphs remove) next to the step's total.
-# Usage: scripts/bench_engine.sh BUILD_DIR   (BATCHES="1 8 32" DRAFTS="0 3" RUNS="on:device on:host off:device")
+# With BREAKDOWN=1 each row is followed by where a step's host time goes (ms per step: the
+# forwards' build / stage / launch / wait / collect / sample, the engine's schedule / accept /
+# emit / retire, the rest; `generate --json`'s host_breakdown_ms_per_step) and the device-to-host
+# reads per step. RUNS="on:device" (say) restricts the graph / sampling variants run.
+# Usage: [BREAKDOWN=1] [BATCHES="1 8 32"] [DRAFTS="0 3"] [RUNS="on:device on:host off:device"]
+#        scripts/bench_engine.sh BUILD_DIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build="${1:?usage: bench_engine.sh BUILD_DIR}"
@@ -31,13 +36,21 @@ for batch in ${BATCHES:-1 8 32}; do
         echo "batch $batch d $d graphs $graphs sampling $where: FAILED: $(tail -2 "$tmp/err.txt")"
         continue
       fi
-      python3 - "$batch" "$d" "$graphs" "$where" "$json" <<'PY'
-import json, sys
+      BREAKDOWN="${BREAKDOWN:-0}" python3 - "$batch" "$d" "$graphs" "$where" "$json" <<'PY'
+import json, os, sys
 b, d, g, w, j = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5])["summary"]
 nodes = j['graph_nodes'] / j['graphs'] if j.get('graphs') else 0
 print(f"{b:<6} {d:<3} {g:<7} {w:<8} {j['tokens_per_s']:9.1f} {j['tpot_ms']:9.3f} "
       f"{j['accept_length_mean']:8.3f} {j['steps']:8d} {j['host_ms_per_step']:10.3f} "
       f"{j['forward_ms_per_step']:10.3f} {j['graph_replays']:7d} {nodes:7.0f}")
+if os.environ.get("BREAKDOWN") == "1" and "host_breakdown_ms_per_step" in j:
+    h = j["host_breakdown_ms_per_step"]
+    parts = " ".join(f"{k} {h[k]:.4f}" for k in ("build", "stage", "launch", "wait", "collect",
+                                                 "sample", "schedule", "accept", "emit",
+                                                 "retire", "other"))
+    print(f"    host ms/step: {parts} | step {h['step']:.4f}, host without wait "
+          f"{h['host_without_wait']:.4f} | reads/step {j['readbacks_per_step']:.2f}, "
+          f"bytes/step {j['readback_bytes_per_step']:.0f}")
 PY
     done
   done

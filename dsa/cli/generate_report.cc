@@ -125,6 +125,34 @@ void GenerateReport::refused(size_t index, const Status& why) {
   progress();
 }
 
+namespace {
+
+// Where a step's host time goes, per step (ms): the model's phases of every forward and read
+// (ForwardTiming) and the engine's own parts (EngineMetrics::times); `other` is the step's time
+// that neither names (plan agreement, batch assembly, the engine's bookkeeping between calls).
+// `wait` is the host blocked on the GPU, so the host's own work is the rest.
+json host_breakdown(const engine::EngineMetrics& m, const model::ForwardTiming& ft, double steps) {
+  auto per = [&](double s) { return 1000.0 * s / steps; };
+  const engine::EngineMetrics::StepTimes& t = m.times;
+  const double named = ft.build_s + ft.stage_s + ft.launch_s + ft.wait_s + ft.collect_s +
+                       ft.sample_s + t.schedule_s + t.accept_s + t.emit_s + t.retire_s;
+  return json{{"build", per(ft.build_s)},
+              {"stage", per(ft.stage_s)},
+              {"launch", per(ft.launch_s)},
+              {"wait", per(ft.wait_s)},
+              {"collect", per(ft.collect_s)},
+              {"sample", per(ft.sample_s)},
+              {"schedule", per(t.schedule_s)},
+              {"accept", per(t.accept_s)},
+              {"emit", per(t.emit_s)},
+              {"retire", per(t.retire_s)},
+              {"other", per(t.total_s - named)},
+              {"step", per(t.total_s)},
+              {"host_without_wait", per(t.total_s - ft.wait_s)}};
+}
+
+}  // namespace
+
 void GenerateReport::summary(const engine::EngineMetrics& m, const model::ForwardTiming& ft,
                              const runtime::GraphStats& gs, const model::CachePlan& cache,
                              const DpSummary& dp) {
@@ -170,12 +198,16 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
         kinds.push_back({{"model", runtime::model_name(model)},
                          {"mode", runtime::mode_name(mode)},
                          {"forwards", k.forwards},
+                         {"waited", k.waited},
                          {"ms_each", 1000.0 * k.total_s / double(k.forwards)},
                          {"ms_per_step", 1000.0 * k.total_s / steps}});
       }
     }
     j["summary"]["forward_kinds"] = kinds;
     j["summary"]["step_ms"] = 1000.0 * secs / steps;
+    j["summary"]["host_breakdown_ms_per_step"] = host_breakdown(m, ft, steps);
+    j["summary"]["readbacks_per_step"] = double(m.readbacks) / steps;
+    j["summary"]["readback_bytes_per_step"] = double(m.readback_bytes) / steps;
     j["summary"]["dp"] = {{"world_size", dp.world_size},
                           {"steps_per_rank", dp.steps},
                           {"requests_per_rank", dp.requests}};

@@ -4,9 +4,14 @@
 // With EngineOptions::simulate_accept_length the count a is drawn (simulated_acceptance.h). Where
 // EngineOptions::accept_on puts the step on the backend, the logits stay in its memory and the
 // acceptance op decides there (at d = 0 for plain sampling, the simulated step's rows and the
-// drafts); otherwise the host rules run on the host logits.
+// drafts); otherwise the host rules run on the host logits. The MTP forwards take their hidden
+// rows from the verify's (and each other's) outputs in backend memory (model::ForwardInputs), so
+// after the acceptance's read the step reads back only the d drafts (draft_chain.cc).
 // The forwards are the agreed plan's (engine.h), at the B_pad of the largest B over the ranks.
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
 
 #include "dsa/engine/acceptance.h"
 #include "dsa/engine/engine.h"
@@ -47,7 +52,10 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   const bool on_backend = target_on_backend(reqs);
   const double sim = options_.simulate_accept_length;
   model::ForwardOutput target;
-  DSA_RETURN_IF_ERROR(run_forward(plan[0], inputs, tokens, {}, &target, logits_to(on_backend)));
+  model::ForwardInputs target_in;
+  target_in.tokens = tokens;
+  DSA_RETURN_IF_ERROR(
+      run_forward(plan[0], inputs, target_in, &target, outputs(d_ > 0, on_backend)));
   // The target's token at every row (d = 0), or, on the backend, at every verify row of a
   // simulated step (whose forced count picks one; the host path samples only that row).
   std::vector<int32_t> row_tokens;
@@ -77,11 +85,13 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   // and g_{j+1} (or y when j = d) after it (computed and discarded).
   std::vector<int32_t> mtp_tokens;
   std::vector<int32_t> committed;
-  std::vector<runtime::RequestInput> mtp_inputs = inputs;
+  std::vector<runtime::RequestInput> mtp_reqs = inputs;
   std::vector<AcceptResult> decided;
   if (on_backend && !(sim > 0)) {
     DSA_ASSIGN_OR_RETURN(decided, accept_on_backend(reqs));
   }
+  const auto t_accept = std::chrono::steady_clock::now();
+  const double emit_before = metrics_.times.emit_s;
   for (size_t b = 0; b < reqs.size(); ++b) {
     RequestState& r = *reqs[b];
     const int64_t first = int64_t(r.committed) + 1;
@@ -107,8 +117,8 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
     for (int32_t j = 0; j < n; ++j) {
       mtp_tokens.push_back(j < a ? r.drafts[sz(j)] : j == a ? y : (j < d_ ? r.drafts[sz(j)] : y));
     }
-    mtp_inputs[b].sample_first = a;
-    mtp_inputs[b].sample_count = 1;
+    mtp_reqs[b].sample_first = a;
+    mtp_reqs[b].sample_count = 1;
     metrics_.accept.add(a);
     ++metrics_.verify_steps;
     r.accept_lengths.push_back(a + 1);
@@ -117,19 +127,21 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
     committed.push_back(r.committed);
     emit(r, acc.emitted);
   }
+  metrics_.times.accept_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_accept).count() -
+      (metrics_.times.emit_s - emit_before);
+  // DRAFT_EXTEND row r pairs with verify row r (§6.7): every row of the verify, in place.
+  std::vector<int32_t> rows(sz(std::min(target.header.rows_pad, plan[1].rows_pad)));
+  for (size_t r = 0; r < rows.size(); ++r) rows[r] = int32_t(r);
+  std::vector<bf16> host_rows;
+  model::ForwardInputs mtp_in = mtp_inputs(target, rows, &host_rows);
+  mtp_in.tokens = mtp_tokens;
   model::ForwardOutput mtp;
-  const bool drafts_there = drafts_on_backend();
-  DSA_RETURN_IF_ERROR(run_forward(plan[1], std::move(mtp_inputs), mtp_tokens, target.hidden, &mtp,
-                                  logits_to(drafts_there)));
-  DSA_ASSIGN_OR_RETURN(std::vector<int32_t> first, drafts_of(mtp, drafts_there, reqs.size()));
-  std::vector<bf16> hidden;
-  const int32_t D = int32_t(model_.config().hidden_size);
-  for (size_t b = 0; b < reqs.size(); ++b) {
-    const int32_t row = mtp.sample_row[b];
-    hidden.insert(hidden.end(), mtp.hidden.begin() + long(row) * D,
-                  mtp.hidden.begin() + long(row + 1) * D);
-  }
-  return draft_chain(reqs, std::move(first), std::move(hidden), std::move(committed),
+  DSA_RETURN_IF_ERROR(
+      run_forward(plan[1], std::move(mtp_reqs), mtp_in, &mtp, outputs(true, drafts_on_backend())));
+  std::vector<int32_t> sampled(reqs.size());
+  for (size_t b = 0; b < reqs.size(); ++b) sampled[b] = mtp.sample_row[b];
+  return draft_chain(reqs, mtp, sampled, std::move(committed),
                      std::span<const ForwardShape>(plan).subspan(2));
 }
 

@@ -17,6 +17,10 @@ namespace {
 
 size_t sz(int64_t v) { return static_cast<size_t>(v); }
 
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 SchedulerLimits limits_of(const model::DsaModel& m) {
   SchedulerLimits l;
   l.max_running = m.metadata_config().max_requests;
@@ -116,12 +120,12 @@ StatusOr<int64_t> Engine::add_request(GenerationRequest req) {
 }
 
 Status Engine::run_forward(const ForwardShape& shape, std::vector<runtime::RequestInput> reqs,
-                           std::span<const int32_t> tokens, std::span<const bf16> hidden,
-                           model::ForwardOutput* out, model::LogitsTo logits_to) {
+                           const model::ForwardInputs& in, model::ForwardOutput* out,
+                           model::ForwardOutputs what) {
   const int32_t real = int32_t(reqs.size());
   DSA_ASSIGN_OR_RETURN(runtime::ForwardBatch b, make_batch(shape, std::move(reqs), forwards_++));
   if (options_.check_forwards) DSA_RETURN_IF_ERROR(cross_check_forward(*group_, shape));
-  DSA_RETURN_IF_ERROR(model_.forward(std::move(b), tokens, hidden, out, logits_to));
+  DSA_RETURN_IF_ERROR(model_.forward(std::move(b), in, out, what));
   mask_padding_logits(out->logits);  // kBackend: none here; the op reads only [0, sampleable_)
   metrics_.host_logit_rows += int64_t(out->logits.size() / sz(vocab_));
   // The model must run the agreed shape, not one it derived from this rank's rows: a mismatch
@@ -135,6 +139,26 @@ Status Engine::run_forward(const ForwardShape& shape, std::vector<runtime::Reque
   }
   if (options_.record_forwards) trace_.push_back({metrics_.steps, ran, real});
   return ok_status();
+}
+
+model::ForwardInputs Engine::mtp_inputs(const model::ForwardOutput& prev,
+                                        const std::vector<int32_t>& rows,
+                                        std::vector<bf16>* host_rows) const {
+  model::ForwardInputs in;
+  if (!options_.host_handoff) {
+    in.hidden_from_last = true;
+    in.hidden_rows = rows;
+    return in;
+  }
+  const size_t D = sz(model_.config().hidden_size);
+  host_rows->assign(rows.size() * D, bf16{});
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r] < 0) continue;
+    std::copy(prev.hidden.begin() + long(sz(rows[r]) * D),
+              prev.hidden.begin() + long(sz(rows[r] + 1) * D), host_rows->begin() + long(r * D));
+  }
+  in.hidden = *host_rows;
+  return in;
 }
 
 StatusOr<std::vector<ForwardShape>> Engine::agree(const StepProposal& proposal) {
@@ -205,19 +229,9 @@ StatusOr<std::vector<int32_t>> Engine::sampled_tokens(const model::ForwardOutput
   return tokens;
 }
 
-StatusOr<std::vector<int32_t>> Engine::drafts_of(const model::ForwardOutput& out, bool on_backend,
-                                                 size_t count) {
-  if (!on_backend) {
-    std::vector<int32_t> drafts;
-    for (size_t i = 0; i < count; ++i) drafts.push_back(greedy_draft(&out.logits[i * sz(vocab_)]));
-    return drafts;
-  }
-  const std::vector<SamplingParams> greedy(count);
-  // Greedy ignores the position; the op still range-checks it.
-  const std::vector<int32_t> positions(count, 0);
-  DSA_ASSIGN_OR_RETURN(std::vector<int32_t> drafts,
-                       sampled_tokens(out, /*on_backend=*/true, greedy, positions));
-  for (int32_t& t : drafts) t = std::max(0, t);
+std::vector<int32_t> Engine::drafts_of(const model::ForwardOutput& out, size_t count) const {
+  std::vector<int32_t> drafts;
+  for (size_t i = 0; i < count; ++i) drafts.push_back(greedy_draft(&out.logits[i * sz(vocab_)]));
   return drafts;
 }
 
@@ -229,6 +243,7 @@ int32_t Engine::greedy_draft(const float* logits) const {
 // limit); tokens after it are dropped. With a tokenizer the text is decoded token by token, so a
 // stop string is found at the token that completes it, across token boundaries.
 void Engine::emit(RequestState& r, std::span<const int32_t> tokens) {
+  const auto t0 = std::chrono::steady_clock::now();
   if (r.output.empty() && !tokens.empty()) r.first_token = std::chrono::steady_clock::now();
   const int32_t ctx = model_.options().max_context;
   size_t count = 0;
@@ -262,6 +277,7 @@ void Engine::emit(RequestState& r, std::span<const int32_t> tokens) {
   if (r.finish != FinishReason::kNone && r.finish != FinishReason::kStopString) r.text.finish();
   metrics_.emitted += int64_t(count);
   if (options_.on_tokens) options_.on_tokens(r, std::span<const int32_t>(tokens.data(), count));
+  metrics_.times.emit_s += seconds_since(t0);
 }
 
 // The earliest stop string that now occurs in the text; only matches that end in the bytes this
@@ -284,12 +300,19 @@ void Engine::fail(RequestState& r, Status why) {
 
 Status Engine::step() {
   DSA_RETURN_IF_ERROR(options_status_);
+  const auto t0 = std::chrono::steady_clock::now();
+  const model::ForwardTiming& ft = model_.timing();
+  const int64_t readbacks = ft.readbacks, readback_bytes = ft.readback_bytes;
   const int64_t emitted = metrics_.emitted, prefilled = prefilled_;
   DSA_RETURN_IF_ERROR(scheduler_.admit());
+  metrics_.times.schedule_s += seconds_since(t0);
   // The running set is copied: the phases do not change it, and retiring below does.
   const std::vector<RequestState*> running = scheduler_.running();
   DSA_RETURN_IF_ERROR(prefill_phase(running));
   DSA_RETURN_IF_ERROR(decode_phase(running));
+  metrics_.readbacks += ft.readbacks - readbacks;
+  metrics_.readback_bytes += ft.readback_bytes - readback_bytes;
+  const auto t_retire = std::chrono::steady_clock::now();
   DSA_ASSIGN_OR_RETURN(std::vector<RequestState*> finished, scheduler_.retire_finished());
   std::vector<int64_t> finished_ids;
   for (const RequestState* r : finished) {
@@ -305,6 +328,8 @@ Status Engine::step() {
     const RequestState* r = scheduler_.find(id);
     if (r != nullptr && options_.on_finish) options_.on_finish(*r);
   }
+  metrics_.times.retire_s += seconds_since(t_retire);
+  metrics_.times.total_s += seconds_since(t0);
   ++metrics_.steps;
   // Progress: every step emits a token, prefills a chunk or finishes a request; a step that did
   // none of these would repeat forever (the scheduler refuses what can never run; this guards the

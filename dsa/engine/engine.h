@@ -54,6 +54,12 @@ struct EngineOptions {
   // a step where a request filters by top-k or top-p (the device filters cost milliseconds at
   // V3.2's vocabulary, bench/RESULTS.md); kHost on the CPU backend.
   AcceptOn accept_on = AcceptOn::kAuto;
+  // Tests: hand the MTP layer's hidden rows from forward to forward through host vectors (each
+  // forward's hidden states copied back), the path before the device hand-off. By default they
+  // stay in backend memory (model::ForwardInputs), and where the drafts are decided on the backend
+  // so are the chain's tokens: the draft chain then reads back only its d drafts, once, at its
+  // end. The same tokens and drafts either way.
+  bool host_handoff = false;
   // Called with each request's newly emitted tokens (streaming).
   std::function<void(const RequestState&, std::span<const int32_t> tokens)> on_tokens;
   // Called once per request when it finishes (successfully or with its own error), in the step
@@ -120,9 +126,12 @@ class Engine {
  private:
   Status prefill_phase(const std::vector<RequestState*>& running);
   Status decode_phase(const std::vector<RequestState*>& running);
-  // The d - 1 MTP DECODEs the plan names (`chain`: its kDraftChain forwards; none when empty).
-  Status draft_chain(const std::vector<RequestState*>& reqs, std::vector<int32_t> first_drafts,
-                     std::vector<bf16> hidden, std::vector<int32_t> committed,
+  // The d - 1 MTP DECODEs the plan names (`chain`: its kDraftChain forwards; none when empty),
+  // after the MTP forward `first` (the model's last) whose first reqs.size() sampled rows give
+  // the first drafts; rows[b]: request b's row of `first` (its hidden state pairs with that
+  // draft). Sets every request's d drafts.
+  Status draft_chain(const std::vector<RequestState*>& reqs, const model::ForwardOutput& first,
+                     const std::vector<int32_t>& rows, std::vector<int32_t> committed,
                      std::span<const ForwardShape> chain);
   // Agrees on one phase's plan with the other ranks (every rank calls it at the same point).
   StatusOr<std::vector<ForwardShape>> agree(const StepProposal& proposal);
@@ -134,9 +143,20 @@ class Engine {
   int32_t greedy_draft(const float* logits) const;
   // The planned forward `shape` over this rank's requests (none: all padding), at the agreed
   // B_pad / rows_pad; Internal if the model ran another shape than the one agreed.
+  // `what` comes back to the host (model::ForwardOutputs: nothing = launched only).
   Status run_forward(const ForwardShape& shape, std::vector<runtime::RequestInput> reqs,
-                     std::span<const int32_t> tokens, std::span<const bf16> hidden,
-                     model::ForwardOutput* out, model::LogitsTo logits_to = model::LogitsTo::kHost);
+                     const model::ForwardInputs& in, model::ForwardOutput* out,
+                     model::ForwardOutputs what);
+  // An MTP forward's hidden input: the previous forward's rows `rows` in backend memory, or, with
+  // host_handoff, those rows of `prev` (its hidden states on the host).
+  model::ForwardInputs mtp_inputs(const model::ForwardOutput& prev,
+                                  const std::vector<int32_t>& rows,
+                                  std::vector<bf16>* host_rows) const;
+  // What a forward must bring back: its hidden states if an MTP forward takes them from the host
+  // (host_handoff and `feeds_mtp`), its logits unless they are decided on the backend.
+  model::ForwardOutputs outputs(bool feeds_mtp, bool on_backend) const {
+    return {options_.host_handoff && feeds_mtp, logits_to(on_backend)};
+  }
   // Acceptance of a verify forward's drafts on the model's backend (kBackend logits): per request
   // of `reqs`, in order, the same AcceptResult as the host rule accept_drafts.
   StatusOr<std::vector<AcceptResult>> accept_on_backend(const std::vector<RequestState*>& reqs);
@@ -154,10 +174,9 @@ class Engine {
   StatusOr<std::vector<int32_t>> sampled_tokens(const model::ForwardOutput& out, bool on_backend,
                                                 std::span<const SamplingParams> params,
                                                 std::span<const int32_t> positions);
-  // The MTP layer's top-1 drafts of `out`'s first `count` sampled rows, where sampled_tokens
-  // decides (greedy_draft's rule: token 0 if no logit is above -inf).
-  StatusOr<std::vector<int32_t>> drafts_of(const model::ForwardOutput& out, bool on_backend,
-                                           size_t count);
+  // The MTP layer's top-1 drafts of `out`'s first `count` sampled rows on the host logits
+  // (greedy_draft's rule: token 0 if no logit is above -inf).
+  std::vector<int32_t> drafts_of(const model::ForwardOutput& out, size_t count) const;
 
   model::DsaModel& model_;
   EngineOptions options_;

@@ -38,6 +38,13 @@ void EngineMetrics::merge_rank(const EngineMetrics& other) {
   steps = std::max(steps, other.steps);
   verify_steps += other.verify_steps;
   host_logit_rows += other.host_logit_rows;
+  readbacks += other.readbacks;
+  readback_bytes += other.readback_bytes;
+  times.schedule_s += other.times.schedule_s;
+  times.accept_s += other.times.accept_s;
+  times.emit_s += other.times.emit_s;
+  times.retire_s += other.times.retire_s;
+  times.total_s += other.times.total_s;
   emitted += other.emitted;
   accept.merge(other.accept);
   ttft_s.insert(ttft_s.end(), other.ttft_s.begin(), other.ttft_s.end());

@@ -31,6 +31,18 @@ struct EngineMetrics {
   // Sampled rows whose logits were copied to the host (the host sampler, drafter or acceptance
   // rule read them); rows decided on the model's backend return only their tokens.
   int64_t host_logit_rows = 0;
+  // Device-to-host reads of data by the model during steps (its ForwardTiming's counters, per
+  // engine): copies and bytes. On the backend path of a speculative step only counts and tokens.
+  int64_t readbacks = 0, readback_bytes = 0;
+  // Host time of the engine's own parts of a step (steady_clock, always on; summed over DP ranks):
+  // schedule = admission; accept = acceptance bookkeeping (the host rule where it runs, the next
+  // forwards' token rows, lengths); emit = appending tokens, detokenising, stop checks and the
+  // on_tokens callback; retire = finishing requests and on_finish; total = the whole step. The
+  // model's forwards and reads are in its ForwardTiming; total less both is the rest.
+  struct StepTimes {
+    double schedule_s = 0, accept_s = 0, emit_s = 0, retire_s = 0, total_s = 0;
+  };
+  StepTimes times;
   AcceptStats accept;                  // every speculative step of every request
   std::vector<double> ttft_s, tpot_s;  // one entry per finished request, in finishing order
 

@@ -47,7 +47,10 @@ Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
   }
   const bool on_backend = target_on_backend(completing);
   model::ForwardOutput target;
-  DSA_RETURN_IF_ERROR(run_forward(plan[0], inputs, tokens, {}, &target, logits_to(on_backend)));
+  model::ForwardInputs target_in;
+  target_in.tokens = tokens;
+  DSA_RETURN_IF_ERROR(
+      run_forward(plan[0], inputs, target_in, &target, outputs(d_ > 0, on_backend)));
   std::vector<SamplingParams> params;
   std::vector<int32_t> positions;
   for (const RequestState* r : completing) {
@@ -86,26 +89,24 @@ Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
   if (d_ == 0) return ok_status();
 
   // MTP EXTEND over the same rows; completed prompts sample their last row (first draft).
-  std::vector<runtime::RequestInput> mtp_inputs = inputs;
+  std::vector<runtime::RequestInput> mtp_reqs = inputs;
   for (size_t b = 0; b < reqs.size(); ++b) {
     const bool done = reqs[b]->phase == RequestPhase::kDecode;
-    mtp_inputs[b].sample_first = inputs[b].new_len - 1;
-    mtp_inputs[b].sample_count = done ? 1 : 0;
+    mtp_reqs[b].sample_first = inputs[b].new_len - 1;
+    mtp_reqs[b].sample_count = done ? 1 : 0;
   }
+  // The MTP EXTEND's row r pairs with the target's row r: every row, in place.
+  std::vector<int32_t> rows(sz(std::min(target.header.rows_pad, plan[1].rows_pad)));
+  for (size_t r = 0; r < rows.size(); ++r) rows[r] = int32_t(r);
+  std::vector<bf16> host_rows;
+  model::ForwardInputs mtp_in = mtp_inputs(target, rows, &host_rows);
+  mtp_in.tokens = next;
   model::ForwardOutput mtp;
-  const bool drafts_there = drafts_on_backend();
-  DSA_RETURN_IF_ERROR(run_forward(plan[1], std::move(mtp_inputs), next, target.hidden, &mtp,
-                                  logits_to(drafts_there)));
-  DSA_ASSIGN_OR_RETURN(std::vector<int32_t> g1, drafts_of(mtp, drafts_there, completed.size()));
-  std::vector<bf16> hidden;
+  DSA_RETURN_IF_ERROR(
+      run_forward(plan[1], std::move(mtp_reqs), mtp_in, &mtp, outputs(true, drafts_on_backend())));
   std::vector<int32_t> chain_positions;
-  const int32_t D = int32_t(model_.config().hidden_size);
-  for (size_t i = 0; i < completed.size(); ++i) {
-    hidden.insert(hidden.end(), mtp.hidden.begin() + long(completed_rows[i]) * D,
-                  mtp.hidden.begin() + long(completed_rows[i] + 1) * D);
-    chain_positions.push_back(completed[i]->committed);  // C' = L_p
-  }
-  return draft_chain(completed, std::move(g1), std::move(hidden), std::move(chain_positions),
+  for (RequestState* r : completed) chain_positions.push_back(r->committed);  // C' = L_p
+  return draft_chain(completed, mtp, completed_rows, std::move(chain_positions),
                      std::span<const ForwardShape>(plan).subspan(2));
 }
 

@@ -3,69 +3,128 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace dsa::model {
 
+namespace {
+
+// int32 words of the packed inputs after the seeds.
+size_t in_words(size_t requests, size_t drafts) { return 4 * requests + drafts; }
+
+}  // namespace
+
 Status BackendAcceptance::reserve(kernels::Backend backend, size_t requests, size_t rows) {
   if (requests <= requests_ && rows <= rows_) return ok_status();
-  requests_ = std::max(requests, requests_);
-  rows_ = std::max(rows, rows_);
+  backend_ = backend;
   // At least one element each: the op rejects null pointers even where it reads nothing (d = 0).
-  DSA_ASSIGN_OR_RETURN(drafts_, runtime::Buffer<int32_t>::alloc(backend, rows_));
-  DSA_ASSIGN_OR_RETURN(emitted_, runtime::Buffer<int32_t>::alloc(backend, rows_));
-  DSA_ASSIGN_OR_RETURN(top_k_, runtime::Buffer<int32_t>::alloc(backend, requests_));
-  DSA_ASSIGN_OR_RETURN(first_, runtime::Buffer<int32_t>::alloc(backend, requests_));
-  DSA_ASSIGN_OR_RETURN(accepted_, runtime::Buffer<int32_t>::alloc(backend, requests_));
-  DSA_ASSIGN_OR_RETURN(temperature_, runtime::Buffer<float>::alloc(backend, requests_));
-  DSA_ASSIGN_OR_RETURN(top_p_, runtime::Buffer<float>::alloc(backend, requests_));
-  DSA_ASSIGN_OR_RETURN(seed_, runtime::Buffer<uint64_t>::alloc(backend, requests_));
-  return ok_status();
+  requests_ = std::max({requests, requests_, size_t(1)});
+  rows_ = std::max({rows, rows_, size_t(1)});
+  const size_t in64 = requests_ + (in_words(requests_, rows_) + 1) / 2;
+  DSA_ASSIGN_OR_RETURN(in_, runtime::Buffer<uint64_t>::alloc(backend, in64));
+  in_host_.assign(in64, 0);
+  DSA_ASSIGN_OR_RETURN(out_, runtime::Buffer<int32_t>::alloc(backend, requests_ + rows_));
+  DSA_ASSIGN_OR_RETURN(greedy_temperature_, runtime::Buffer<float>::alloc(backend, rows_));
+  DSA_ASSIGN_OR_RETURN(greedy_top_p_, runtime::Buffer<float>::alloc(backend, rows_));
+  DSA_ASSIGN_OR_RETURN(greedy_zero_, runtime::Buffer<int32_t>::alloc(backend, rows_));
+  DSA_ASSIGN_OR_RETURN(greedy_accepted_, runtime::Buffer<int32_t>::alloc(backend, rows_));
+  DSA_ASSIGN_OR_RETURN(greedy_seed_, runtime::Buffer<uint64_t>::alloc(backend, rows_));
+  const std::vector<float> ones(rows_, 1.f);
+  // Stream-ordered before any launch; `ones` may go once the call returns (backend_memory.h).
+  return greedy_top_p_.upload(ones);
 }
 
-Status BackendAcceptance::run(const kernels::OpTable& ops, const float* logits, int64_t row_stride,
-                              int32_t vocab, int32_t d, std::span<const int32_t> drafts,
-                              std::span<const kernels::SamplingParams> params,
-                              std::span<const int32_t> first_position, VerifyAcceptance* out) {
-  const size_t B = params.size(), n = size_t(d) + 1;
-  if (first_position.size() != B || drafts.size() != B * size_t(d)) {
+Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logits,
+                                 int64_t row_stride, int32_t vocab, int32_t d,
+                                 std::span<const int32_t> drafts,
+                                 std::span<const kernels::SamplingParams> params,
+                                 std::span<const int32_t> first_position) {
+  const size_t B = params.size(), n = size_t(std::max(d, 0)) + 1;
+  if (first_position.size() != B || drafts.size() != B * size_t(std::max(d, 0))) {
     return invalid_argument(fmt::format(
         "backend acceptance: {} requests with {} first positions and {} drafts (d = {})", B,
         first_position.size(), drafts.size(), d));
   }
-  out->accepted.assign(B, 0);
-  out->emitted.assign(B * n, -1);
+  last_b_ = B, last_n_ = n;
   if (B == 0) return ok_status();
   DSA_RETURN_IF_ERROR(reserve(ops.backend, B, B * n));
-  std::vector<float> t(B), p(B);
-  std::vector<int32_t> k(B);
-  std::vector<uint64_t> s(B);
+  // The packed image at this launch's B: seeds, then the 32-bit fields, then the drafts (a
+  // layout only this file knows); only its used words are copied.
+  uint64_t* seed = in_host_.data();
+  int32_t* w = reinterpret_cast<int32_t*>(in_host_.data() + B);
+  float* temperature = reinterpret_cast<float*>(w);
+  float* top_p = reinterpret_cast<float*>(w + B);
+  int32_t* top_k = w + 2 * B;
+  int32_t* first = w + 3 * B;
   for (size_t b = 0; b < B; ++b) {
-    t[b] = params[b].temperature, p[b] = params[b].top_p, k[b] = params[b].top_k;
-    s[b] = params[b].seed;
+    seed[b] = params[b].seed;
+    temperature[b] = params[b].temperature, top_p[b] = params[b].top_p, top_k[b] = params[b].top_k;
+    first[b] = first_position[b];
   }
-  DSA_RETURN_IF_ERROR(drafts_.upload(drafts));
-  DSA_RETURN_IF_ERROR(temperature_.upload(t));
-  DSA_RETURN_IF_ERROR(top_p_.upload(p));
-  DSA_RETURN_IF_ERROR(top_k_.upload(k));
-  DSA_RETURN_IF_ERROR(seed_.upload(s));
-  DSA_RETURN_IF_ERROR(first_.upload(first_position));
+  std::memcpy(w + 4 * B, drafts.data(), drafts.size() * sizeof(int32_t));
+  const size_t used = B + (in_words(B, drafts.size()) + 1) / 2;
+  DSA_RETURN_IF_ERROR(in_.upload(std::span<const uint64_t>(in_host_.data(), used)));
+  const int32_t* dw = reinterpret_cast<const int32_t*>(in_.data() + B);
   kernels::AcceptanceParams a;
   a.logits = logits;
   a.requests = int32_t(B);
   a.drafts_per_request = d;
   a.vocab = vocab;
   a.row_stride = row_stride;
-  a.drafts = drafts_.data();
-  a.temperature = temperature_.data();
-  a.top_p = top_p_.data();
-  a.top_k = top_k_.data();
-  a.seed = seed_.data();
-  a.first_position = first_.data();
-  a.accepted = accepted_.data();
-  a.emitted = emitted_.data();
-  DSA_RETURN_IF_ERROR(ops.accept_drafts(a));
-  DSA_RETURN_IF_ERROR(accepted_.download(out->accepted));
-  return emitted_.download(out->emitted);
+  a.drafts = dw + 4 * B;
+  a.temperature = reinterpret_cast<const float*>(dw);
+  a.top_p = reinterpret_cast<const float*>(dw + B);
+  a.top_k = dw + 2 * B;
+  a.seed = in_.data();
+  a.first_position = dw + 3 * B;
+  // accepted [B] then emitted [B (d + 1)], contiguous: read() is one copy.
+  a.accepted = out_.data();
+  a.emitted = out_.data() + B;
+  return ops.accept_drafts(a);
+}
+
+StatusOr<size_t> BackendAcceptance::read(VerifyAcceptance* out) {
+  const size_t B = last_b_, n = last_n_;
+  out->accepted.assign(B, 0);
+  out->emitted.assign(B * n, -1);
+  if (B == 0) return size_t{0};
+  out_host_.resize(B + B * n);
+  DSA_RETURN_IF_ERROR(runtime::memory_ops(backend_).copy(out_host_.data(), out_.data(),
+                                                         out_host_.size() * sizeof(int32_t)));
+  return out_host_.size() * sizeof(int32_t);
+}
+
+// After the caller synchronised: the copy of read() has landed.
+void BackendAcceptance::unpack(VerifyAcceptance* out) const {
+  const size_t B = last_b_;
+  if (B == 0) return;
+  std::copy(out_host_.begin(), out_host_.begin() + long(B), out->accepted.begin());
+  std::copy(out_host_.begin() + long(B), out_host_.end(), out->emitted.begin());
+}
+
+Status BackendAcceptance::launch_greedy(const kernels::OpTable& ops, const float* logits,
+                                        int64_t row_stride, int32_t vocab, int32_t count,
+                                        int32_t* tokens) {
+  if (count < 0 || size_t(count) > rows_) {
+    return invalid_argument(
+        fmt::format("backend greedy drafts: count = {}: must be in [0, {}]", count, rows_));
+  }
+  if (count == 0) return ok_status();
+  kernels::AcceptanceParams a;
+  a.logits = logits;
+  a.requests = count;
+  a.drafts_per_request = 0;
+  a.vocab = vocab;
+  a.row_stride = row_stride;
+  a.drafts = greedy_zero_.data();  // read nothing at d = 0; the op wants a pointer
+  a.temperature = greedy_temperature_.data();
+  a.top_p = greedy_top_p_.data();
+  a.top_k = greedy_zero_.data();
+  a.seed = greedy_seed_.data();
+  a.first_position = greedy_zero_.data();
+  a.accepted = greedy_accepted_.data();
+  a.emitted = tokens;
+  return ops.accept_drafts(a);
 }
 
 }  // namespace dsa::model

@@ -1,7 +1,8 @@
 // Acceptance of a TARGET_VERIFY forward's drafts where its logits already are (SPEC.md §6.2,
 // §6.3): the op table's accept_drafts over the LM head's output buffer, so on the CUDA backend
 // the verify logits never leave the device; only the requests' drafts and sampling params go up
-// and their accepted counts and emitted tokens come back (a few bytes per request).
+// and their accepted counts and emitted tokens come back (a few bytes per request) — one copy
+// each way, the inputs and the outputs each packed into one backend block.
 #pragma once
 
 #include <cstdint>
@@ -28,16 +29,36 @@ class BackendAcceptance {
 
   // logits: backend memory, [B (d + 1), row_stride], request b's row j at b (d + 1) + j; vocab:
   // the sampleable ids (<= row_stride). drafts [B, d], params and first_position [B] are host.
-  Status run(const kernels::OpTable& ops, const float* logits, int64_t row_stride, int32_t vocab,
-             int32_t d, std::span<const int32_t> drafts,
-             std::span<const kernels::SamplingParams> params,
-             std::span<const int32_t> first_position, VerifyAcceptance* out);
+  // Launches the op; read() brings its results back.
+  Status launch(const kernels::OpTable& ops, const float* logits, int64_t row_stride, int32_t vocab,
+                int32_t d, std::span<const int32_t> drafts,
+                std::span<const kernels::SamplingParams> params,
+                std::span<const int32_t> first_position);
+  // The last launch's results: read() issues one device-to-host copy and returns its bytes; the
+  // caller synchronises the backend's stream, then unpack() fills `out` (sized by read()).
+  StatusOr<size_t> read(VerifyAcceptance* out);
+  void unpack(VerifyAcceptance* out) const;
+  // Greedy tokens (temperature 0: the argmax over ids [0, vocab), -1 for a row without an eligible
+  // one) of rows [0, count) of `logits` into tokens (backend memory, [count]). Only launched:
+  // nothing goes up (the greedy params live on the backend from reserve()) and nothing comes back.
+  Status launch_greedy(const kernels::OpTable& ops, const float* logits, int64_t row_stride,
+                       int32_t vocab, int32_t count, int32_t* tokens);
 
  private:
+  kernels::Backend backend_ = kernels::Backend::kCpu;
   size_t requests_ = 0, rows_ = 0;
-  runtime::Buffer<int32_t> drafts_, top_k_, first_, accepted_, emitted_;
-  runtime::Buffer<float> temperature_, top_p_;
-  runtime::Buffer<uint64_t> seed_;
+  // Inputs, packed at each launch's B (launch()); the host image is reused (no allocation).
+  runtime::Buffer<uint64_t> in_;
+  std::vector<uint64_t> in_host_;
+  // Outputs: accepted [B] | emitted [B (d + 1)], read by one copy into out_host_.
+  runtime::Buffer<int32_t> out_;
+  std::vector<int32_t> out_host_;
+  size_t last_b_ = 0, last_n_ = 0;  // the last launch's B and d + 1
+  // launch_greedy's params at capacity: temperature 0, top_k 0, seed 0, position 0 (zero-filled
+  // allocations), top_p 1 (uploaded once), and its accepted counts (unread).
+  runtime::Buffer<float> greedy_temperature_, greedy_top_p_;
+  runtime::Buffer<int32_t> greedy_zero_, greedy_accepted_;
+  runtime::Buffer<uint64_t> greedy_seed_;
 };
 
 }  // namespace dsa::model

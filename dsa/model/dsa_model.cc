@@ -205,6 +205,15 @@ Status DsaModel::allocate_outputs() {
                        runtime::Buffer<bf16>::alloc(ops_.backend, rows * sz(config_.hidden_size)));
   DSA_ASSIGN_OR_RETURN(logits_out_,
                        runtime::Buffer<float>::alloc(ops_.backend, rows * sz(config_.vocab_size)));
+  // The hand-off's draft slots (one sampled row per request) and the identity the token gather
+  // reads through.
+  DSA_ASSIGN_OR_RETURN(
+      drafts_, runtime::Buffer<int32_t>::alloc(
+                   ops_.backend, sz(runtime::kMaxDraftTokens) * sz(metadata_config_.max_requests)));
+  std::vector<int32_t> iota(sz(config_.vocab_size));
+  for (size_t v = 0; v < iota.size(); ++v) iota[v] = int32_t(v);
+  DSA_ASSIGN_OR_RETURN(iota_, runtime::Buffer<int32_t>::from_host(ops_.backend, iota));
+  DSA_RETURN_IF_ERROR(ws_.memory().sync());  // `iota` goes out of scope (pageable or not)
   return acceptance_.reserve(ops_.backend, rows, rows);  // a verify forward: requests <= rows
 }
 
@@ -222,7 +231,7 @@ Status DsaModel::capture_graphs() {
     DSA_RETURN_IF_ERROR(
         runtime::build_forward_metadata(b, metadata_config_, pages_.page_table(), meta_)
             .with_context("graph capture metadata"));
-    return stage({}, {});
+    return stage(ForwardInputs{});
   };
   return graphs_.capture(keys, padding_only,
                          [&](runtime::ModelKind kind) { return body(kind, meta_); });
@@ -330,82 +339,203 @@ Status DsaModel::mtp_body(const runtime::ForwardMetadata& meta) {
 }
 
 Status DsaModel::collect(const runtime::ForwardMetadata& meta, ForwardOutput* out,
-                         LogitsTo logits_to) {
+                         ForwardOutputs what) {
   const runtime::MemoryOps& mem = ws_.memory();
   const size_t V = sz(config_.vocab_size);
   out->header = meta.header;
   out->row_start.assign(meta.cu_q.begin(), meta.cu_q.begin() + meta.header.num_requests);
   out->sample_row.assign(meta.sample_row.begin(),
                          meta.sample_row.begin() + meta.header.num_samples);
-  out->hidden.resize(sz(meta.header.rows_pad) * sz(config_.hidden_size));
-  DSA_RETURN_IF_ERROR(
-      mem.copy(out->hidden.data(), hidden_out_.data(), out->hidden.size() * sizeof(bf16)));
-  out->logits.resize(logits_to == LogitsTo::kHost ? sz(meta.header.num_samples) * V : 0);
-  if (!out->logits.empty()) {
+  out->hidden.clear();
+  out->logits.clear();
+  if (what.hidden) {
+    out->hidden.resize(sz(meta.header.rows_pad) * sz(config_.hidden_size));
+    DSA_RETURN_IF_ERROR(
+        mem.copy(out->hidden.data(), hidden_out_.data(), out->hidden.size() * sizeof(bf16)));
+    count_readback(out->hidden.size() * sizeof(bf16));
+  }
+  if (what.logits == LogitsTo::kHost && meta.header.num_samples > 0) {
+    out->logits.resize(sz(meta.header.num_samples) * V);
     DSA_RETURN_IF_ERROR(
         mem.copy(out->logits.data(), logits_out_.data(), out->logits.size() * sizeof(float)));
+    count_readback(out->logits.size() * sizeof(float));
   }
-  DSA_RETURN_IF_ERROR(mem.sync());
-  return runtime::take_device_errors(ops_.backend, "forward");
+  // Nothing asked for: launched only. The next read (or wait()) synchronises and takes the
+  // device error word, so an error of this forward still surfaces before its results are used.
+  if (!what.hidden && what.logits == LogitsTo::kBackend) return ok_status();
+  return sync_and_check("forward");
 }
 
-Status DsaModel::stage(std::span<const int32_t> tokens, std::span<const bf16> hidden) {
+Status DsaModel::sync_and_check(std::string_view context) {
+  const auto t0 = std::chrono::steady_clock::now();
+  DSA_RETURN_IF_ERROR(ws_.memory().sync());
+  mirror_.synchronised();  // every copy from the staging ring has run
+  Status s = runtime::take_device_errors(ops_.backend, context);
+  timing_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
+Status DsaModel::wait() { return sync_and_check("forward"); }
+
+Status DsaModel::stage(const ForwardInputs& in) {
   const runtime::MetadataHeader& h = meta_.header;
   const size_t rows = sz(h.rows_pad), D = sz(config_.hidden_size);
-  if (int64_t(tokens.size()) < h.rows) {
-    return invalid_argument(
-        fmt::format("forward: {} token ids for {} rows", tokens.size(), h.rows));
-  }
-  // Padded rows take token 0 (any id in range); the MTP hidden rows of padded requests are zeros.
-  if (tokens.size() < rows) {
-    padded_tokens_.assign(tokens.begin(), tokens.end());
-    padded_tokens_.resize(rows, 0);
+  std::span<const int32_t> tokens = in.tokens;
+  if (in.draft_slot >= 0) {
+    // The drafts' gather (stage_from_backend) fills the real rows; padded rows keep token 0.
+    // An idle DP rank's forward (IDLE, no requests) takes an empty slot.
+    const bool decode = h.mode == runtime::ForwardMode::kDecode ||
+                        (h.mode == runtime::ForwardMode::kIdle && draft_count_ == 0);
+    if (!decode || h.num_requests != draft_count_ || in.draft_slot >= drafts_written_) {
+      return invalid_argument(fmt::format(
+          "forward: draft_slot = {}: needs a DECODE of the {} requests of the {} draft slots "
+          "written (got {} of {} requests)",
+          in.draft_slot, draft_count_, drafts_written_, runtime::mode_name(h.mode),
+          h.num_requests));
+    }
+    padded_tokens_.assign(rows, 0);
     tokens = padded_tokens_;
+  } else {
+    if (int64_t(tokens.size()) < h.rows) {
+      return invalid_argument(
+          fmt::format("forward: {} token ids for {} rows", tokens.size(), h.rows));
+    }
+    // Padded rows take token 0 (any id in range).
+    if (tokens.size() < rows) {
+      padded_tokens_.assign(tokens.begin(), tokens.end());
+      padded_tokens_.resize(rows, 0);
+      tokens = padded_tokens_;
+    }
   }
-  if (h.model == runtime::ModelKind::kMtp) {
+  std::span<const bf16> hidden;
+  std::span<const int32_t> hidden_rows;
+  if (h.model == runtime::ModelKind::kMtp && in.hidden_from_last) {
+    if (last_rows_pad_ == 0) {
+      return invalid_argument("forward: hidden rows from the last forward, but none has run");
+    }
+    if (in.hidden_rows.size() > rows) {
+      return invalid_argument(
+          fmt::format("forward: {} hidden row indices for {} rows", in.hidden_rows.size(), rows));
+    }
+    for (size_t r = 0; r < in.hidden_rows.size(); ++r) {
+      if (in.hidden_rows[r] < -1 || in.hidden_rows[r] >= last_rows_pad_) {
+        return invalid_argument(
+            fmt::format("forward: hidden_rows[{}] = {}: not a row of the last forward ({} rows)", r,
+                        in.hidden_rows[r], last_rows_pad_));
+      }
+    }
+    hidden_rows = in.hidden_rows;
+  } else if (h.model == runtime::ModelKind::kMtp) {
+    hidden = in.hidden;
     if (int64_t(hidden.size()) < int64_t(h.rows) * int64_t(D)) {
       return invalid_argument(
           fmt::format("forward: {} hidden values for {} rows of {}", hidden.size(), h.rows, D));
     }
+    // The MTP hidden rows of padded requests are zeros.
     if (hidden.size() < rows * D) {
       padded_hidden_.assign(hidden.begin(), hidden.end());
       padded_hidden_.resize(rows * D, bf16{});
       hidden = padded_hidden_;
     }
-  } else {
-    hidden = {};
   }
-  return mirror_.upload(meta_, pages_.page_table(), tokens, hidden);
+  DSA_RETURN_IF_ERROR(mirror_.upload(meta_, pages_.page_table(), tokens, hidden, hidden_rows));
+  return stage_from_backend(in);
+}
+
+// After the mirror's copy, on the same stream: the previous forward's body has written
+// hidden_out_ and the draft slots before these gathers read them, and this forward's body, which
+// overwrites hidden_out_, runs after them (stream order, graphs included).
+Status DsaModel::stage_from_backend(const ForwardInputs& in) {
+  const runtime::MetadataHeader& h = meta_.header;
+  if (h.model == runtime::ModelKind::kMtp && in.hidden_from_last) {
+    const int64_t row_bytes = int64_t(config_.hidden_size) * int64_t(sizeof(bf16));
+    const bool every_row =
+        int64_t(in.hidden_rows.size()) == h.rows_pad &&
+        std::none_of(in.hidden_rows.begin(), in.hidden_rows.end(), [](int32_t r) { return r < 0; });
+    if (!every_row) {  // rows the gather skips are zeros, as host rows not given are
+      DSA_RETURN_IF_ERROR(
+          ws_.memory().zero(mirror_.mutable_hidden(), sz(h.rows_pad) * sz(row_bytes)));
+    }
+    kernels::RowCopyParams g{hidden_out_.data(),
+                             mirror_.mutable_hidden(),
+                             mirror_.hidden_rows(),
+                             row_bytes,
+                             row_bytes,
+                             row_bytes,
+                             int32_t(in.hidden_rows.size()),
+                             last_rows_pad_,
+                             kernels::RowCopyMode::kGather};
+    DSA_RETURN_IF_ERROR(ops_.row_copy(g));
+  }
+  if (in.draft_slot >= 0 && draft_count_ > 0) {
+    // Through the identity table: an entry of -1 (no eligible token) is skipped and its row keeps
+    // the staged token 0, the host drafter's rule, with no kernel of its own.
+    const int64_t w = int64_t(sizeof(int32_t));
+    kernels::RowCopyParams g{iota_.data(),
+                             mirror_.mutable_tokens(),
+                             drafts_.data() + sz(in.draft_slot) * sz(draft_count_),
+                             w,
+                             w,
+                             w,
+                             draft_count_,
+                             int32_t(config_.vocab_size),
+                             kernels::RowCopyMode::kGather};
+    DSA_RETURN_IF_ERROR(ops_.row_copy(g));
+  }
+  return ok_status();
 }
 
 Status DsaModel::forward(runtime::ForwardBatch batch, std::span<const int32_t> tokens,
                          std::span<const bf16> hidden, ForwardOutput* out, LogitsTo logits_to) {
+  ForwardInputs in;
+  in.tokens = tokens;
+  in.hidden = hidden;
+  return forward(std::move(batch), in, out, ForwardOutputs{true, logits_to});
+}
+
+Status DsaModel::forward(runtime::ForwardBatch batch, const ForwardInputs& in, ForwardOutput* out,
+                         ForwardOutputs what) {
+  using clock = std::chrono::steady_clock;
+  const auto secs = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
   if (batch.model == runtime::ModelKind::kMtp && !weights_.mtp) {
     return failed_precondition("forward: the checkpoint has no MTP layer");
   }
+  const auto tb = clock::now();
   if (runtime::is_uniform(batch.mode) && batch.batch_pad == 0) {
     batch.batch_pad = batch_pad_for(int32_t(batch.requests.size()));
   }
   DSA_RETURN_IF_ERROR(
       runtime::build_forward_metadata(batch, metadata_config_, pages_.page_table(), meta_));
   // Timed from here, as when the engine built the metadata: host_s is staging and launching.
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = clock::now();
+  clock::time_point ts;
   {
     runtime::DeferDeviceErrors defer(ops_.backend);
-    DSA_RETURN_IF_ERROR(stage(tokens, hidden));
+    DSA_RETURN_IF_ERROR(stage(in));
+    ts = clock::now();
     DSA_ASSIGN_OR_RETURN(const bool replayed,
                          graphs_.run(meta_.header, [&] { return body(batch.model, meta_); }));
     timing_.replays += replayed ? 1 : 0;
   }
-  const auto t1 = std::chrono::steady_clock::now();
-  DSA_RETURN_IF_ERROR(collect(meta_, out, logits_to));
-  const auto t2 = std::chrono::steady_clock::now();
+  last_rows_pad_ = meta_.header.rows_pad;  // what hidden_out_ holds once this body has run
+  const auto t1 = clock::now();
+  const double waited_before = timing_.wait_s;
+  DSA_RETURN_IF_ERROR(collect(meta_, out, what));
+  const auto t2 = clock::now();
+  const bool waited = what.hidden || what.logits == LogitsTo::kHost;
   ++timing_.forwards;
-  timing_.host_s += std::chrono::duration<double>(t1 - t0).count();
-  timing_.total_s += std::chrono::duration<double>(t2 - t0).count();
+  timing_.host_s += secs(t0, t1);
+  timing_.total_s += secs(t0, t2);
+  timing_.build_s += secs(tb, t0);
+  timing_.stage_s += secs(t0, ts);
+  timing_.launch_s += secs(ts, t1);
+  timing_.collect_s += secs(t1, t2) - (timing_.wait_s - waited_before);
   ForwardTiming::Kind& kind = timing_.by_kind[ForwardTiming::index(batch.model, batch.mode)];
   ++kind.forwards;
-  kind.total_s += std::chrono::duration<double>(t2 - t0).count();
+  kind.waited += waited ? 1 : 0;
+  kind.total_s += secs(t0, t2);
   return ok_status();
 }
 
@@ -417,8 +547,72 @@ Status DsaModel::accept_last_verify(int32_t vocab, int32_t d, std::span<const in
     return invalid_argument(fmt::format("accept_last_verify: {} requests x {} rows: over capacity",
                                         params.size(), d + 1));
   }
-  return acceptance_.run(ops_, logits_out_.data(), config_.vocab_size, vocab, d, drafts, params,
-                         first_position, out);
+  const auto t0 = std::chrono::steady_clock::now();
+  const double waited_before = timing_.wait_s;
+  {
+    // The op's checks join the forward's: read once below, after the one read back.
+    runtime::DeferDeviceErrors defer(ops_.backend);
+    DSA_RETURN_IF_ERROR(acceptance_.launch(ops_, logits_out_.data(), config_.vocab_size, vocab, d,
+                                           drafts, params, first_position));
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  DSA_ASSIGN_OR_RETURN(const size_t bytes, acceptance_.read(out));
+  if (bytes > 0) count_readback(bytes);
+  // The copy above waits for the stream on CUDA (pageable destination): all of it is the wait.
+  timing_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  DSA_RETURN_IF_ERROR(sync_and_check("acceptance"));
+  acceptance_.unpack(out);
+  timing_.sample_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
+                      (timing_.wait_s - waited_before);
+  return ok_status();
+}
+
+Status DsaModel::draft_on_backend(int32_t vocab, int32_t count, int32_t slot) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (slot < 0 || slot >= runtime::kMaxDraftTokens) {
+    return invalid_argument(fmt::format("draft_on_backend: slot = {}: must be in [0, {})", slot,
+                                        runtime::kMaxDraftTokens));
+  }
+  if (count < 0 || count > metadata_config_.max_requests || count > meta_.header.num_samples) {
+    return invalid_argument(fmt::format(
+        "draft_on_backend: count = {}: must be in [0, min(max_requests = {}, the last forward's "
+        "{} sampled rows)]",
+        count, metadata_config_.max_requests, meta_.header.num_samples));
+  }
+  if (slot == 0) {
+    draft_count_ = count;
+    drafts_written_ = 0;
+  } else if (count != draft_count_ || slot > drafts_written_) {
+    return invalid_argument(fmt::format(
+        "draft_on_backend: slot {} of {} rows after {} slots of {}: slots are written in order, "
+        "each with slot 0's count",
+        slot, count, drafts_written_, draft_count_));
+  }
+  {
+    runtime::DeferDeviceErrors defer(ops_.backend);
+    DSA_RETURN_IF_ERROR(acceptance_.launch_greedy(ops_, logits_out_.data(), config_.vocab_size,
+                                                  vocab, count,
+                                                  drafts_.data() + sz(slot) * sz(count)));
+  }
+  drafts_written_ = std::max(drafts_written_, slot + 1);
+  timing_.sample_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ok_status();
+}
+
+Status DsaModel::read_drafts(int32_t slots, std::vector<int32_t>* out) {
+  if (slots < 0 || slots > drafts_written_) {
+    return invalid_argument(
+        fmt::format("read_drafts: {} slots, {} written", slots, drafts_written_));
+  }
+  out->resize(sz(slots) * sz(draft_count_));
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!out->empty()) {
+    DSA_RETURN_IF_ERROR(
+        ws_.memory().copy(out->data(), drafts_.data(), out->size() * sizeof(int32_t)));
+    count_readback(out->size() * sizeof(int32_t));
+  }
+  timing_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sync_and_check("draft chain");
 }
 
 }  // namespace dsa::model

@@ -11,8 +11,14 @@
 //             the layers run, the LM head writes the sampled rows' logits; on CUDA with graphs a
 //             uniform forward whose B_pad is a bucket replays the body's graph instead (§5,
 //             runtime/graph_runner.h);
-//   collect — hidden states and logits come back to the host ForwardOutput, then the device
-//             error word is read once (ops defer their checks, so the body never synchronises).
+//   collect — what the caller asked for (ForwardOutputs: hidden states, logits) comes back to the
+//             host ForwardOutput, then the device error word is read once (ops defer their checks,
+//             so the body never synchronises). A forward that asks for nothing is only launched:
+//             nothing is read back and the host does not wait (a draft chain, SPEC.md §6.7);
+//             wait() or the next read catches up.
+// The inputs of an MTP forward may be the previous forward's outputs where they are, in backend
+// memory (ForwardInputs: the hidden rows gathered by row list, the tokens from draft slots written
+// on the backend by draft_on_backend), so a chain of forwards runs without host round trips.
 #pragma once
 
 #include <array>
@@ -21,6 +27,7 @@
 #include <iterator>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "dsa/core/status.h"
@@ -88,14 +95,25 @@ struct ModelOptions {
 
 // Host-side time of forwards (what graphs remove): host_s runs from the start of a forward until
 // its last launch is enqueued (staging, metadata copy, launches or the graph launch); total_s
-// includes waiting for the results.
+// adds collecting its results, waiting for them included — none for a launched-only forward,
+// whose GPU time shows in the wait of the read that follows it.
 struct ForwardTiming {
   int64_t forwards = 0, replays = 0;
   double host_s = 0, total_s = 0;
-  // The same per (model, mode): each forward ends synchronised (its outputs collected), so its
-  // seconds are the forward run alone; a step's wall time less their sum is the host's share.
+  // Where the host's time goes (steady_clock, always on): build = the metadata builder; stage =
+  // staging the inputs and the one copy (+ the hand-off gathers); launch = enqueueing the body or
+  // its graph; wait = synchronising for results (forwards and reads alike: the GPU's time shows
+  // here); collect = the rest of collect (copies back, output bookkeeping); sample = the backend
+  // sampling / acceptance / draft ops and their reads, less their wait.
+  double build_s = 0, stage_s = 0, launch_s = 0, wait_s = 0, collect_s = 0, sample_s = 0;
+  // Device-to-host reads of data (hidden states, logits, tokens, counts; the 16-byte error word
+  // is not counted): how many copies and bytes. What a host round trip costs.
+  int64_t readbacks = 0, readback_bytes = 0;
+  // The same per (model, mode). A forward that was collected ends synchronised, so its seconds
+  // are the forward run alone; a launched-only forward (waited = 0 of them) counts only its host
+  // time, its GPU time showing in the wait of the read that follows.
   struct Kind {
-    int64_t forwards = 0;
+    int64_t forwards = 0, waited = 0;
     double total_s = 0;
   };
   static constexpr size_t kModes = std::size(runtime::kAllForwardModes);
@@ -106,8 +124,12 @@ struct ForwardTiming {
   void add(const ForwardTiming& other) {
     forwards += other.forwards, replays += other.replays;
     host_s += other.host_s, total_s += other.total_s;
+    build_s += other.build_s, stage_s += other.stage_s, launch_s += other.launch_s;
+    wait_s += other.wait_s, collect_s += other.collect_s, sample_s += other.sample_s;
+    readbacks += other.readbacks, readback_bytes += other.readback_bytes;
     for (size_t i = 0; i < by_kind.size(); ++i) {
       by_kind[i].forwards += other.by_kind[i].forwards;
+      by_kind[i].waited += other.by_kind[i].waited;
       by_kind[i].total_s += other.by_kind[i].total_s;
     }
   }
@@ -119,13 +141,38 @@ struct ForwardOutput {
   runtime::MetadataHeader header;   // rows, rows_pad, batch_pad, num_samples, ...
   std::vector<int32_t> row_start;   // [B] first row of each real request (cu_q)
   std::vector<int32_t> sample_row;  // [num_samples] the row each logits row was taken from (-1 pad)
-  std::vector<bf16> hidden;   // [rows_pad, hidden]: post final norm (target) / per mtp_chain_hidden
+  // [rows_pad, hidden]: post final norm (target) / per mtp_chain_hidden; empty unless asked for
+  std::vector<bf16> hidden;
   std::vector<float> logits;  // [num_samples, vocab]; rows of sample_row == -1 are zeros
 };
 
 // Where a forward's logits go: copied into ForwardOutput::logits, or left in the backend's memory
-// only (ForwardOutput::logits empty) for accept_last_verify.
+// only (ForwardOutput::logits empty) for accept_last_verify / draft_on_backend.
 enum class LogitsTo { kHost, kBackend };
+
+// What of a forward comes back to the host. Nothing (hidden false, logits kBackend): the forward
+// is only launched; its outputs stay in backend memory until the next forward overwrites them.
+struct ForwardOutputs {
+  bool hidden = true;
+  LogitsTo logits = LogitsTo::kHost;
+};
+
+// A forward's token ids and MTP hidden rows: host spans (forward()'s), or the previous forward's
+// outputs in backend memory, gathered there (SPEC.md §6.7's hand-off), so nothing crosses to the
+// host between the forwards of a chain.
+struct ForwardInputs {
+  // One id per real row (see forward()); ignored with draft_slot >= 0.
+  std::span<const int32_t> tokens;
+  // MTP: host hidden rows (see forward()); ignored with hidden_from_last.
+  std::span<const bf16> hidden;
+  // MTP: row r takes row hidden_rows[r] of the previous forward's hidden output, still in backend
+  // memory (-1, and rows past the list: zeros), instead of host rows.
+  bool hidden_from_last = false;
+  std::span<const int32_t> hidden_rows;
+  // >= 0 (a DECODE of draft_count() requests): request b's token is entry b of draft slot
+  // draft_slot (draft_on_backend), token 0 where that entry has no token (the host drafter's rule).
+  int32_t draft_slot = -1;
+};
 
 class DsaModel {
  public:
@@ -142,6 +189,9 @@ class DsaModel {
   // B_pad a uniform forward of b requests gets (options().buckets; b without buckets).
   int32_t batch_pad_for(int32_t b) const { return graphs_.batch_pad_for(b); }
   const ForwardTiming& timing() const { return timing_; }
+  // Uploads that had to wait for the staging ring (runtime/metadata_mirror.h): 0 while every
+  // back-to-back chain fits the ring.
+  int64_t staging_ring_waits() const { return mirror_.ring_waits(); }
   const runtime::GraphStats& graph_stats() const { return graphs_.stats(); }
   // Its takes so far (zero-filled and not): what a forward's memset nodes come from.
   const runtime::Workspace::Counts& workspace_counts() const { return ws_.counts(); }
@@ -160,6 +210,14 @@ class DsaModel {
   Status forward(runtime::ForwardBatch batch, std::span<const int32_t> tokens,
                  std::span<const bf16> hidden, ForwardOutput* out,
                  LogitsTo logits_to = LogitsTo::kHost);
+  // The same with its inputs possibly in backend memory and only `what` read back (nothing: the
+  // forward is launched and this returns without waiting). InvalidArgument for a hand-off with
+  // no previous forward, a row index past its rows, or a draft slot not written.
+  Status forward(runtime::ForwardBatch batch, const ForwardInputs& in, ForwardOutput* out,
+                 ForwardOutputs what);
+  // Waits for everything launched and reads the device error word (the errors of launched-only
+  // forwards surface here or at the next read).
+  Status wait();
 
   kernels::Backend backend() const { return ops_.backend; }
   // Acceptance (SPEC.md §6.2, §6.3) of the drafts of the last forward, a TARGET_VERIFY whose first
@@ -168,6 +226,14 @@ class DsaModel {
   Status accept_last_verify(int32_t vocab, int32_t d, std::span<const int32_t> drafts,
                             std::span<const kernels::SamplingParams> params,
                             std::span<const int32_t> first_position, VerifyAcceptance* out);
+  // The MTP layer's greedy drafts (argmax over ids [0, vocab)) of the last forward's first
+  // `count` sampled rows, decided on the backend into draft slot `slot` < kMaxDraftTokens; nothing
+  // is read back. Every slot of one chain holds the same count (slot 0 sets it).
+  Status draft_on_backend(int32_t vocab, int32_t count, int32_t slot);
+  int32_t draft_count() const { return draft_count_; }
+  // Waits (wait()) and reads slots [0, slots) of draft_count() entries each, slot-major; -1 where
+  // a row had no eligible token.
+  Status read_drafts(int32_t slots, std::vector<int32_t>* out);
 
  private:
   DsaModel(ModelConfig config, ModelWeights weights, const ModelOptions& options,
@@ -175,12 +241,20 @@ class DsaModel {
   Status allocate_outputs();
   Status capture_graphs();
   // Stages the built metadata with tokens and hidden rows padded to rows_pad (one copy).
-  Status stage(std::span<const int32_t> tokens, std::span<const bf16> hidden);
+  Status stage(const ForwardInputs& in);
+  // The hand-off gathers into the mirror after its copy (hidden rows, draft tokens).
+  Status stage_from_backend(const ForwardInputs& in);
   // Every launch of a forward; reads only backend buffers (capturable).
   Status body(runtime::ModelKind kind, const runtime::ForwardMetadata& meta);
   Status target_body(const runtime::ForwardMetadata& meta);
   Status mtp_body(const runtime::ForwardMetadata& meta);
-  Status collect(const runtime::ForwardMetadata& meta, ForwardOutput* out, LogitsTo logits_to);
+  Status collect(const runtime::ForwardMetadata& meta, ForwardOutput* out, ForwardOutputs what);
+  // Synchronises, then the mirror's ring is free and the device error word is read.
+  Status sync_and_check(std::string_view context);
+  void count_readback(size_t bytes) {
+    ++timing_.readbacks;
+    timing_.readback_bytes += int64_t(bytes);
+  }
   StatusOr<bf16*> embed(const std::vector<bf16>& table, int32_t rows);
   Status rmsnorm(const bf16* x, const std::vector<bf16>& w, bf16* y, int32_t rows,
                  int64_t y_stride = 0);
@@ -215,6 +289,13 @@ class DsaModel {
   std::vector<bf16> padded_hidden_;
   ExpertParallelTables ep_tables_;  // host copies; ep_ points at their backend copies
   ExpertParallel ep_;
+  // The hand-off (ForwardInputs): rows of hidden_out_ the last forward wrote (0: none yet), the
+  // draft slots on the backend ([kMaxDraftTokens, draft_count_], slot-major), how many entries
+  // each holds and which slots were written since slot 0; iota_[v] = v (the clamping gather).
+  int32_t last_rows_pad_ = 0;
+  runtime::Buffer<int32_t> drafts_;
+  int32_t draft_count_ = 0, drafts_written_ = 0;
+  runtime::Buffer<int32_t> iota_;
 };
 
 }  // namespace dsa::model

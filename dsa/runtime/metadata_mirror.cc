@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "dsa/runtime/metadata_schedule.h"
@@ -37,6 +38,10 @@ constexpr Field kFields[] = {
 size_t page_table_size(const kernels::PageTable& pt) { return size_t(pt.num_rows) * pt.width; }
 size_t words_for_bf16(int64_t count) { return size_t((count + 1) / 2); }
 
+// One slot per forward a speculative step launches back to back (the draft extend and the d - 1
+// draft decodes; the verify's results are read before them), at least two.
+int32_t ring_slots(const MetadataConfig& c) { return std::max<int32_t>(2, c.num_draft_tokens + 1); }
+
 }  // namespace
 
 MetadataArrays host_arrays(const ForwardMetadata& m, const kernels::PageTable& pt) {
@@ -48,25 +53,30 @@ MetadataArrays host_arrays(const ForwardMetadata& m, const kernels::PageTable& p
 
 MetadataMirror::MetadataMirror(kernels::Backend backend, const MetadataConfig& config,
                                int64_t hidden_size)
-    : backend_(backend), config_(config), hidden_size_(hidden_size) {}
+    : backend_(backend), config_(config), hidden_size_(hidden_size), slots_(ring_slots(config)) {}
 
 MetadataMirror::~MetadataMirror() {
-  if (staging_) memory_ops(backend_).release_staging(staging_);
+  for (void* p : staging_) memory_ops(backend_).release_staging(p);
 }
 
 Status MetadataMirror::allocate(const kernels::PageTable& pt) {
-  if (staging_ != nullptr) return ok_status();
+  if (!staging_.empty()) return ok_status();
   const ForwardMetadata shape(config_);  // field capacities
   const size_t rows = size_t(config_.row_capacity());
   size_t offset = 0;
   for (const Field& f : kFields) offset += (shape.*f.host).size();
   offset += page_table_size(pt);
   offset += rows;  // tokens
+  offset += rows;  // hidden_rows
   fixed_words_ = offset;
   total_words_ = fixed_words_ + words_for_bf16(int64_t(rows) * hidden_size_);
   const MemoryOps& mem = memory_ops(backend_);
-  DSA_ASSIGN_OR_RETURN(staging_, mem.alloc_staging(total_words_ * sizeof(int32_t)));
-  std::memset(staging_, 0, total_words_ * sizeof(int32_t));
+  for (int32_t i = 0; i < slots_; ++i) {
+    const size_t words = i == 0 ? total_words_ : fixed_words_;
+    DSA_ASSIGN_OR_RETURN(void* p, mem.alloc_staging(words * sizeof(int32_t)));
+    staging_.push_back(p);
+    std::memset(p, 0, words * sizeof(int32_t));
+  }
   DSA_ASSIGN_OR_RETURN(block_, Buffer<int32_t>::alloc(backend_, total_words_));
   // The layout, fixed from here on.
   offset = 0;
@@ -80,12 +90,15 @@ Status MetadataMirror::allocate(const kernels::PageTable& pt) {
   offset += page_table_size(pt);
   tokens_ = block_.data() + offset;
   offset += rows;
+  hidden_rows_ = block_.data() + offset;
+  offset += rows;
   hidden_ = reinterpret_cast<const bf16*>(block_.data() + offset);
   return ok_status();
 }
 
 Status MetadataMirror::upload(const ForwardMetadata& m, const kernels::PageTable& pt,
-                              std::span<const int32_t> tokens, std::span<const bf16> hidden) {
+                              std::span<const int32_t> tokens, std::span<const bf16> hidden,
+                              std::span<const int32_t> hidden_rows) {
   DSA_RETURN_IF_ERROR(allocate(pt));
   const int64_t rows = m.header.rows_pad;
   if (int64_t(tokens.size()) < rows) {
@@ -95,10 +108,22 @@ Status MetadataMirror::upload(const ForwardMetadata& m, const kernels::PageTable
     return invalid_argument(fmt::format("forward: {} hidden values for {} rows of {}",
                                         hidden.size(), rows, hidden_size_));
   }
+  if (int64_t(hidden_rows.size()) > rows) {
+    return invalid_argument(
+        fmt::format("forward: {} hidden row indices for {} rows", hidden_rows.size(), rows));
+  }
   if (page_table_size(pt) != page_table_size(arrays_.page_table)) {
     return invalid_argument("metadata mirror: the page table's shape changed");
   }
-  int32_t* s = static_cast<int32_t*>(staging_);
+  // The ring (header comment): wait only when the slot this upload needs may still be read.
+  const bool needs_slot0 = !hidden.empty();
+  if (pending_ >= slots_ || (needs_slot0 && pending_ > 0)) {
+    DSA_RETURN_IF_ERROR(memory_ops(backend_).sync());
+    pending_ = 0;
+    ++ring_waits_;
+  }
+  int32_t* s = static_cast<int32_t*>(staging_[size_t(pending_)]);
+  ++pending_;
   size_t offset = 0;
   for (const Field& f : kFields) {
     const std::vector<int32_t>& v = m.*f.host;
@@ -108,6 +133,11 @@ Status MetadataMirror::upload(const ForwardMetadata& m, const kernels::PageTable
   std::memcpy(s + offset, pt.data, page_table_size(pt) * sizeof(int32_t));
   offset += page_table_size(pt);
   std::memcpy(s + offset, tokens.data(), size_t(rows) * sizeof(int32_t));
+  offset += size_t(config_.row_capacity());
+  if (!hidden_rows.empty()) {
+    std::memcpy(s + offset, hidden_rows.data(), hidden_rows.size() * sizeof(int32_t));
+  }
+  std::fill(s + offset + hidden_rows.size(), s + offset + size_t(rows), -1);
   size_t bytes = fixed_words_ * sizeof(int32_t);
   if (!hidden.empty()) {
     const size_t hb = size_t(rows * hidden_size_) * sizeof(bf16);
@@ -115,7 +145,7 @@ Status MetadataMirror::upload(const ForwardMetadata& m, const kernels::PageTable
     bytes += hb;
   }
   // The one copy of the step's inputs.
-  return memory_ops(backend_).copy(block_.data(), staging_, bytes);
+  return memory_ops(backend_).copy(block_.data(), s, bytes);
 }
 
 Status MetadataMirror::rebuild_schedule(const kernels::OpTable& ops,

@@ -5,12 +5,25 @@
 // layout is fixed when the mirror is created, from the MetadataConfig's capacities. So every
 // address a captured graph holds stays valid, and per-step values reach kernels only through these
 // buffers (inv. 18). The schedule region is rebuilt by the forward itself, on the backend, from
-// the very row_len it reads (rebuild_schedule, inv. 15). The copy reads the staging block
-// asynchronously: the caller synchronises (reads its results back) before the next upload.
+// the very row_len it reads (rebuild_schedule, inv. 15).
+//
+// Back-to-back forwards (a draft chain launched without reading anything back between its
+// forwards). The backend block is one: forward k + 1's copy into it is issued on the same stream
+// after forward k's launches, so it runs after forward k has read it (stream order; a graph
+// replay is ordered the same way). The page-locked staging block is different: the copy reads it
+// when the stream reaches the copy, not when upload() returns, so writing forward k + 1's inputs
+// into the block forward k's copy has not read yet would corrupt forward k. Hence a ring of
+// staging slots, one per upload since the owner last synchronised the stream (synchronised()):
+// a slot is never written while a copy from it may still be pending. When every slot is pending
+// upload() synchronises the stream itself first (correct, only slower), so the ring's size bounds
+// the forwards in flight, never correctness. Host hidden rows (the MTP input of the host
+// hand-off, up to row_capacity rows) are staged only in slot 0, the one slot sized for them: an
+// upload that has them synchronises first unless nothing is pending.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "dsa/core/dtype.h"
 #include "dsa/kernels/common/paged_cache.h"
@@ -43,27 +56,45 @@ class MetadataMirror {
 
   // Allocates the staging and backend blocks (once, before the first upload).
   Status allocate(const kernels::PageTable& pt);
-  // tokens: >= rows_pad ids; hidden: empty, or >= rows_pad rows of hidden_size.
+  // tokens: >= rows_pad ids; hidden: empty, or >= rows_pad rows of hidden_size; hidden_rows:
+  // empty, or <= rows_pad entries staged into hidden_rows() (the rest -1), the model's row list
+  // for a hidden input gathered on the backend (SPEC.md §6.7 hand-off).
   Status upload(const ForwardMetadata& m, const kernels::PageTable& pt,
-                std::span<const int32_t> tokens, std::span<const bf16> hidden = {});
+                std::span<const int32_t> tokens, std::span<const bf16> hidden = {},
+                std::span<const int32_t> hidden_rows = {});
+  // The owner has synchronised the stream: every copy from the staging ring has completed.
+  void synchronised() { pending_ = 0; }
+  // Times upload() synchronised the stream because the ring was full or host hidden rows had to
+  // wait for slot 0 (tests; 0 in a draft chain of at most staging_slots() forwards).
+  int64_t ring_waits() const { return ring_waits_; }
+  int32_t staging_slots() const { return slots_; }
   // §3c on the backend over the uploaded row_len (pg_row_len for EXTEND) into the schedule region.
   Status rebuild_schedule(const kernels::OpTable& ops, const ForwardMetadata& m) const;
 
   const MetadataArrays& arrays() const { return arrays_; }
   const int32_t* tokens() const { return tokens_; }
   const bf16* hidden() const { return hidden_; }
+  const int32_t* hidden_rows() const { return hidden_rows_; }
+  // The same regions for the backend ops that fill them after the copy (the hand-off gathers).
+  int32_t* mutable_tokens() const { return const_cast<int32_t*>(tokens_); }
+  bf16* mutable_hidden() const { return const_cast<bf16*>(hidden_); }
 
  private:
   kernels::Backend backend_;
   MetadataConfig config_;
   int64_t hidden_size_;
-  size_t fixed_words_ = 0;   // metadata fields + page table + tokens, at capacity
-  size_t total_words_ = 0;   // + hidden rows at capacity
-  void* staging_ = nullptr;  // host, total_words_ int32
+  size_t fixed_words_ = 0;  // metadata fields + page table + tokens + hidden_rows, at capacity
+  size_t total_words_ = 0;  // + hidden rows at capacity
+  // The staging ring (host): slot 0 holds total_words_ int32, slots 1.. fixed_words_ each.
+  int32_t slots_ = 1;
+  std::vector<void*> staging_;
+  int32_t pending_ = 0;  // uploads since synchronised(): slots [0, pending_) may still be read
+  int64_t ring_waits_ = 0;
   Buffer<int32_t> block_;
   MetadataArrays arrays_;
   int32_t* schedule_ = nullptr;
   const int32_t* tokens_ = nullptr;
+  const int32_t* hidden_rows_ = nullptr;
   const bf16* hidden_ = nullptr;
 };
 

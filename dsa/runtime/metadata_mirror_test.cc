@@ -82,5 +82,47 @@ TEST(MetadataMirror, TooFewTokensOrHiddenRowsAreInvalidArgument) {
   EXPECT_TRUE(mirror.upload(meta, pages.page_table(), two).ok());
 }
 
+// The staging ring (header comment): uploads between two synchronisations take distinct slots,
+// so a back-to-back chain of up to staging_slots() forwards never waits; one more, or host hidden
+// rows while slots are pending, synchronises first. Every upload lands whole in the one backend
+// block, with the hand-off's row list staged (the rest -1).
+TEST(MetadataMirror, TheStagingRingWaitsOnlyWhenFull) {
+  const MetadataConfig c = testing::small_config(3);
+  PagedCacheManager pages(c.num_pages, c.num_rows, c.page_table_width);
+  MetadataMirror mirror(kernels::Backend::kCpu, c, 8);
+  ASSERT_EQ(mirror.staging_slots(), 4);  // d + 1 for d = 3
+  auto a = pages.open_request();
+  ASSERT_TRUE(a.ok() && pages.reserve(*a, 40).ok());
+  ForwardBatch fb;
+  fb.mode = ForwardMode::kDecode;
+  fb.batch_pad = 2;
+  fb.requests = {{*a, 9, 1, 0, -1}};
+  ForwardMetadata meta(c);
+  ASSERT_TRUE(build_forward_metadata(fb, c, pages.page_table(), meta).ok());
+  const std::vector<int32_t> rows = {0};
+  for (int32_t i = 0; i < 4; ++i) {
+    const std::vector<int32_t> tokens = {10 + i, 0};
+    ASSERT_TRUE(mirror.upload(meta, pages.page_table(), tokens, {}, rows).ok());
+    EXPECT_EQ(mirror.tokens()[0], 10 + i);
+    EXPECT_EQ(mirror.hidden_rows()[0], 0);
+    EXPECT_EQ(mirror.hidden_rows()[1], -1);
+  }
+  EXPECT_EQ(mirror.ring_waits(), 0);
+  const std::vector<int32_t> tokens = {7, 0};
+  ASSERT_TRUE(mirror.upload(meta, pages.page_table(), tokens).ok());  // a fifth: the ring is full
+  EXPECT_EQ(mirror.ring_waits(), 1);
+  EXPECT_EQ(mirror.hidden_rows()[0], -1);
+  const std::vector<bf16> hidden(16, float_to_bf16(1.f));
+  ASSERT_TRUE(mirror.upload(meta, pages.page_table(), tokens, hidden).ok());  // slot 0 pending
+  EXPECT_EQ(mirror.ring_waits(), 2);
+  mirror.synchronised();
+  ASSERT_TRUE(mirror.upload(meta, pages.page_table(), tokens, hidden).ok());
+  EXPECT_EQ(mirror.ring_waits(), 2);
+  EXPECT_EQ(std::memcmp(mirror.hidden(), hidden.data(), hidden.size() * 2), 0);
+  const std::vector<int32_t> too_many = {0, 1, 2};
+  EXPECT_EQ(mirror.upload(meta, pages.page_table(), tokens, {}, too_many).code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace dsa::runtime

@@ -5,11 +5,11 @@
 # widths, FP8 block-scaled weights generated on the device (--random-weights: no checkpoint).
 # For each batch x context x d it runs `dsa generate --device cuda` with CUDA graphs on, random
 # prompts of the context's length and, for d > 0, a simulated accept length (every draft and
-# verify runs; the accepted count is drawn). Prints one row per run: a decode step's forwards
-# (each timed alone), decode tokens/s (batch x accept length per step), the speed-up over d = 0 at
-# the same batch and context, the d = 0 roofline (weights + the step's cache reads at 4.28 TB/s)
-# and its fraction, TPOT p50 and its ratio to the step's forwards, TTFT (the prefill) and the
-# run's wall seconds (load, graph capture, prefill and decode).
+# verify runs; the accepted count is drawn). Prints one row per run: a decode step's time (TPOT
+# p50 x accept length), decode tokens/s (batch x accept length per step), the speed-up over d = 0
+# at the same batch and context, the d = 0 roofline (weights + the step's cache reads at
+# 4.28 TB/s) and its fraction, TPOT p50, TTFT (the prefill) and the run's wall seconds (load,
+# graph capture, prefill and decode).
 # Usage: scripts/bench_v32.sh BUILD_DIR [OUT_DIR]
 #   BATCHES="1 8 32" CONTEXTS="4096 32768" DRAFTS="0 3" ACCEPT=3.0 NEW_TOKENS=64
 #   RUN_SECONDS=300 (per run) SKIP="8:32768 32:32768" (batch:context pairs left out)
@@ -75,27 +75,20 @@ layers = c["num_hidden_layers"]
 # indexer key of the context (128 e4m3 + one fp32 scale).
 def cache_bytes(ctx):
     return layers * (min(ctx, c["index_topk"]) * 656 + ctx * 132)
-# A decode step's forwards, each timed alone (the model synchronises at the end of each, so the
-# forward_kinds means exclude the host's work between them and the prefill steps that run beside
-# the first decodes): d = 0 one target DECODE; d > 0 a TARGET_VERIFY, the MTP DRAFT_EXTEND and
-# d - 1 MTP DECODEs. TPOT p50 is the per-request figure, which at batch > 1 also carries the
-# other requests' prefill chunks.
-def kind_ms(r, model, mode):
-    for k in r.get("forward_kinds", []):
-        if k["model"] == model and k["mode"] == mode:
-            return k["ms_each"]
-    return 0.0
+# A decode step's time: TPOT p50 x tokens per request-step (accept length), the step's wall time
+# as a request sees it. The forwards of a step are launched back to back now (the device
+# hand-off: only the step's last read waits), so the forward_kinds means are host launch times,
+# not the forwards' GPU time. At batch 1 this is the decode step itself; at batch > 1 it also
+# carries the other requests' prefill chunks that run beside the first decodes (an upper bound:
+# use NEW_TOKENS large against the prompts there).
 def step_fwd_ms(r):
-    if r["d"] == 0:
-        return kind_ms(r, "target", "decode")
-    return (kind_ms(r, "target", "target_verify") + kind_ms(r, "mtp", "draft_extend") +
-            (r["d"] - 1) * kind_ms(r, "mtp", "decode"))
+    return r.get("tpot_ms_p50", 0.0) * r.get("accept_length_mean", 1.0)
 def decode_tps(r):
     ms = step_fwd_ms(r)
     return r["batch"] * r.get("accept_length_mean", 1.0) * 1000.0 / ms if ms > 0 else 0.0
 base = {(r["batch"], r["context"]): r for r in rows if r["d"] == 0}
 print(f"{'batch':>5} {'ctx':>6} {'d':>2} {'step ms':>8} {'tok/s':>8} {'vs d0':>6} {'roof ms':>8} "
-      f"{'of roof':>7} {'accept':>6} {'TPOT p50':>8} {'TPOT/step':>9} {'nodes':>6} {'TTFT s':>7} "
+      f"{'of roof':>7} {'accept':>6} {'TPOT p50':>8} {'nodes':>6} {'TTFT s':>7} "
       f"{'wall s':>7}")
 for r in rows:
     b, ctx, d = r["batch"], r["context"], r["d"]
@@ -110,11 +103,8 @@ for r in rows:
     ref = base.get((b, ctx))
     vs = f"{tps / decode_tps(ref):6.2f}" if d > 0 and ref and decode_tps(ref) > 0 else "     -"
     tpot = r.get("tpot_ms_p50", 0.0)
-    # TPOT x tokens per request-step against the forwards alone: the host's share of a step
-    # (meaningful at batch 1, where no other request's prefill runs beside the decodes).
-    per_step = tpot * r.get("accept_length_mean", 1.0) / fwd if fwd > 0 else 0.0
     print(f"{b:5d} {ctx:6d} {d:2d} {fwd:8.2f} {tps:8.1f} {vs} {roof_ms:8.2f} {frac} "
-          f"{r.get('accept_length_mean', 1.0):6.2f} {tpot:8.2f} {per_step:9.3f} "
+          f"{r.get('accept_length_mean', 1.0):6.2f} {tpot:8.2f} "
           f"{r.get('graph_nodes', 0):6d} {r.get('ttft_ms_p50', 0) / 1e3:7.2f} {r['wall_s']:7.1f}")
 print(f"weights {rows[0].get('kv_cache', {}).get('weight_bytes', 0) / 1e9:.2f} GB" if rows else "no runs")
 PY

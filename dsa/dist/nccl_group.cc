@@ -149,16 +149,19 @@ Status NcclGroup::all_reduce(std::span<int64_t> values, ReduceOp op) {
     return wait("all_reduce", Until::kDrained);
   }();
   ++calls_;
-  if (!s.ok()) {
-    // The collective may still be spinning on the device waiting for a peer: abort it now, so
-    // this rank's stream drains and the error reaches the caller in a usable process.
-    ncclCommAbort(h_->comm);
-    h_->comm = nullptr;
-    broken_ = s;
-    return s;
-  }
+  if (!s.ok()) return break_group(s);
   std::memcpy(values.data(), h_->pinned, bytes);
   return ok_status();
+}
+
+Status NcclGroup::break_group(Status s) {
+  // The collective may still be spinning on the device waiting for a peer: abort it now, so this
+  // rank's stream drains and the error reaches the caller in a usable process. Every later call
+  // returns the same error: the ranks are no longer in step.
+  ncclCommAbort(h_->comm);
+  h_->comm = nullptr;
+  broken_ = s;
+  return s;
 }
 
 Status NcclGroup::enqueued(int nccl_result, const char* what) {
@@ -172,11 +175,7 @@ Status NcclGroup::enqueued(int nccl_result, const char* what) {
     s = wait(what, Until::kReady);
   }
   ++calls_;
-  if (!s.ok()) {
-    ncclCommAbort(h_->comm);
-    h_->comm = nullptr;
-    broken_ = s;
-  }
+  if (!s.ok()) return break_group(s);
   return s;
 }
 

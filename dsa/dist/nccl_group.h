@@ -58,6 +58,7 @@ class NcclGroup final : public Collective, public DeviceCollective {
   // After an enqueue that returned r: waits for a non-blocking communicator's pending call, and
   // breaks the group on an error (the communicator is aborted).
   Status enqueued(int nccl_result, const char* what);  // an ncclResult_t (no NCCL types here)
+  Status break_group(Status s);  // aborts the communicator, keeps s for every later call
 
   int32_t rank_, world_size_;
   std::chrono::milliseconds timeout_;

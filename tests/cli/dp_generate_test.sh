@@ -14,20 +14,6 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=tests/cli/expect_lib.sh
 . "$root/tests/cli/expect_lib.sh"
-refused() {  # refused "regex" args...: exit 1 (2: a CLI11 parse error) with one line matching regex
-  local regex="$1" out rc
-  shift
-  out=$(timeout 60 "$dsa" generate --model "$model" "$@" 2>&1 >/dev/null)
-  rc=$?
-  if { [ "$rc" -eq 1 ] || [ "$rc" -eq 2 ]; } && grep -Eq -- "$regex" <<<"$out" && [ "$(wc -l <<<"$out")" -eq 1 ]; then
-    echo "ok: refused: $out"
-  else
-    echo "FAIL: wanted rc 1 or 2 and one line matching /$regex/, got rc $rc '$out': $*"
-    fail=1
-  fi
-}
-# "index token_ids" per request, in prompt order (the JSON keys are sorted: index before ids).
-tokens() { sed -n 's/^{.*"index":\([0-9]*\),.*"token_ids":\(\[[0-9,]*\]\).*/\1 \2/p' "$1" | sort -n; }
 summary_dp() { grep -o '"dp":{[^}]*}' "$1"; }
 array() { grep -o "\"$2\":\[[0-9,]*\]" <<<"$1" | sed 's/.*\[\(.*\)\]/\1/'; }
 

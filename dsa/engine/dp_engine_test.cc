@@ -14,12 +14,14 @@
 #include <thread>
 
 #include "dsa/engine/dp_engine_group.h"
+#include "dsa/engine/dp_test_util.h"
 #include "dsa/engine/engine_test_util.h"
 
 namespace dsa::engine {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::expect_same_forwards;
 using testing::heldout_prompts;
 using testing::tiny_model;
 
@@ -35,23 +37,6 @@ std::vector<model::DsaModel*> ptrs(const Models& m) {
   std::vector<model::DsaModel*> out;
   for (const auto& p : m) out.push_back(p.get());
   return out;
-}
-
-// Every rank ran the same forwards in the same steps (the record of each rank's engine).
-void expect_same_forwards(DpEngineGroup& g) {
-  const std::vector<ForwardRecord>& first = g.engine(0).forward_trace();
-  for (int32_t r = 1; r < g.world_size(); ++r) {
-    const std::vector<ForwardRecord>& t = g.engine(r).forward_trace();
-    ASSERT_EQ(t.size(), first.size()) << "rank " << r;
-    for (size_t i = 0; i < t.size(); ++i) {
-      ASSERT_EQ(t[i].step, first[i].step) << "rank " << r << ", forward " << i;
-      ASSERT_TRUE(t[i].shape == first[i].shape)
-          << "rank " << r << ", forward " << i << ": " << runtime::mode_name(t[i].shape.mode)
-          << " B_pad " << t[i].shape.batch_pad << " rows_pad " << t[i].shape.rows_pad << " vs "
-          << runtime::mode_name(first[i].shape.mode) << " B_pad " << first[i].shape.batch_pad
-          << " rows_pad " << first[i].shape.rows_pad;
-    }
-  }
 }
 
 int64_t padded_forwards(const Engine& e) {

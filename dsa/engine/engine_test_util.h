@@ -14,15 +14,22 @@ namespace dsa::engine::testing {
 
 inline std::string repo(const std::string& rel) { return std::string(DSA_SOURCE_DIR) + "/" + rel; }
 
-inline std::unique_ptr<model::DsaModel> tiny_model(int32_t d, int32_t max_requests = 4,
-                                                   int32_t num_pages = 0,
-                                                   std::vector<int32_t> buckets = {}) {
+// The tiny model's options in the engine tests: 512-token contexts and EXTEND forwards.
+inline model::ModelOptions tiny_options(int32_t d, int32_t max_requests = 4,
+                                        std::vector<int32_t> buckets = {}) {
   model::ModelOptions o;
   o.buckets = std::move(buckets);
   o.max_context = 512;
   o.num_draft_tokens = d;
   o.max_requests = max_requests;
   o.max_extend_rows = 512;
+  return o;
+}
+
+inline std::unique_ptr<model::DsaModel> tiny_model(int32_t d, int32_t max_requests = 4,
+                                                   int32_t num_pages = 0,
+                                                   std::vector<int32_t> buckets = {}) {
+  model::ModelOptions o = tiny_options(d, max_requests, std::move(buckets));
   o.num_pages = num_pages;
   auto m = model::DsaModel::load(repo("models/tiny-dsa"), o, kernels::cpu_ops());
   DSA_CHECK(m.ok());

@@ -17,6 +17,7 @@
 
 #include "dsa/dist/local_device_group.h"
 #include "dsa/engine/dp_engine_group.h"
+#include "dsa/engine/dp_test_util.h"
 #include "dsa/engine/engine_test_util.h"
 
 namespace dsa::engine {
@@ -24,21 +25,13 @@ namespace {
 
 using namespace std::chrono_literals;
 using runtime::ForwardMode;
+using testing::expect_same_forwards;
 using testing::heldout_prompts;
 using testing::repo;
 using testing::tiny_model;
+using testing::tiny_options;
 
 using Models = std::vector<std::unique_ptr<model::DsaModel>>;
-
-model::ModelOptions tiny_options(int32_t d, int32_t max_requests, std::vector<int32_t> buckets) {
-  model::ModelOptions o;
-  o.buckets = std::move(buckets);
-  o.max_context = 512;
-  o.num_draft_tokens = d;
-  o.max_requests = max_requests;
-  o.max_extend_rows = 512;
-  return o;
-}
 
 // One tiny model per rank, rank r of `group`'s expert-parallel world.
 Models ep_models(dist::LocalDeviceGroup& group, model::ModelOptions o) {
@@ -208,19 +201,6 @@ TEST(ExpertParallelModel, LogitsAndHiddenRowsAreBitIdenticalToOneRank) {
 }
 
 // --- The engine: token-for-token greedy output -------------------------------------------------
-
-// Every rank ran the same forwards in the same steps (the record of each rank's engine).
-void expect_same_forwards(DpEngineGroup& g) {
-  const std::vector<ForwardRecord>& first = g.engine(0).forward_trace();
-  for (int32_t r = 1; r < g.world_size(); ++r) {
-    const std::vector<ForwardRecord>& t = g.engine(r).forward_trace();
-    ASSERT_EQ(t.size(), first.size()) << "rank " << r;
-    for (size_t i = 0; i < t.size(); ++i) {
-      ASSERT_EQ(t[i].step, first[i].step) << "rank " << r << ", forward " << i;
-      ASSERT_TRUE(t[i].shape == first[i].shape) << "rank " << r << ", forward " << i;
-    }
-  }
-}
 
 int64_t padded_forwards(const Engine& e) {
   int64_t n = 0;

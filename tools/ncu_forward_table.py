@@ -2,7 +2,10 @@
 """Per-kernel table of one forward from an Nsight Compute CSV of `dsa generate`.
 
 Made by
-  ncu --csv --clock-control none --metrics gpu__time_duration.sum dsa generate ... --disable-cuda-graph
+  ncu --csv --log-file CSV --clock-control none --metrics gpu__time_duration.sum \
+      dsa generate ... --disable-cuda-graph
+(--log-file keeps ncu's rows apart from generate's output: a generated line that starts with a
+quote would otherwise be read as the CSV header)
 (each kernel timed alone, caches flushed before it: small kernels read cold what a graph finds in
 L2, so their times here are upper bounds). A forward starts at its embedding kernel; the table is
 forward FORWARD (default -1: the last one, a decode), summed by kernel name, largest first.

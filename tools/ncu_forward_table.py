@@ -4,8 +4,7 @@
 Made by
   ncu --csv --log-file CSV --clock-control none --metrics gpu__time_duration.sum \
       dsa generate ... --disable-cuda-graph
-(--log-file keeps ncu's rows apart from generate's output: a generated line that starts with a
-quote would otherwise be read as the CSV header)
+(--log-file keeps ncu's rows apart from generate's output; the table starts at ncu's "ID" header)
 (each kernel timed alone, caches flushed before it: small kernels read cold what a graph finds in
 L2, so their times here are upper bounds). A forward starts at its embedding kernel; the table is
 forward FORWARD (default -1: the last one, a decode), summed by kernel name, largest first.
@@ -35,7 +34,12 @@ def main():
     if not args:
         sys.exit(__doc__)
     with open(args[0]) as f:
-        rows = list(csv.DictReader(line for line in f if line.startswith('"')))
+        lines = f.readlines()
+    # The table starts at ncu's header row: a program line that starts with a quote is not it.
+    header = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
+    if header is None:
+        sys.exit("no ncu CSV header (\"ID\",...): not an ncu --csv file")
+    rows = list(csv.DictReader(line for line in lines[header:] if line.startswith('"')))
     kernels = [(short(r["Kernel Name"]), microseconds(r), r["Grid Size"], r["Block Size"])
                for r in rows]
     starts = [i for i, k in enumerate(kernels) if k[0].startswith("embedding_kernel")]

@@ -183,6 +183,10 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
                  "rows when a request filters by top-k or top-p; host on cpu)")
       ->check(CLI::IsMember({"auto", "device", "host"}))
       ->capture_default_str();
+  cmd.add_flag("--disable-overlap-schedule", a.disable_overlap_schedule,
+               "Read every decode step's tokens before launching the next (by default a d = 0 "
+               "decode sampled on the device is launched while the host reads the previous "
+               "step's tokens: the same tokens, each emitted one step later)");
   for (const char* name :
        {"--random-weights-seed", "--load-chunk-bytes", "--speculative-num-steps",
         "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--max-running-requests",
@@ -287,6 +291,7 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
         fmt::format("--checked-mode = {}: must be auto, on or off", a.checked_mode));
   }
   set_checked_mode(s.checked);
+  s.overlap = !a.disable_overlap_schedule;
   if (a.sampling_on == "auto") {
     s.accept_on = engine::AcceptOn::kAuto;
   } else if (a.sampling_on == "device") {

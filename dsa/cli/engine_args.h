@@ -54,6 +54,9 @@ struct EngineArgs {
   // Where sampled rows are decided (engine::AcceptOn): auto, device (the model's backend: only
   // tokens and accept counts leave it) or host (the logits are copied, the host rules run).
   std::string sampling_on = "auto";
+  // SGLang's flag: every decode step reads its tokens before the next is launched
+  // (engine::EngineOptions::overlap off).
+  bool disable_overlap_schedule = false;
   // SPEC.md §1.3's checked mode: on, off, or auto (DSA_CHECKED when set, else on in debug builds
   // and off in release builds; scripts/test.sh and CI set DSA_CHECKED=1).
   std::string checked_mode = "auto";
@@ -80,6 +83,7 @@ struct EngineSetup {
   int32_t prefill_chunk = 512;
   double simulate_accept_length = 0;  // 0 = real acceptance
   engine::AcceptOn accept_on = engine::AcceptOn::kAuto;
+  bool overlap = true;   // engine::EngineOptions::overlap
   bool checked = false;  // resolve_engine_args has applied it (set_checked_mode)
   int32_t dp_size = 1;   // data-parallel ranks, in [1, kMaxDpSize]
   int32_t ep_size = 1;   // expert-parallel ranks: 1 or dp_size, dividing the routed experts

@@ -180,6 +180,7 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
                 {"accept_histogram", m.accept.histogram()},
                 {"per_position_acceptance", m.per_position_acceptance()},
                 {"steps", m.steps},
+                {"overlapped_decodes", m.overlapped_launches},
                 {"host_logit_rows", m.host_logit_rows},
                 {"forwards", ft.forwards},
                 {"graph_replays", ft.replays},

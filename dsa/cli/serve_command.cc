@@ -236,6 +236,7 @@ StatusOr<int> run(const ServeArgs& a) {
     eo.tokenizer = &tok;
     eo.simulate_accept_length = setup.simulate_accept_length;
     eo.accept_on = setup.accept_on;
+    eo.overlap = setup.overlap;
     std::vector<model::DsaModel*> ranks;
     for (const auto& m : models) ranks.push_back(m.get());
     StatusOr<std::unique_ptr<server::EngineLoop>> made = server::EngineLoop::create(

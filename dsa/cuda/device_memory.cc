@@ -80,4 +80,24 @@ Status synchronize_stream() {
   return ok_status();
 }
 
+StatusOr<void*> create_marker() {
+  cudaEvent_t e = nullptr;
+  DSA_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return static_cast<void*>(e);
+}
+
+void destroy_marker(void* marker) {
+  if (marker != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(marker));
+}
+
+Status record_marker(void* marker) {
+  DSA_CUDA_RETURN_IF_ERROR(cudaEventRecord(static_cast<cudaEvent_t>(marker), current_stream()));
+  return ok_status();
+}
+
+Status wait_marker(void* marker) {
+  DSA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(static_cast<cudaEvent_t>(marker)));
+  return ok_status();
+}
+
 }  // namespace dsa::cuda

@@ -27,5 +27,12 @@ Status memset_async(void* dst, int byte, size_t bytes);
 StatusOr<size_t> free_device_memory();
 // Waits for everything issued on the current stream (host results of copies become readable).
 Status synchronize_stream();
+// A point in the current stream's work (a CUDA event without timing): the host can wait for the
+// work issued before the point without waiting for what was issued after it, which is how an
+// overlapped step reads step N's results while step N + 1 runs.
+StatusOr<void*> create_marker();
+void destroy_marker(void* marker);
+Status record_marker(void* marker);  // the point: what is issued on the current stream so far
+Status wait_marker(void* marker);    // returns once the work before the recorded point is done
 
 }  // namespace dsa::cuda

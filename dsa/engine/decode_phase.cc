@@ -25,13 +25,31 @@ size_t sz(int64_t v) { return static_cast<size_t>(v); }
 
 }  // namespace
 
-Status Engine::decode_phase(const std::vector<RequestState*>& running) {
+std::vector<RequestState*> Engine::decode_requests(
+    const std::vector<RequestState*>& running) const {
+  const int64_t ctx = model_.options().max_context;
   std::vector<RequestState*> reqs;
   for (RequestState* r : running) {
-    if (r->phase == RequestPhase::kDecode && r->finish == FinishReason::kNone &&
-        r->output.size() > 0 && !r->drafts.empty() == (d_ > 0)) {
+    // Tokens in flight count as emitted: a request whose last token is being sampled is not
+    // decoded again (the overlapped decode's count-based stops; emit() ends it when read).
+    const int64_t out = int64_t(r->output.size()) + r->in_flight;
+    if (r->phase == RequestPhase::kDecode && r->finish == FinishReason::kNone && out > 0 &&
+        out < r->req.max_new_tokens && r->prompt_len() + out < ctx &&
+        !r->drafts.empty() == (d_ > 0)) {
       reqs.push_back(r);
     }
+  }
+  return reqs;
+}
+
+Status Engine::decode_phase(const std::vector<RequestState*>& running) {
+  std::vector<RequestState*> reqs = decode_requests(running);
+  // A step that cannot overlap reads the launched one first: it needs every pending token on the
+  // host, and the requests that finish with them drop out.
+  const bool overlap = d_ == 0 && options_.overlap && target_on_backend(reqs);
+  if (!overlap && in_flight_) {
+    DSA_RETURN_IF_ERROR(finish_in_flight());
+    reqs = decode_requests(running);
   }
   const int32_t n = d_ + 1;
   StepProposal p;
@@ -41,7 +59,8 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   p.chain_requests = p.decode_requests;
   p.load = load();
   DSA_ASSIGN_OR_RETURN(const std::vector<ForwardShape> plan, agree(p));
-  if (plan.empty()) return ok_status();  // no rank decodes
+  if (plan.empty()) return finish_in_flight();  // no rank decodes
+  if (overlap) return overlapped_decode(reqs, plan[0]);
   std::vector<runtime::RequestInput> inputs;
   std::vector<int32_t> tokens;
   for (RequestState* r : reqs) {

@@ -303,7 +303,7 @@ Status Engine::step() {
   const auto t0 = std::chrono::steady_clock::now();
   const model::ForwardTiming& ft = model_.timing();
   const int64_t readbacks = ft.readbacks, readback_bytes = ft.readback_bytes;
-  const int64_t emitted = metrics_.emitted, prefilled = prefilled_;
+  const int64_t emitted = metrics_.emitted, prefilled = prefilled_, launches = launches_;
   DSA_RETURN_IF_ERROR(scheduler_.admit());
   metrics_.times.schedule_s += seconds_since(t0);
   // The running set is copied: the phases do not change it, and retiring below does.
@@ -331,11 +331,11 @@ Status Engine::step() {
   metrics_.times.retire_s += seconds_since(t_retire);
   metrics_.times.total_s += seconds_since(t0);
   ++metrics_.steps;
-  // Progress: every step emits a token, prefills a chunk or finishes a request; a step that did
-  // none of these would repeat forever (the scheduler refuses what can never run; this guards the
-  // rest).
+  // Progress: every step emits a token, prefills a chunk, finishes a request or launches an
+  // overlapped decode (whose tokens the next step emits); a step that did none of these would
+  // repeat forever (the scheduler refuses what can never run; this guards the rest).
   if (metrics_.emitted == emitted && prefilled_ == prefilled && finished_ids.empty() &&
-      has_work()) {
+      launches_ == launches && has_work()) {
     return internal_error("engine: a step made no progress (no token, prefill or finish)");
   }
   return ok_status();

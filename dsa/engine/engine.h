@@ -70,6 +70,14 @@ struct EngineOptions {
   // DP checked mode: before each forward every rank all-reduces its shape (cross_check_forward),
   // so a rank about to run another forward is reported instead of pairing collectives wrongly.
   bool check_forwards = false;
+  // The overlapped decode (SPEC.md §6.7 F = 1, SGLang's overlap scheduler): a d = 0 decode step
+  // whose tokens are sampled on the backend (accept_on) is launched before the previous step's
+  // tokens are read: its input tokens are the previous step's, gathered in backend memory, and
+  // the host reads step N's tokens (emits them, finds EOS and stop strings) while step N + 1 runs
+  // on the device. Work launched for a request that turns out to have finished is discarded.
+  // Tokens are the same as without it; each is emitted one step later. false: every step reads
+  // its tokens before the next is launched (`--disable-overlap-schedule`).
+  bool overlap = true;
 };
 
 // One forward as it ran on this rank: its rank-invariant shape (the same on every rank) and how
@@ -126,6 +134,15 @@ class Engine {
  private:
   Status prefill_phase(const std::vector<RequestState*>& running);
   Status decode_phase(const std::vector<RequestState*>& running);
+  // The requests of `running` a decode step takes now: decoding, not finished, and with tokens
+  // left to sample after the ones in flight.
+  std::vector<RequestState*> decode_requests(const std::vector<RequestState*>& running) const;
+  // The overlapped d = 0 decode (EngineOptions::overlap): launches `shape` over reqs with the
+  // sampling on the backend, then reads the previous launch's tokens (overlapped_decode.cc).
+  Status overlapped_decode(const std::vector<RequestState*>& reqs, const ForwardShape& shape);
+  // Reads the launched decode's tokens, if one is in flight, and emits them (requests that
+  // finished meanwhile drop theirs).
+  Status finish_in_flight();
   // The d - 1 MTP DECODEs the plan names (`chain`: its kDraftChain forwards; none when empty),
   // after the MTP forward `first` (the model's last) whose first reqs.size() sampled rows give
   // the first drafts; rows[b]: request b's row of `first` (its hidden state pairs with that
@@ -196,6 +213,15 @@ class Engine {
   DpStepConfig dp_config_;
   int64_t forwards_ = 0;  // forward ids
   std::vector<ForwardRecord> trace_;
+  // The overlapped decode launched and not yet read: its sampling and its requests by id (a
+  // request may be aborted and released meanwhile); launch ids count from 0.
+  struct InFlightDecode {
+    model::SampleTicket ticket;
+    std::vector<int64_t> ids;
+    int64_t launch = 0;
+  };
+  std::optional<InFlightDecode> in_flight_;
+  int64_t launches_ = 0;
 };
 
 }  // namespace dsa::engine

@@ -52,6 +52,12 @@ struct RequestState {
   std::vector<int32_t> drafts;          // g_1..g_d for positions C + 1..C + d
   std::vector<int32_t> output;          // emitted tokens
   std::vector<int32_t> accept_lengths;  // a + 1 per speculative step
+  // The overlapped decode (engine.h, SPEC.md §6.7 F = 1): tokens sampled by launched decodes and
+  // not yet read back (`committed` already counts their KV), and while `pending` is not known on
+  // the host, the launch that sampled it and its row there.
+  int32_t in_flight = 0;
+  int64_t pending_launch = -1;
+  int32_t pending_row = -1;
   FinishReason finish = FinishReason::kNone;
   Status error;            // why, when finish == kError
   model::TextStream text;  // the output decoded so far (with a tokenizer)

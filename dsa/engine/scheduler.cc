@@ -63,7 +63,9 @@ StatusOr<std::vector<RequestState*>> Scheduler::retire_finished() {
   }
   for (auto it = running_.begin(); it != running_.end();) {
     RequestState& r = **it;
-    if (r.finish == FinishReason::kNone) {
+    // A finished request still in a launched, unread decode keeps its pages and slot until that
+    // decode is read (SPEC.md §6.7): the work done for it there is discarded then.
+    if (r.finish == FinishReason::kNone || r.in_flight > 0) {
       ++it;
       continue;
     }

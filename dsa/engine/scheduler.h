@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "dsa/core/status.h"
@@ -50,6 +51,9 @@ class Scheduler {
   Status release(int64_t id);
   // nullptr once released (or never added).
   const RequestState* find(int64_t id) const;
+  RequestState* find(int64_t id) {
+    return const_cast<RequestState*>(std::as_const(*this).find(id));
+  }
 
   bool has_work() const { return !waiting_.empty() || !running_.empty() || !refused_.empty(); }
   bool has_waiting() const { return !waiting_.empty(); }

@@ -214,7 +214,9 @@ Status DsaModel::allocate_outputs() {
   for (size_t v = 0; v < iota.size(); ++v) iota[v] = int32_t(v);
   DSA_ASSIGN_OR_RETURN(iota_, runtime::Buffer<int32_t>::from_host(ops_.backend, iota));
   DSA_RETURN_IF_ERROR(ws_.memory().sync());  // `iota` goes out of scope (pageable or not)
-  return acceptance_.reserve(ops_.backend, rows, rows);  // a verify forward: requests <= rows
+  DSA_RETURN_IF_ERROR(acceptance_.reserve(ops_.backend, rows, rows));  // a verify: requests <= rows
+  DSA_ASSIGN_OR_RETURN(const void* error_word, runtime::device_error_word_address(ops_.backend));
+  return sampler_.reserve(ops_.backend, sz(metadata_config_.max_requests), error_word);
 }
 
 // The graph runner captures one graph per key (runtime/graph_runner.h): its stage is this model's
@@ -407,6 +409,25 @@ Status DsaModel::stage(const ForwardInputs& in) {
       tokens = padded_tokens_;
     }
   }
+  if (!in.token_rows.empty()) {
+    // Staged in the mirror's row-index region, which a target forward has no hidden rows for.
+    if (h.model != runtime::ModelKind::kTarget) {
+      return invalid_argument("forward: token_rows: only a target forward takes sampled tokens");
+    }
+    if (in.token_rows.size() > rows) {
+      return invalid_argument(
+          fmt::format("forward: {} token row indices for {} rows", in.token_rows.size(), rows));
+    }
+    for (size_t r = 0; r < in.token_rows.size(); ++r) {
+      if (in.token_rows[r] < -1 || in.token_rows[r] >= sampler_.last_count()) {
+        return invalid_argument(fmt::format(
+            "forward: token_rows[{}] = {}: not a token of the last sampling ({} tokens)", r,
+            in.token_rows[r], sampler_.last_count()));
+      }
+    }
+    DSA_RETURN_IF_ERROR(mirror_.upload(meta_, pages_.page_table(), tokens, {}, in.token_rows));
+    return stage_from_backend(in);
+  }
   std::span<const bf16> hidden;
   std::span<const int32_t> hidden_rows;
   if (h.model == runtime::ModelKind::kMtp && in.hidden_from_last) {
@@ -464,6 +485,22 @@ Status DsaModel::stage_from_backend(const ForwardInputs& in) {
                              row_bytes,
                              int32_t(in.hidden_rows.size()),
                              last_rows_pad_,
+                             kernels::RowCopyMode::kGather};
+    DSA_RETURN_IF_ERROR(ops_.row_copy(g));
+  }
+  if (!in.token_rows.empty()) {
+    // The sampled tokens of the previous forward into their rows; rows listed -1 keep the staged
+    // host token. A token of -1 (a row with no eligible logit) reaches the embedding, which
+    // refuses it, as it refuses that token from the host.
+    const int64_t w = int64_t(sizeof(int32_t));
+    kernels::RowCopyParams g{sampler_.tokens(),
+                             mirror_.mutable_tokens(),
+                             mirror_.hidden_rows(),
+                             w,
+                             w,
+                             w,
+                             int32_t(in.token_rows.size()),
+                             sampler_.last_count(),
                              kernels::RowCopyMode::kGather};
     DSA_RETURN_IF_ERROR(ops_.row_copy(g));
   }
@@ -596,6 +633,36 @@ Status DsaModel::draft_on_backend(int32_t vocab, int32_t count, int32_t slot) {
   }
   drafts_written_ = std::max(drafts_written_, slot + 1);
   timing_.sample_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ok_status();
+}
+
+StatusOr<SampleTicket> DsaModel::sample_async(int32_t vocab,
+                                              std::span<const kernels::SamplingParams> params,
+                                              std::span<const int32_t> positions) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (int64_t(params.size()) > meta_.header.num_samples) {
+    return invalid_argument(fmt::format("sample_async: {} rows, the last forward sampled {}",
+                                        params.size(), meta_.header.num_samples));
+  }
+  StatusOr<SampleTicket> t = unimplemented("");
+  {
+    runtime::DeferDeviceErrors defer(ops_.backend);
+    t = sampler_.launch(ops_, logits_out_.data(), config_.vocab_size, vocab, params, positions);
+  }
+  if (t.ok()) t->uploads_before = mirror_.uploads();
+  timing_.sample_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return t;
+}
+
+Status DsaModel::collect_sampled(const SampleTicket& ticket, std::vector<int32_t>* tokens) {
+  const auto t0 = std::chrono::steady_clock::now();
+  bool error_seen = false;
+  DSA_RETURN_IF_ERROR(sampler_.collect(ticket, tokens, &error_seen));
+  mirror_.completed(ticket.uploads_before);  // their staging slots are free again
+  if (ticket.count > 0) count_readback(sz(ticket.count) * sizeof(int32_t));
+  timing_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The word as it was after this launch: set, it is decoded (and cleared) the checked way.
+  if (error_seen) return sync_and_check("overlapped decode");
   return ok_status();
 }
 

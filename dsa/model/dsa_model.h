@@ -39,6 +39,7 @@
 #include "dsa/model/model_caches.h"
 #include "dsa/model/model_config.h"
 #include "dsa/model/model_weights.h"
+#include "dsa/model/overlapped_sampler.h"
 #include "dsa/model/weight_store.h"
 #include "dsa/model/weight_stream.h"
 #include "dsa/runtime/attention_step.h"
@@ -172,6 +173,10 @@ struct ForwardInputs {
   // >= 0 (a DECODE of draft_count() requests): request b's token is entry b of draft slot
   // draft_slot (draft_on_backend), token 0 where that entry has no token (the host drafter's rule).
   int32_t draft_slot = -1;
+  // Target forwards (the overlapped decode, SPEC.md §6.7 F = 1): row r's token is entry
+  // token_rows[r] of the last sample_async's tokens, still in backend memory, instead of
+  // tokens[r]; -1, and rows past the list, keep tokens[r].
+  std::span<const int32_t> token_rows;
 };
 
 class DsaModel {
@@ -235,6 +240,18 @@ class DsaModel {
   // a row had no eligible token.
   Status read_drafts(int32_t slots, std::vector<int32_t>* out);
 
+  // The overlapped decode (overlapped_sampler.h): the last forward's first params.size() sampled
+  // rows sampled on the backend (row i with params[i] at positions[i], the same tokens as
+  // accept_last_verify at d = 0), nothing waited for. The tokens stay in backend memory for the
+  // next forward's token_rows, and come back with collect_sampled(), which waits only for this
+  // launch: the forwards launched after it keep running. At most two launches are uncollected.
+  StatusOr<SampleTicket> sample_async(int32_t vocab,
+                                      std::span<const kernels::SamplingParams> params,
+                                      std::span<const int32_t> positions);
+  // The ticket's tokens (one per row; -1 where a row had no eligible token). A device error raised
+  // by the work before the launch's copy is returned here (after a synchronisation).
+  Status collect_sampled(const SampleTicket& ticket, std::vector<int32_t>* tokens);
+
  private:
   DsaModel(ModelConfig config, ModelWeights weights, const ModelOptions& options,
            const runtime::MetadataConfig& mc, const kernels::OpTable& ops);
@@ -281,6 +298,7 @@ class DsaModel {
   runtime::Buffer<bf16> hidden_out_;
   runtime::Buffer<float> logits_out_;
   BackendAcceptance acceptance_;
+  OverlappedSampler sampler_;
   runtime::GraphRunner graphs_;
   ForwardTiming timing_;
   CachePlan cache_plan_;

@@ -56,6 +56,16 @@ Status take_device_errors(kernels::Backend backend, std::string_view context) {
 #endif
 }
 
+StatusOr<const void*> device_error_word_address(kernels::Backend backend) {
+  if (backend == kernels::Backend::kCpu) return static_cast<const void*>(nullptr);
+#if defined(DSA_HAVE_CUDA)
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * w, cuda::device_error_word());
+  return static_cast<const void*>(w);
+#else
+  return no_cuda("device_error_word_address");
+#endif
+}
+
 uint64_t device_allocation_count(kernels::Backend backend) {
 #if defined(DSA_HAVE_CUDA)
   if (backend == kernels::Backend::kCuda) return cuda::device_allocation_count();

@@ -33,6 +33,11 @@ class DeferDeviceErrors {
 // Synchronises and decodes the device error word (OK on the CPU, where ops return errors).
 Status take_device_errors(kernels::Backend backend, std::string_view context);
 
+// Where the device error word lives (backend memory, 16 bytes whose first int32 is the code,
+// 0 = no error), for a copy that reads it without synchronising (model/overlapped_sampler.h);
+// nullptr on the CPU, whose ops return their errors.
+StatusOr<const void*> device_error_word_address(kernels::Backend backend);
+
 // Device allocations made so far (0 on the CPU): tests prove none happen inside capture or replay.
 uint64_t device_allocation_count(kernels::Backend backend);
 

@@ -53,6 +53,11 @@ Status host_fill(void* dst, uint8_t byte, size_t bytes) {
   return ok_status();
 }
 Status host_sync() { return ok_status(); }
+// Host ops have completed when they return: a marker is a token, recording and waiting no-ops.
+int host_marker_token = 0;
+StatusOr<void*> host_create_marker() { return static_cast<void*>(&host_marker_token); }
+void host_destroy_marker(void*) {}
+Status host_marker_op(void*) { return ok_status(); }
 
 // cgroup v2's memory.max - memory.current for this process's group (containers), 0 = no limit.
 size_t cgroup_headroom() {
@@ -117,7 +122,11 @@ const MemoryOps& memory_ops(kernels::Backend backend) {
                               host_sync,
                               host_alloc,
                               host_release,
-                              host_available};
+                              host_available,
+                              host_create_marker,
+                              host_destroy_marker,
+                              host_marker_op,
+                              host_marker_op};
   if (backend == kernels::Backend::kCpu) return host;
 #if defined(DSA_HAVE_CUDA)
   return cuda_memory_ops();
@@ -133,7 +142,11 @@ const MemoryOps& memory_ops(kernels::Backend backend) {
       [] { return no_cuda(); },
       [](size_t) -> StatusOr<void*> { return no_cuda(); },
       [](void*) {},
-      []() -> StatusOr<size_t> { return no_cuda(); }};
+      []() -> StatusOr<size_t> { return no_cuda(); },
+      []() -> StatusOr<void*> { return no_cuda(); },
+      [](void*) {},
+      [](void*) { return no_cuda(); },
+      [](void*) { return no_cuda(); }};
   return none;
 #endif
 }

@@ -30,6 +30,13 @@ struct MemoryOps {
   // Memory a new allocation can still take: free device memory for CUDA, the kernel's
   // MemAvailable estimate for the host. What a memory budget (--mem-fraction-static) is a part of.
   StatusOr<size_t> (*available)();
+  // A point in the stream's work the host can wait for alone (a CUDA event; on the CPU, where
+  // every op has completed when it returns, a token and no-ops): an overlapped step waits for
+  // step N's result copy while step N + 1 is still running.
+  StatusOr<void*> (*create_marker)();
+  void (*destroy_marker)(void* marker);
+  Status (*record_marker)(void* marker);  // after everything issued so far
+  Status (*wait_marker)(void* marker);    // until the work before the recorded point is done
 };
 
 // CUDA in a host-only build: every entry returns Unimplemented.

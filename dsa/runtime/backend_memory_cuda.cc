@@ -30,7 +30,11 @@ const MemoryOps& cuda_memory_ops() {
                                cuda::synchronize_stream,
                                cuda::pinned_host_malloc,
                                cuda::pinned_host_free,
-                               cuda::free_device_memory};
+                               cuda::free_device_memory,
+                               cuda::create_marker,
+                               cuda::destroy_marker,
+                               cuda::record_marker,
+                               cuda::wait_marker};
   return table;
 }
 

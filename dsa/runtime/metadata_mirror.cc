@@ -75,6 +75,7 @@ Status MetadataMirror::allocate(const kernels::PageTable& pt) {
     const size_t words = i == 0 ? total_words_ : fixed_words_;
     DSA_ASSIGN_OR_RETURN(void* p, mem.alloc_staging(words * sizeof(int32_t)));
     staging_.push_back(p);
+    slot_upload_.push_back(-1);  // never read by a copy
     std::memset(p, 0, words * sizeof(int32_t));
   }
   DSA_ASSIGN_OR_RETURN(block_, Buffer<int32_t>::alloc(backend_, total_words_));
@@ -116,14 +117,15 @@ Status MetadataMirror::upload(const ForwardMetadata& m, const kernels::PageTable
     return invalid_argument("metadata mirror: the page table's shape changed");
   }
   // The ring (header comment): wait only when the slot this upload needs may still be read.
-  const bool needs_slot0 = !hidden.empty();
-  if (pending_ >= slots_ || (needs_slot0 && pending_ > 0)) {
+  const size_t slot = hidden.empty() ? size_t(next_slot_) : 0;
+  if (slot_upload_[slot] >= int64_t(completed_)) {
     DSA_RETURN_IF_ERROR(memory_ops(backend_).sync());
-    pending_ = 0;
+    completed_ = uploads_;
     ++ring_waits_;
   }
-  int32_t* s = static_cast<int32_t*>(staging_[size_t(pending_)]);
-  ++pending_;
+  int32_t* s = static_cast<int32_t*>(staging_[slot]);
+  slot_upload_[slot] = int64_t(uploads_++);
+  next_slot_ = int32_t((slot + 1) % size_t(slots_));
   size_t offset = 0;
   for (const Field& f : kFields) {
     const std::vector<int32_t>& v = m.*f.host;

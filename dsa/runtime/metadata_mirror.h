@@ -13,14 +13,16 @@
 // replay is ordered the same way). The page-locked staging block is different: the copy reads it
 // when the stream reaches the copy, not when upload() returns, so writing forward k + 1's inputs
 // into the block forward k's copy has not read yet would corrupt forward k. Hence a ring of
-// staging slots, one per upload since the owner last synchronised the stream (synchronised()):
-// a slot is never written while a copy from it may still be pending. When every slot is pending
+// staging slots taken in turn: a slot is never written while a copy from it may still be pending,
+// which the owner tells the mirror by synchronised() (the stream is drained) or completed() (the
+// overlapped decode waited for a point after some uploads only). When the next slot is pending
 // upload() synchronises the stream itself first (correct, only slower), so the ring's size bounds
 // the forwards in flight, never correctness. Host hidden rows (the MTP input of the host
 // hand-off, up to row_capacity rows) are staged only in slot 0, the one slot sized for them: an
 // upload that has them synchronises first unless nothing is pending.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -58,12 +60,18 @@ class MetadataMirror {
   Status allocate(const kernels::PageTable& pt);
   // tokens: >= rows_pad ids; hidden: empty, or >= rows_pad rows of hidden_size; hidden_rows:
   // empty, or <= rows_pad entries staged into hidden_rows() (the rest -1), the model's row list
-  // for a hidden input gathered on the backend (SPEC.md §6.7 hand-off).
+  // for an input gathered on the backend: an MTP forward's hidden rows (SPEC.md §6.7 hand-off),
+  // or a target forward's token rows (the overlapped decode's sampled tokens).
   Status upload(const ForwardMetadata& m, const kernels::PageTable& pt,
                 std::span<const int32_t> tokens, std::span<const bf16> hidden = {},
                 std::span<const int32_t> hidden_rows = {});
   // The owner has synchronised the stream: every copy from the staging ring has completed.
-  void synchronised() { pending_ = 0; }
+  void synchronised() { completed_ = uploads_; }
+  // Uploads so far, and: the first `count` of them have been read by the backend (the owner waited
+  // for a point of the stream after their copies, without synchronising all of it: the overlapped
+  // decode frees the slots of step N while step N + 1's copy may still be pending).
+  uint64_t uploads() const { return uploads_; }
+  void completed(uint64_t count) { completed_ = std::max(completed_, std::min(count, uploads_)); }
   // Times upload() synchronised the stream because the ring was full or host hidden rows had to
   // wait for slot 0 (tests; 0 in a draft chain of at most staging_slots() forwards).
   int64_t ring_waits() const { return ring_waits_; }
@@ -88,7 +96,12 @@ class MetadataMirror {
   // The staging ring (host): slot 0 holds total_words_ int32, slots 1.. fixed_words_ each.
   int32_t slots_ = 1;
   std::vector<void*> staging_;
-  int32_t pending_ = 0;  // uploads since synchronised(): slots [0, pending_) may still be read
+  // Slots are taken in turn (host hidden rows: always slot 0). Slot i last held upload
+  // slot_upload_[i] (-1: none); uploads before completed_ have been read, so slot i is free once
+  // slot_upload_[i] < completed_.
+  std::vector<int64_t> slot_upload_;
+  int32_t next_slot_ = 0;
+  uint64_t uploads_ = 0, completed_ = 0;
   int64_t ring_waits_ = 0;
   Buffer<int32_t> block_;
   MetadataArrays arrays_;

@@ -92,5 +92,25 @@ TEST(EngineGraphs, GraphsEqualEagerTokenForTokenAndCpuUpToNearTies) {
   }
 }
 
+// The overlapped decode (engine.h, EngineOptions::overlap; on by default, so the test above runs
+// it) against reading every step's tokens before the next launch: the same forwards over the
+// same batches, so the same greedy tokens bit for bit, graphs on and off.
+TEST(EngineGraphs, OverlappedDecodeEqualsReadingEveryStep) {
+  DSA_SKIP_WITHOUT_GPU();
+  const auto prompts = prompt_set();
+  for (bool graphs : {true, false}) {
+    auto m = load_tiny(*cuda_table(), options(0, graphs));
+    ASSERT_TRUE(m);
+    engine::EngineOptions on, off;
+    off.overlap = false;
+    const auto a = generate(*m, prompts, kNewTokens, on);
+    const auto b = generate(*m, prompts, kNewTokens, off);
+    ASSERT_EQ(a.size(), prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(a[i], b[i]) << "graphs " << graphs << ", prompt " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dsa::e2e

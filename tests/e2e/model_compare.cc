@@ -60,8 +60,8 @@ std::vector<float> last_rows(model::DsaModel& m, const std::vector<int32_t>& ids
 
 std::vector<std::vector<int32_t>> generate(model::DsaModel& m,
                                            const std::vector<std::vector<int32_t>>& prompts,
-                                           int32_t new_tokens) {
-  engine::Engine eng(m);
+                                           int32_t new_tokens, engine::EngineOptions options) {
+  engine::Engine eng(m, std::move(options));
   std::vector<int64_t> ids;
   for (const auto& p : prompts) {
     auto id = eng.add_request({p, new_tokens, {}});

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "dsa/engine/engine.h"
 #include "dsa/kernels/op_table.h"
 #include "dsa/model/dsa_model.h"
 #include "tests/e2e/golden.h"
@@ -41,7 +42,7 @@ std::vector<float> last_rows(model::DsaModel& m, const std::vector<int32_t>& ids
 // Greedy outputs of `prompts`, run concurrently through the engine.
 std::vector<std::vector<int32_t>> generate(model::DsaModel& m,
                                            const std::vector<std::vector<int32_t>>& prompts,
-                                           int32_t new_tokens);
+                                           int32_t new_tokens, engine::EngineOptions options = {});
 std::vector<std::vector<int32_t>> golden_prompt_ids();
 
 // Compares `got` with `want` (greedy outputs of `prompts`) prompt by prompt: identical, or

@@ -31,9 +31,14 @@ using Clock = std::chrono::steady_clock;
 int g_wake_write_fd = -1;
 std::atomic<bool> g_launching{false};
 
-extern "C" void on_launcher_signal(int sig) {
+// Marks a signal the terminal sent (Ctrl-C: si_code SI_KERNEL). The terminal signals its whole
+// foreground process group, the children included, so forwarding it would deliver it twice, and
+// `dsa serve` takes a second signal as "stop now, do not drain".
+constexpr uint8_t kFromTerminal = 0x80;
+
+extern "C" void on_launcher_signal(int sig, siginfo_t* info, void*) {
   const int saved = errno;
-  const auto b = uint8_t(sig);
+  const auto b = uint8_t(sig | (info != nullptr && info->si_code == SI_KERNEL ? kFromTerminal : 0));
   [[maybe_unused]] const ssize_t n = ::write(g_wake_write_fd, &b, 1);  // full pipe: already awake
   errno = saved;
 }
@@ -49,8 +54,8 @@ class SignalScope {
     }
     g_wake_write_fd = fds_[1];
     struct sigaction sa {};
-    sa.sa_handler = on_launcher_signal;
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sa.sa_sigaction = on_launcher_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NOCLDSTOP;
     sigemptyset(&sa.sa_mask);
     for (size_t i = 0; i < std::size(kCaught); ++i) ::sigaction(kCaught[i], &sa, &previous_[i]);
     // A caller that blocked them (a sigwait thread) must not keep the launcher from waking.
@@ -220,7 +225,7 @@ Status launch_local_ranks(const LaunchConfig& config) {
 
   std::vector<Child> children;
   Status first_failure;
-  const char* forwarded = nullptr;           // the last signal passed on to the children
+  const char* received = nullptr;  // the last SIGINT / SIGTERM, forwarded or from the terminal
   std::optional<Clock::time_point> kill_at;  // set when the survivors of a failure got SIGTERM
   bool killed = false;
   const auto stop_the_rest = [&](Status why) {
@@ -252,10 +257,10 @@ Status launch_local_ranks(const LaunchConfig& config) {
     ssize_t n;
     while ((n = ::read(signals.read_fd(), sigs, sizeof(sigs))) > 0) {
       for (ssize_t i = 0; i < n; ++i) {
-        if (sigs[i] == SIGINT || sigs[i] == SIGTERM) {
-          signal_running(children, sigs[i]);
-          forwarded = sigs[i] == SIGINT ? "SIGINT" : "SIGTERM";
-        }
+        const int sig = sigs[i] & ~kFromTerminal;
+        if (sig != SIGINT && sig != SIGTERM) continue;
+        if ((sigs[i] & kFromTerminal) == 0) signal_running(children, sig);
+        received = sig == SIGINT ? "SIGINT" : "SIGTERM";
       }
     }
     for (Child& ch : children) {
@@ -274,8 +279,8 @@ Status launch_local_ranks(const LaunchConfig& config) {
   }
   if (first_failure.ok()) return ok_status();
   std::string message = "launcher: " + first_failure.message();
-  if (forwarded != nullptr) {
-    message += fmt::format(" (the launcher had forwarded {} to every rank)", forwarded);
+  if (received != nullptr) {
+    message += fmt::format(" (after the launcher received {})", received);
   }
   if (children.size() > 1) message += "; the other ranks were stopped";
   return Status(first_failure.code(), message);

@@ -33,8 +33,10 @@ struct LaunchConfig {
 // Starts the children and waits for all of them. Every child gets this process's environment plus
 // the DSA_* rank variables; it starts in this process's process group, and is killed (SIGKILL) if
 // the launcher dies without reaping it. SIGINT and SIGTERM sent to the launcher while it waits are
-// forwarded to every child still running (the dsa commands take a repeat within 2 s as the same
-// request, so a Ctrl-C that reaches the whole group as well does no harm).
+// forwarded to every child still running, except those the terminal sent (Ctrl-C): the terminal
+// signals the whole foreground process group, so each child has it already, once. (A kill of the
+// whole group, `kill -INT -PGID`, still reaches a child twice: nothing tells it from a kill of the
+// launcher alone.)
 //
 // OK when every child exits 0. Otherwise an Internal error naming the first rank that failed and
 // how ("rank 2 (local rank 2, node 0) exited with code 3"; "... was killed by signal 9 (Killed)"),

@@ -1,13 +1,17 @@
 // The launcher with real processes: launcher_test_child (DSA_LAUNCHER_TEST_CHILD) is the rank.
 // Every child sees its own rank variables; a failing rank takes the sleeping ones down at once
 // (SIGTERM) or after the grace period (SIGKILL, when they ignore SIGTERM) and is named in the
-// Status; a SIGTERM to the launcher reaches every child; a killed launcher takes its children
+// Status; a SIGTERM or SIGINT to the launcher reaches every child, a Ctrl-C on the terminal
+// reaches them from the terminal and is not forwarded again; a killed launcher takes its children
 // with it; a bad config, an executable that does not exist and a launched rank are refused.
 #include "dsa/dist/launcher.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -157,6 +161,77 @@ TEST(Launcher, SigtermToTheLauncherReachesEveryChild) {
     for (int r = 0; r < 3; ++r) {
       EXPECT_TRUE(fs::exists(dir / ("term." + std::to_string(r)))) << "rank " << r;
     }
+    fs::remove_all(dir);
+  });
+}
+
+// Waits for a "count" launch to end (exit 0) and checks each child's "<SIGINTs> <SIGTERMs>".
+void expect_counts(const fs::path& dir, pid_t launcher, int w, const std::string& counts) {
+  int st = 0;
+  ASSERT_EQ(::waitpid(launcher, &st, 0), launcher);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  for (int r = 0; r < w; ++r) {
+    EXPECT_EQ(read_file(dir / ("count." + std::to_string(r))), counts) << "rank " << r;
+  }
+}
+
+TEST(Launcher, SigintToTheLauncherReachesEveryChild) {
+  dsa::testing::within_seconds(30, [] {
+    const fs::path dir = fresh_dir();
+    const pid_t launcher = fork_launcher(config(2, {"count", dir.string()}));
+    for (int r = 0; r < 2; ++r) ASSERT_TRUE(wait_for(dir / ("ready." + std::to_string(r))));
+    ASSERT_EQ(::kill(launcher, SIGINT), 0);
+    expect_counts(dir, launcher, 2, "1 0");
+    fs::remove_all(dir);
+  });
+}
+
+// Forks a launcher of `c` in a session of its own on a new pseudo-terminal; `master` is the
+// terminal's other end, where a written ^C makes the terminal signal its foreground group.
+pid_t fork_launcher_on_a_terminal(const LaunchConfig& c, int* master) {
+  *master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  DSA_CHECK(*master >= 0 && ::grantpt(*master) == 0 && ::unlockpt(*master) == 0);
+  const std::string slave = ::ptsname(*master);
+  const pid_t pid = ::fork();
+  DSA_CHECK(pid >= 0);
+  if (pid == 0) {
+    if (::setsid() < 0) ::_exit(20);
+    const int tty = ::open(slave.c_str(), O_RDWR);
+    if (tty < 0 || ::ioctl(tty, TIOCSCTTY, 0) != 0) ::_exit(21);
+    ::_exit(launch_local_ranks(c).ok() ? 0 : 1);
+  }
+  return pid;
+}
+
+TEST(Launcher, CtrlCOnTheTerminalReachesEveryChild) {
+  dsa::testing::within_seconds(30, [] {
+    const fs::path dir = fresh_dir();
+    int master = -1;
+    const pid_t launcher = fork_launcher_on_a_terminal(config(2, {"count", dir.string()}), &master);
+    for (int r = 0; r < 2; ++r) ASSERT_TRUE(wait_for(dir / ("ready." + std::to_string(r))));
+    ASSERT_EQ(::write(master, "\x03", 1), 1);
+    expect_counts(dir, launcher, 2, "1 0");
+    ::close(master);
+    fs::remove_all(dir);
+  });
+}
+
+TEST(Launcher, TheTerminalsCtrlCIsNotForwarded) {
+  dsa::testing::within_seconds(30, [] {
+    // The children leave the terminal's foreground group, so only the launcher gets the ^C; it
+    // must not pass it on (the children in the group have it already: a second one would make
+    // `dsa serve` skip its drain). A SIGTERM sent to the launcher afterwards is forwarded.
+    const fs::path dir = fresh_dir();
+    int master = -1;
+    const pid_t launcher =
+        fork_launcher_on_a_terminal(config(2, {"count", dir.string(), "own-group"}), &master);
+    for (int r = 0; r < 2; ++r) ASSERT_TRUE(wait_for(dir / ("ready." + std::to_string(r))));
+    ASSERT_EQ(::write(master, "\x03", 1), 1);
+    std::this_thread::sleep_for(300ms);  // a forwarded SIGINT would arrive well within this
+    ASSERT_EQ(::kill(launcher, SIGTERM), 0);
+    expect_counts(dir, launcher, 2, "0 1");
+    ::close(master);
     fs::remove_all(dir);
   });
 }

@@ -6,6 +6,11 @@
 //   stubborn DIR RANK CODE      the same, but the others ignore SIGTERM
 //   wait DIR                    writes DIR/ready.<rank> = its pid, then waits; on SIGTERM it
 //                               writes DIR/term.<rank> and exits 0
+//   count DIR [own-group]       writes DIR/ready.<rank>, waits for a SIGINT or SIGTERM, counts
+//                               those that arrive within the next 500 ms, writes "<SIGINTs>
+//                               <SIGTERMs>" to DIR/count.<rank> and exits 0; with own-group it
+//                               first leaves the launcher's process group (and so the terminal's
+//                               foreground group)
 // Exit 10: no rank environment, or a refused one; 11: bad arguments.
 #include <signal.h>
 #include <unistd.h>
@@ -30,6 +35,12 @@ void write_file(const std::string& path, const std::string& text) {
   std::fputs(text.c_str(), f);
   std::fclose(f);
   std::rename(tmp.c_str(), path.c_str());  // the test never reads a half-written file
+}
+
+volatile sig_atomic_t g_ints = 0, g_terms = 0;
+extern "C" void on_count(int sig) {
+  if (sig == SIGINT) g_ints = g_ints + 1;
+  if (sig == SIGTERM) g_terms = g_terms + 1;
 }
 
 extern "C" void on_term(int) {
@@ -70,6 +81,19 @@ int main(int argc, char** argv) {
     ::signal(SIGTERM, on_term);
     write_file(g_dir + "/ready." + std::to_string(e.rank), std::to_string(::getpid()));
     std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 0;
+  }
+  if (mode == "count") {
+    if (argc == 4 && std::string(argv[3]) == "own-group" && ::setpgid(0, 0) != 0) return 11;
+    ::signal(SIGINT, on_count);
+    ::signal(SIGTERM, on_count);
+    write_file(g_dir + "/ready." + std::to_string(e.rank), std::to_string(::getpid()));
+    for (int i = 0; i < 60000 && g_ints + g_terms == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    write_file(g_dir + "/count." + std::to_string(e.rank),
+               std::to_string(g_ints) + " " + std::to_string(g_terms));
     return 0;
   }
   return 11;

@@ -208,6 +208,7 @@ void add_dp_option(CLI::App& cmd, EngineArgs& a) {
                  "logits as --ep 1); cpu: every rank still loads every expert")
       ->check(int64_range())
       ->capture_default_str();
+  add_dist_options(cmd, a.dist);
 }
 
 StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::ModelConfig& config,
@@ -277,6 +278,15 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
     }
   }
   s.ep_size = int32_t(a.ep_size);
+  DSA_ASSIGN_OR_RETURN(s.dist, resolve_dist_args(a.dist));
+  if (s.dist.nnodes > 1) {
+    // The launcher and the bootstrap are built (dist/launcher.h, dist/bootstrap.h), but no engine
+    // runs its ranks as processes over NCCL yet: the flags would be accepted and do nothing.
+    return invalid_argument(fmt::format(
+        "--nnodes = {}: multi-node runs need one process per GPU over NCCL, which the engine "
+        "does not run yet (docs/multi_gpu.md); --nnodes 1 only",
+        s.dist.nnodes));
+  }
   if (a.checked_mode == "on" || a.checked_mode == "off") {
     s.checked = a.checked_mode == "on";
   } else if (a.checked_mode == "auto") {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "dsa/cli/dist_args.h"
 #include "dsa/core/status.h"
 #include "dsa/engine/engine.h"
 #include "dsa/model/dsa_model.h"
@@ -60,11 +61,14 @@ struct EngineArgs {
   // SPEC.md §1.3's checked mode: on, off, or auto (DSA_CHECKED when set, else on in debug builds
   // and off in release builds; scripts/test.sh and CI set DSA_CHECKED=1).
   std::string checked_mode = "auto";
+  // --nnodes, --node-rank, --dist-init-addr (dist_args.h); registered with --dp-size.
+  DistArgs dist;
 };
 
 // Registers the options on `cmd` (defaults shown in --help).
 void add_engine_options(CLI::App& cmd, EngineArgs& a);
-// Registers --dp-size (aliases --dp, --data-parallel-size) and --ep-size (alias --ep) on `cmd`.
+// Registers --dp-size (aliases --dp, --data-parallel-size), --ep-size (alias --ep) and the
+// multi-node flags (add_dist_options) on `cmd`.
 void add_dp_option(CLI::App& cmd, EngineArgs& a);
 
 // Most data-parallel ranks: on the CPU each is a whole model instance and a thread in this
@@ -87,6 +91,7 @@ struct EngineSetup {
   bool checked = false;  // resolve_engine_args has applied it (set_checked_mode)
   int32_t dp_size = 1;   // data-parallel ranks, in [1, kMaxDpSize]
   int32_t ep_size = 1;   // expert-parallel ranks: 1 or dp_size, dividing the routed experts
+  DistSetup dist;        // nodes (1 only until the launcher is wired) and the bootstrap address
 };
 
 // Every rule between the flags and against the model's config.json: ranges, the speculative

@@ -61,18 +61,35 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   DSA_ASSIGN_OR_RETURN(const std::vector<ForwardShape> plan, agree(p));
   if (plan.empty()) return finish_in_flight();  // no rank decodes
   if (overlap) return overlapped_decode(reqs, plan[0]);
+  const bool on_backend = target_on_backend(reqs);
+  const double sim = options_.simulate_accept_length;
+  // The host rules and a simulated step read the drafts; the backend acceptance gathers them.
+  if (d_ > 0 && (!on_backend || sim > 0)) DSA_RETURN_IF_ERROR(read_kept_drafts(running));
   std::vector<runtime::RequestInput> inputs;
-  std::vector<int32_t> tokens;
+  std::vector<int32_t> tokens, token_rows, draft_rows;
+  // Where draft j + 1 of request b is kept (slot j, row drafts_row), or -1: on the host.
+  const auto kept = [&](const RequestState* r, int32_t j) {
+    return r->drafts_row < 0 ? -1 : j * model_.draft_count() + r->drafts_row;
+  };
   for (RequestState* r : reqs) {
     inputs.push_back({r->req_slot, r->committed, n, 0, n});
     tokens.push_back(r->pending);
-    for (int32_t j = 0; j < d_; ++j) tokens.push_back(r->drafts[sz(j)]);
+    token_rows.push_back(-1);
+    for (int32_t j = 0; j < d_; ++j) {
+      tokens.push_back(r->drafts[sz(j)]);
+      token_rows.push_back(kept(r, j));
+    }
+    draft_rows.push_back(r->drafts_row);
   }
-  const bool on_backend = target_on_backend(reqs);
-  const double sim = options_.simulate_accept_length;
+  const bool any_kept = std::any_of(reqs.begin(), reqs.end(),
+                                    [](const RequestState* r) { return r->drafts_row >= 0; });
   model::ForwardOutput target;
   model::ForwardInputs target_in;
   target_in.tokens = tokens;
+  if (any_kept) {
+    target_in.token_rows = token_rows;
+    target_in.token_source = model::TokenSource::kDraftSlots;
+  }
   DSA_RETURN_IF_ERROR(
       run_forward(plan[0], inputs, target_in, &target, outputs(d_ > 0, on_backend)));
   // The target's token at every row (d = 0), or, on the backend, at every verify row of a
@@ -102,12 +119,13 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
 
   // Acceptance, then the DRAFT_EXTEND token rows: row j takes g_{j+1} for j < a, y for j = a,
   // and g_{j+1} (or y when j = d) after it (computed and discarded).
-  std::vector<int32_t> mtp_tokens;
+  std::vector<int32_t> mtp_tokens, mtp_token_rows;
   std::vector<int32_t> committed;
   std::vector<runtime::RequestInput> mtp_reqs = inputs;
   std::vector<AcceptResult> decided;
   if (on_backend && !(sim > 0)) {
-    DSA_ASSIGN_OR_RETURN(decided, accept_on_backend(reqs));
+    DSA_ASSIGN_OR_RETURN(decided,
+                         accept_on_backend(reqs, any_kept ? draft_rows : std::vector<int32_t>{}));
   }
   const auto t_accept = std::chrono::steady_clock::now();
   const double emit_before = metrics_.times.emit_s;
@@ -134,7 +152,9 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
     const int32_t a = acc.accepted;
     const int32_t y = acc.emitted.back();
     for (int32_t j = 0; j < n; ++j) {
-      mtp_tokens.push_back(j < a ? r.drafts[sz(j)] : j == a ? y : (j < d_ ? r.drafts[sz(j)] : y));
+      const bool draft = j != a && j < d_;  // g_{j+1}; else y
+      mtp_tokens.push_back(draft ? r.drafts[sz(j)] : y);
+      mtp_token_rows.push_back(draft ? kept(&r, j) : -1);
     }
     mtp_reqs[b].sample_first = a;
     mtp_reqs[b].sample_count = 1;
@@ -155,6 +175,10 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   std::vector<bf16> host_rows;
   model::ForwardInputs mtp_in = mtp_inputs(target, rows, &host_rows);
   mtp_in.tokens = mtp_tokens;
+  if (any_kept) {
+    mtp_in.token_rows = mtp_token_rows;
+    mtp_in.token_source = model::TokenSource::kDraftSlots;
+  }
   model::ForwardOutput mtp;
   DSA_RETURN_IF_ERROR(
       run_forward(plan[1], std::move(mtp_reqs), mtp_in, &mtp, outputs(true, drafts_on_backend())));
@@ -165,7 +189,7 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
 }
 
 StatusOr<std::vector<AcceptResult>> Engine::accept_on_backend(
-    const std::vector<RequestState*>& reqs) {
+    const std::vector<RequestState*>& reqs, std::span<const int32_t> draft_rows) {
   std::vector<int32_t> drafts, first;
   std::vector<kernels::SamplingParams> params;
   for (const RequestState* r : reqs) {
@@ -179,7 +203,8 @@ StatusOr<std::vector<AcceptResult>> Engine::accept_on_backend(
   }
   model::VerifyAcceptance v;
   // The op reads ids [0, sampleable_) of rows vocab_ wide: the host rule's masked padding ids.
-  DSA_RETURN_IF_ERROR(model_.accept_last_verify(sampleable_, d_, drafts, params, first, &v));
+  DSA_RETURN_IF_ERROR(
+      model_.accept_last_verify(sampleable_, d_, drafts, params, first, &v, draft_rows));
   const size_t n = sz(d_) + 1;
   std::vector<AcceptResult> out(reqs.size());
   for (size_t b = 0; b < reqs.size(); ++b) {

@@ -9,11 +9,40 @@
 // (model::ForwardInputs), its greedy draft is written to a draft slot there, and the d drafts are
 // read back once at the end (d ints per request). Otherwise (host drafts, or host_handoff) each
 // forward's logits (and hidden states) come back and the host drafts from them — the same drafts.
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "dsa/engine/engine.h"
 
 namespace dsa::engine {
+
+namespace {
+
+size_t sz(int64_t v) { return static_cast<size_t>(v); }
+
+}  // namespace
+
+Status Engine::read_kept_drafts(const std::vector<RequestState*>& running) {
+  const bool any = std::any_of(running.begin(), running.end(),
+                               [](const RequestState* r) { return r->drafts_row >= 0; });
+  if (!any) return ok_status();
+  std::vector<int32_t> drafts;
+  DSA_RETURN_IF_ERROR(model_.read_drafts(d_, &drafts));
+  const size_t count = drafts.size() / sz(d_);
+  for (RequestState* r : running) {
+    if (r->drafts_row < 0) continue;
+    if (sz(r->drafts_row) >= count) {
+      return internal_error(fmt::format("engine: request {} keeps its drafts in row {} of {}",
+                                        r->id, r->drafts_row, count));
+    }
+    for (int32_t s = 0; s < d_; ++s) {
+      r->drafts[sz(s)] = std::max(0, drafts[sz(s) * count + sz(r->drafts_row)]);  // greedy rule
+    }
+    r->drafts_row = -1;
+  }
+  return ok_status();
+}
 
 Status Engine::draft_chain(const std::vector<RequestState*>& reqs,
                            const model::ForwardOutput& first, const std::vector<int32_t>& rows,
@@ -65,6 +94,15 @@ Status Engine::draft_chain(const std::vector<RequestState*>& reqs,
     for (size_t r = 0; r < hidden_rows.size(); ++r) hidden_rows[r] = int32_t(r);
     prev_host = std::move(out);
     prev = &prev_host;
+  }
+  // Kept: the drafts stay in the slots, where the next verify, its acceptance and its draft
+  // extend gather them (decode_phase.cc); nothing is read and the step ends without waiting.
+  if (chained && !options_.draft_override && 1 + int32_t(chain.size()) == d_) {
+    for (size_t b = 0; b < B; ++b) {
+      reqs[b]->drafts.assign(sz(d_), 0);
+      reqs[b]->drafts_row = int32_t(b);
+    }
+    return ok_status();
   }
   if (chained) {
     // The one read of the chain: slot s holds every request's draft s + 1.

@@ -143,6 +143,10 @@ class Engine {
   // Reads the launched decode's tokens, if one is in flight, and emits them (requests that
   // finished meanwhile drop theirs).
   Status finish_in_flight();
+  // Reads the drafts that requests of `running` keep in the model's draft slots
+  // (RequestState::drafts_row) into their `drafts`: before anything that needs them on the host
+  // or writes the slots again (a prefill part's chain).
+  Status read_kept_drafts(const std::vector<RequestState*>& running);
   // The d - 1 MTP DECODEs the plan names (`chain`: its kDraftChain forwards; none when empty),
   // after the MTP forward `first` (the model's last) whose first reqs.size() sampled rows give
   // the first drafts; rows[b]: request b's row of `first` (its hidden state pairs with that
@@ -175,8 +179,10 @@ class Engine {
     return {options_.host_handoff && feeds_mtp, logits_to(on_backend)};
   }
   // Acceptance of a verify forward's drafts on the model's backend (kBackend logits): per request
-  // of `reqs`, in order, the same AcceptResult as the host rule accept_drafts.
-  StatusOr<std::vector<AcceptResult>> accept_on_backend(const std::vector<RequestState*>& reqs);
+  // of `reqs`, in order, the same AcceptResult as the host rule accept_drafts. draft_rows (empty
+  // or one per request): where the request keeps its drafts in the draft slots (-1: its drafts).
+  StatusOr<std::vector<AcceptResult>> accept_on_backend(const std::vector<RequestState*>& reqs,
+                                                        std::span<const int32_t> draft_rows = {});
   // Whether the target rows of a step over `reqs` are decided on the backend (accept_on).
   bool target_on_backend(const std::vector<RequestState*>& reqs) const;
   // Whether the MTP layer's greedy drafts are (accept_on; kAuto: on any device backend).

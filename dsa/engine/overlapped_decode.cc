@@ -34,9 +34,9 @@ Status Engine::overlapped_decode(const std::vector<RequestState*>& reqs,
     if (r->pending_row >= 0) {
       // Only the launch in flight can hold it: every earlier one has been read.
       if (!in_flight_ || r->pending_launch != in_flight_->launch) {
-        return internal_error(fmt::format(
-            "engine: request {}'s pending token is in launch {}, not the one in flight", r->id,
-            r->pending_launch));
+        return internal_error(
+            fmt::format("engine: request {}'s pending token is in launch {}, not the one in flight",
+                        r->id, r->pending_launch));
       }
       tokens.push_back(0);  // replaced on the backend
       token_rows.push_back(r->pending_row);
@@ -52,8 +52,8 @@ Status Engine::overlapped_decode(const std::vector<RequestState*>& reqs,
   in.tokens = tokens;
   if (gathered) in.token_rows = token_rows;
   model::ForwardOutput out;
-  DSA_RETURN_IF_ERROR(
-      run_forward(shape, inputs, in, &out, model::ForwardOutputs{false, model::LogitsTo::kBackend}));
+  DSA_RETURN_IF_ERROR(run_forward(shape, inputs, in, &out,
+                                  model::ForwardOutputs{false, model::LogitsTo::kBackend}));
   DSA_ASSIGN_OR_RETURN(model::SampleTicket ticket,
                        model_.sample_async(sampleable_, params, positions));
   InFlightDecode next{ticket, {}, launch};

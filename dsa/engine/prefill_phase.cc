@@ -40,6 +40,8 @@ Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
   p.load = load();
   DSA_ASSIGN_OR_RETURN(const std::vector<ForwardShape> plan, agree(p));
   if (plan.empty()) return ok_status();  // no rank prefills
+  // This part's chain rewrites the draft slots (on every rank, a rank without chunks too).
+  DSA_RETURN_IF_ERROR(read_kept_drafts(running));
   // The first token of each completed prompt, sampled on the backend where accept_on says so.
   std::vector<RequestState*> completing;
   for (size_t b = 0; b < reqs.size(); ++b) {

@@ -55,6 +55,9 @@ struct RequestState {
   // The overlapped decode (engine.h, SPEC.md §6.7 F = 1): tokens sampled by launched decodes and
   // not yet read back (`committed` already counts their KV), and while `pending` is not known on
   // the host, the launch that sampled it and its row there.
+  // >= 0: `drafts` (placeholders) are kept in the model's draft slots, row drafts_row of the last
+  // chain drafted there (Engine::draft_chain); the host reads them only if it needs them.
+  int32_t drafts_row = -1;
   int32_t in_flight = 0;
   int64_t pending_launch = -1;
   int32_t pending_row = -1;

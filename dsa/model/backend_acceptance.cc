@@ -9,8 +9,9 @@ namespace dsa::model {
 
 namespace {
 
-// int32 words of the packed inputs after the seeds.
-size_t in_words(size_t requests, size_t drafts) { return 4 * requests + drafts; }
+// int32 words of the packed inputs after the seeds: four per request, the drafts, then the
+// kept drafts' gather index (one per draft).
+size_t in_words(size_t requests, size_t drafts) { return 4 * requests + 2 * drafts; }
 
 }  // namespace
 
@@ -38,8 +39,12 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
                                  int64_t row_stride, int32_t vocab, int32_t d,
                                  std::span<const int32_t> drafts,
                                  std::span<const kernels::SamplingParams> params,
-                                 std::span<const int32_t> first_position) {
+                                 std::span<const int32_t> first_position, const SlotDrafts& kept) {
   const size_t B = params.size(), n = size_t(std::max(d, 0)) + 1;
+  if (!kept.rows.empty() && (kept.rows.size() != B || kept.slots == nullptr)) {
+    return invalid_argument(
+        fmt::format("backend acceptance: {} kept draft rows for {} requests", kept.rows.size(), B));
+  }
   if (first_position.size() != B || drafts.size() != B * size_t(std::max(d, 0))) {
     return invalid_argument(fmt::format(
         "backend acceptance: {} requests with {} first positions and {} drafts (d = {})", B,
@@ -62,9 +67,32 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
     first[b] = first_position[b];
   }
   std::memcpy(w + 4 * B, drafts.data(), drafts.size() * sizeof(int32_t));
+  // Where each kept draft is: entry j of request b is draft j + 1, slot j's row kept.rows[b].
+  int32_t* index = w + 4 * B + drafts.size();
+  bool any_kept = false;
+  for (size_t b = 0; b < B; ++b) {
+    for (size_t j = 0; j + 1 < n; ++j) {
+      const int32_t row = kept.rows.empty() ? -1 : kept.rows[b];
+      index[b * (n - 1) + j] = row < 0 ? -1 : int32_t(j) * kept.count + row;
+      any_kept = any_kept || row >= 0;
+    }
+  }
   const size_t used = B + (in_words(B, drafts.size()) + 1) / 2;
   DSA_RETURN_IF_ERROR(in_.upload(std::span<const uint64_t>(in_host_.data(), used)));
-  const int32_t* dw = reinterpret_cast<const int32_t*>(in_.data() + B);
+  int32_t* dw = reinterpret_cast<int32_t*>(in_.data() + B);
+  if (any_kept) {
+    const int64_t e = int64_t(sizeof(int32_t));
+    kernels::RowCopyParams g{kept.slots,
+                             dw + 4 * B,
+                             dw + 4 * B + drafts.size(),
+                             e,
+                             e,
+                             e,
+                             int32_t(drafts.size()),
+                             int32_t(n - 1) * kept.count,
+                             kernels::RowCopyMode::kGather};
+    DSA_RETURN_IF_ERROR(ops.row_copy(g));
+  }
   kernels::AcceptanceParams a;
   a.logits = logits;
   a.requests = int32_t(B);

@@ -21,6 +21,15 @@ struct VerifyAcceptance {
   std::vector<int32_t> emitted;   // [B, d + 1] g_1..g_a, y, then -1
 };
 
+// Drafts kept in backend memory where the draft chain left them (slot-major [slots, count]:
+// draft s + 1 of row r at s * count + r): request b's drafts are row rows[b] there, or, for -1
+// (and with no rows at all), the host's.
+struct SlotDrafts {
+  const int32_t* slots = nullptr;
+  int32_t count = 0;
+  std::span<const int32_t> rows;
+};
+
 // The small backend buffers of the op's inputs and outputs: reserved at the model's capacity when
 // it loads, so steps allocate nothing (run grows them only for a larger batch).
 class BackendAcceptance {
@@ -28,12 +37,13 @@ class BackendAcceptance {
   Status reserve(kernels::Backend backend, size_t requests, size_t rows);
 
   // logits: backend memory, [B (d + 1), row_stride], request b's row j at b (d + 1) + j; vocab:
-  // the sampleable ids (<= row_stride). drafts [B, d], params and first_position [B] are host.
-  // Launches the op; read() brings its results back.
+  // the sampleable ids (<= row_stride). drafts [B, d], params and first_position [B] are host;
+  // kept: the requests whose drafts are in backend memory instead (their `drafts` entries are
+  // ignored). Launches the op; read() brings its results back.
   Status launch(const kernels::OpTable& ops, const float* logits, int64_t row_stride, int32_t vocab,
                 int32_t d, std::span<const int32_t> drafts,
                 std::span<const kernels::SamplingParams> params,
-                std::span<const int32_t> first_position);
+                std::span<const int32_t> first_position, const SlotDrafts& kept = {});
   // The last launch's results: read() issues one device-to-host copy and returns its bytes; the
   // caller synchronises the backend's stream, then unpack() fills `out` (sized by read()).
   StatusOr<size_t> read(VerifyAcceptance* out);

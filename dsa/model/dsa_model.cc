@@ -410,23 +410,21 @@ Status DsaModel::stage(const ForwardInputs& in) {
     }
   }
   if (!in.token_rows.empty()) {
-    // Staged in the mirror's row-index region, which a target forward has no hidden rows for.
-    if (h.model != runtime::ModelKind::kTarget) {
-      return invalid_argument("forward: token_rows: only a target forward takes sampled tokens");
+    if (in.draft_slot >= 0) {
+      return invalid_argument("forward: token_rows and draft_slot both name the tokens");
     }
     if (in.token_rows.size() > rows) {
       return invalid_argument(
           fmt::format("forward: {} token row indices for {} rows", in.token_rows.size(), rows));
     }
+    const int32_t bound = kept_tokens(in.token_source);
     for (size_t r = 0; r < in.token_rows.size(); ++r) {
-      if (in.token_rows[r] < -1 || in.token_rows[r] >= sampler_.last_count()) {
+      if (in.token_rows[r] < -1 || in.token_rows[r] >= bound) {
         return invalid_argument(fmt::format(
-            "forward: token_rows[{}] = {}: not a token of the last sampling ({} tokens)", r,
-            in.token_rows[r], sampler_.last_count()));
+            "forward: token_rows[{}] = {}: not one of the {} tokens kept ({})", r, in.token_rows[r],
+            bound, in.token_source == TokenSource::kDraftSlots ? "draft slots" : "last sampling"));
       }
     }
-    DSA_RETURN_IF_ERROR(mirror_.upload(meta_, pages_.page_table(), tokens, {}, in.token_rows));
-    return stage_from_backend(in);
   }
   std::span<const bf16> hidden;
   std::span<const int32_t> hidden_rows;
@@ -459,7 +457,8 @@ Status DsaModel::stage(const ForwardInputs& in) {
       hidden = padded_hidden_;
     }
   }
-  DSA_RETURN_IF_ERROR(mirror_.upload(meta_, pages_.page_table(), tokens, hidden, hidden_rows));
+  DSA_RETURN_IF_ERROR(
+      mirror_.upload(meta_, pages_.page_table(), tokens, hidden, hidden_rows, in.token_rows));
   return stage_from_backend(in);
 }
 
@@ -489,18 +488,19 @@ Status DsaModel::stage_from_backend(const ForwardInputs& in) {
     DSA_RETURN_IF_ERROR(ops_.row_copy(g));
   }
   if (!in.token_rows.empty()) {
-    // The sampled tokens of the previous forward into their rows; rows listed -1 keep the staged
-    // host token. A token of -1 (a row with no eligible logit) reaches the embedding, which
-    // refuses it, as it refuses that token from the host.
+    // The kept tokens into their rows; rows listed -1 keep the staged host token. A kept -1 (a
+    // row with no eligible logit) reaches the embedding, which refuses it (checked mode) or
+    // reads zeros: only a model whose logits are all NaN or -inf gets there.
     const int64_t w = int64_t(sizeof(int32_t));
-    kernels::RowCopyParams g{sampler_.tokens(),
+    const bool drafts = in.token_source == TokenSource::kDraftSlots;
+    kernels::RowCopyParams g{drafts ? drafts_.data() : sampler_.tokens(),
                              mirror_.mutable_tokens(),
-                             mirror_.hidden_rows(),
+                             mirror_.token_rows(),
                              w,
                              w,
                              w,
                              int32_t(in.token_rows.size()),
-                             sampler_.last_count(),
+                             kept_tokens(in.token_source),
                              kernels::RowCopyMode::kGather};
     DSA_RETURN_IF_ERROR(ops_.row_copy(g));
   }
@@ -576,10 +576,29 @@ Status DsaModel::forward(runtime::ForwardBatch batch, const ForwardInputs& in, F
   return ok_status();
 }
 
+int32_t DsaModel::kept_tokens(TokenSource source) const {
+  return source == TokenSource::kDraftSlots ? drafts_written_ * draft_count_
+                                            : sampler_.last_count();
+}
+
 Status DsaModel::accept_last_verify(int32_t vocab, int32_t d, std::span<const int32_t> drafts,
                                     std::span<const kernels::SamplingParams> params,
-                                    std::span<const int32_t> first_position,
-                                    VerifyAcceptance* out) {
+                                    std::span<const int32_t> first_position, VerifyAcceptance* out,
+                                    std::span<const int32_t> draft_rows) {
+  if (!draft_rows.empty()) {
+    if (draft_rows.size() != params.size()) {
+      return invalid_argument(fmt::format("accept_last_verify: {} draft rows for {} requests",
+                                          draft_rows.size(), params.size()));
+    }
+    for (size_t b = 0; b < draft_rows.size(); ++b) {
+      if (draft_rows[b] < -1 || draft_rows[b] >= draft_count_ || d > drafts_written_) {
+        return invalid_argument(fmt::format(
+            "accept_last_verify: draft_rows[{}] = {}: not a row of the draft slots ({} rows, {} "
+            "slots written, d = {})",
+            b, draft_rows[b], draft_count_, drafts_written_, d));
+      }
+    }
+  }
   if (params.size() * (size_t(d) + 1) > logits_out_.size() / sz(config_.vocab_size)) {
     return invalid_argument(fmt::format("accept_last_verify: {} requests x {} rows: over capacity",
                                         params.size(), d + 1));
@@ -590,7 +609,8 @@ Status DsaModel::accept_last_verify(int32_t vocab, int32_t d, std::span<const in
     // The op's checks join the forward's: read once below, after the one read back.
     runtime::DeferDeviceErrors defer(ops_.backend);
     DSA_RETURN_IF_ERROR(acceptance_.launch(ops_, logits_out_.data(), config_.vocab_size, vocab, d,
-                                           drafts, params, first_position));
+                                           drafts, params, first_position,
+                                           {drafts_.data(), draft_count_, draft_rows}));
   }
   const auto t1 = std::chrono::steady_clock::now();
   DSA_ASSIGN_OR_RETURN(const size_t bytes, acceptance_.read(out));

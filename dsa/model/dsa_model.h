@@ -158,6 +158,11 @@ struct ForwardOutputs {
   LogitsTo logits = LogitsTo::kHost;
 };
 
+// Where ForwardInputs::token_rows index: the last sample_async's tokens ([its count]), or the
+// draft slots of the last chain drafted on the backend (entry slot * draft_count() + row, slots
+// [0, the slots written)).
+enum class TokenSource { kLastSampling, kDraftSlots };
+
 // A forward's token ids and MTP hidden rows: host spans (forward()'s), or the previous forward's
 // outputs in backend memory, gathered there (SPEC.md §6.7's hand-off), so nothing crosses to the
 // host between the forwards of a chain.
@@ -173,10 +178,11 @@ struct ForwardInputs {
   // >= 0 (a DECODE of draft_count() requests): request b's token is entry b of draft slot
   // draft_slot (draft_on_backend), token 0 where that entry has no token (the host drafter's rule).
   int32_t draft_slot = -1;
-  // Target forwards (the overlapped decode, SPEC.md §6.7 F = 1): row r's token is entry
-  // token_rows[r] of the last sample_async's tokens, still in backend memory, instead of
-  // tokens[r]; -1, and rows past the list, keep tokens[r].
+  // Tokens kept in backend memory (SPEC.md §6.7: the overlapped decode, drafts that stay on the
+  // device): row r's token is entry token_rows[r] of `token_source` instead of tokens[r]; -1, and
+  // rows past the list, keep tokens[r]. Not with draft_slot.
   std::span<const int32_t> token_rows;
+  TokenSource token_source = TokenSource::kLastSampling;
 };
 
 class DsaModel {
@@ -228,9 +234,12 @@ class DsaModel {
   // Acceptance (SPEC.md §6.2, §6.3) of the drafts of the last forward, a TARGET_VERIFY whose first
   // B (d + 1) sampled rows are the B real requests' verify rows, by the op table's accept_drafts
   // on the logits still in the backend's memory (backend_acceptance.h); vocab: the sampleable ids.
+  // draft_rows (empty, or one per request): >= 0 takes request b's drafts from row draft_rows[b]
+  // of the draft slots (draft s + 1 in slot s, as the last chain left them) instead of `drafts`.
   Status accept_last_verify(int32_t vocab, int32_t d, std::span<const int32_t> drafts,
                             std::span<const kernels::SamplingParams> params,
-                            std::span<const int32_t> first_position, VerifyAcceptance* out);
+                            std::span<const int32_t> first_position, VerifyAcceptance* out,
+                            std::span<const int32_t> draft_rows = {});
   // The MTP layer's greedy drafts (argmax over ids [0, vocab)) of the last forward's first
   // `count` sampled rows, decided on the backend into draft slot `slot` < kMaxDraftTokens; nothing
   // is read back. Every slot of one chain holds the same count (slot 0 sets it).
@@ -266,6 +275,8 @@ class DsaModel {
   Status target_body(const runtime::ForwardMetadata& meta);
   Status mtp_body(const runtime::ForwardMetadata& meta);
   Status collect(const runtime::ForwardMetadata& meta, ForwardOutput* out, ForwardOutputs what);
+  // Entries ForwardInputs::token_rows may name in `source`.
+  int32_t kept_tokens(TokenSource source) const;
   // Synchronises, then the mirror's ring is free and the device error word is read.
   Status sync_and_check(std::string_view context);
   void count_readback(size_t bytes) {

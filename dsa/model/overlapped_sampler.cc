@@ -50,9 +50,9 @@ StatusOr<SampleTicket> OverlappedSampler::launch(const kernels::OpTable& ops, co
   if (mem_ == nullptr) return failed_precondition("overlapped sampler: not reserved");
   const size_t B = params.size();
   if (B > requests_ || positions.size() != B) {
-    return invalid_argument(fmt::format(
-        "overlapped sampling: {} rows with {} positions (capacity {} rows)", B, positions.size(),
-        requests_));
+    return invalid_argument(
+        fmt::format("overlapped sampling: {} rows with {} positions (capacity {} rows)", B,
+                    positions.size(), requests_));
   }
   last_count_ = int32_t(B);
   Slot& s = slots_[size_t(next_)];

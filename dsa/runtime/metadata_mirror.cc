@@ -68,6 +68,7 @@ Status MetadataMirror::allocate(const kernels::PageTable& pt) {
   offset += page_table_size(pt);
   offset += rows;  // tokens
   offset += rows;  // hidden_rows
+  offset += rows;  // token_rows
   fixed_words_ = offset;
   total_words_ = fixed_words_ + words_for_bf16(int64_t(rows) * hidden_size_);
   const MemoryOps& mem = memory_ops(backend_);
@@ -93,13 +94,16 @@ Status MetadataMirror::allocate(const kernels::PageTable& pt) {
   offset += rows;
   hidden_rows_ = block_.data() + offset;
   offset += rows;
+  token_rows_ = block_.data() + offset;
+  offset += rows;
   hidden_ = reinterpret_cast<const bf16*>(block_.data() + offset);
   return ok_status();
 }
 
 Status MetadataMirror::upload(const ForwardMetadata& m, const kernels::PageTable& pt,
                               std::span<const int32_t> tokens, std::span<const bf16> hidden,
-                              std::span<const int32_t> hidden_rows) {
+                              std::span<const int32_t> hidden_rows,
+                              std::span<const int32_t> token_rows) {
   DSA_RETURN_IF_ERROR(allocate(pt));
   const int64_t rows = m.header.rows_pad;
   if (int64_t(tokens.size()) < rows) {
@@ -112,6 +116,10 @@ Status MetadataMirror::upload(const ForwardMetadata& m, const kernels::PageTable
   if (int64_t(hidden_rows.size()) > rows) {
     return invalid_argument(
         fmt::format("forward: {} hidden row indices for {} rows", hidden_rows.size(), rows));
+  }
+  if (int64_t(token_rows.size()) > rows) {
+    return invalid_argument(
+        fmt::format("forward: {} token row indices for {} rows", token_rows.size(), rows));
   }
   if (page_table_size(pt) != page_table_size(arrays_.page_table)) {
     return invalid_argument("metadata mirror: the page table's shape changed");
@@ -140,6 +148,11 @@ Status MetadataMirror::upload(const ForwardMetadata& m, const kernels::PageTable
     std::memcpy(s + offset, hidden_rows.data(), hidden_rows.size() * sizeof(int32_t));
   }
   std::fill(s + offset + hidden_rows.size(), s + offset + size_t(rows), -1);
+  offset += size_t(config_.row_capacity());
+  if (!token_rows.empty()) {
+    std::memcpy(s + offset, token_rows.data(), token_rows.size() * sizeof(int32_t));
+  }
+  std::fill(s + offset + token_rows.size(), s + offset + size_t(rows), -1);
   size_t bytes = fixed_words_ * sizeof(int32_t);
   if (!hidden.empty()) {
     const size_t hb = size_t(rows * hidden_size_) * sizeof(bf16);

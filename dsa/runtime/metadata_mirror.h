@@ -60,11 +60,12 @@ class MetadataMirror {
   Status allocate(const kernels::PageTable& pt);
   // tokens: >= rows_pad ids; hidden: empty, or >= rows_pad rows of hidden_size; hidden_rows:
   // empty, or <= rows_pad entries staged into hidden_rows() (the rest -1), the model's row list
-  // for an input gathered on the backend: an MTP forward's hidden rows (SPEC.md §6.7 hand-off),
-  // or a target forward's token rows (the overlapped decode's sampled tokens).
+  // for an MTP forward's hidden rows gathered on the backend (SPEC.md §6.7 hand-off); token_rows:
+  // the same for its token ids (token_rows(): sampled tokens or drafts kept in backend memory).
   Status upload(const ForwardMetadata& m, const kernels::PageTable& pt,
                 std::span<const int32_t> tokens, std::span<const bf16> hidden = {},
-                std::span<const int32_t> hidden_rows = {});
+                std::span<const int32_t> hidden_rows = {},
+                std::span<const int32_t> token_rows = {});
   // The owner has synchronised the stream: every copy from the staging ring has completed.
   void synchronised() { completed_ = uploads_; }
   // Uploads so far, and: the first `count` of them have been read by the backend (the owner waited
@@ -83,6 +84,7 @@ class MetadataMirror {
   const int32_t* tokens() const { return tokens_; }
   const bf16* hidden() const { return hidden_; }
   const int32_t* hidden_rows() const { return hidden_rows_; }
+  const int32_t* token_rows() const { return token_rows_; }
   // The same regions for the backend ops that fill them after the copy (the hand-off gathers).
   int32_t* mutable_tokens() const { return const_cast<int32_t*>(tokens_); }
   bf16* mutable_hidden() const { return const_cast<bf16*>(hidden_); }
@@ -108,6 +110,7 @@ class MetadataMirror {
   int32_t* schedule_ = nullptr;
   const int32_t* tokens_ = nullptr;
   const int32_t* hidden_rows_ = nullptr;
+  const int32_t* token_rows_ = nullptr;
   const bf16* hidden_ = nullptr;
 };
 

@@ -1,4 +1,6 @@
-// Strided-batched linear layers on the GPU: one cuBLASLt matmul for every batch.
+// Strided-batched linear layers on the GPU: at T <= 8 tokens the few-token kernel
+// (common/few_token_gemv.cuh, every batch in one launch); otherwise one cuBLASLt matmul for every
+// batch.
 //
 // As in linear_cuda.cu, row-major y[T, out] = x[T, in] W[out, in]^T is read column-major as
 // y^T[out, T] = op(A) B: A = W's memory as a column-major [in, out] matrix (TRANSA = T, lda = in),
@@ -25,6 +27,7 @@
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/batched_linear/batched_linear.h"
+#include "dsa/kernels/common/few_token_gemv.cuh"
 
 namespace dsa::kernels {
 
@@ -204,6 +207,12 @@ Status lt_matmul(const BatchedLinearParams& p, bool* ran) {
 Status batched_linear_cuda(const BatchedLinearParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.num_tokens == 0) return ok_status();
+  few_token_gemv::Args a;
+  a.x = p.x, a.w = p.weight, a.y = p.y;
+  a.batch = p.batch, a.tokens = p.num_tokens, a.in = p.in_features, a.out = p.out_features;
+  a.x_ld = p.x_ld, a.x_bs = p.x_batch_stride, a.w_bs = p.w_batch_stride;
+  a.y_ld = p.y_ld, a.y_bs = p.y_batch_stride;
+  if (few_token_gemv::supported(a)) return few_token_gemv::run(a);
   bool ran = false;
   DSA_RETURN_IF_ERROR(lt_matmul(p, &ran));
   if (ran) return ok_status();

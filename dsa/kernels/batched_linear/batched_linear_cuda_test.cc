@@ -118,6 +118,22 @@ TEST(BatchedLinearCuda, MlaShapesWithinTolerance) {
   expect_within_tolerance(make_problem(rng, 16, 5, 512, 64, 512, 64));
 }
 
+// T <= 8 with 16-byte rows runs the few-token kernel (common/few_token_gemv.cuh): every token
+// count it templates on and the counts between (their last tokens masked), at V3.2's and the tiny
+// model's per-head shapes, head-interleaved and batch-major layouts, out not a multiple of its 4
+// rows per CTA.
+TEST(BatchedLinearCuda, FewTokensWithinTolerance) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 3);
+  for (int32_t t : {1, 2, 4, 6, 8}) {
+    expect_within_tolerance(make_problem(rng, 128, t, 128, 512, 192, 576));
+    expect_within_tolerance(make_problem(rng, 16, t, 512, 64, 512, 64));
+  }
+  expect_within_tolerance(make_problem(rng, 16, 1, 64, 512, 128, 576));
+  expect_within_tolerance(make_problem(rng, 3, 7, 8, 13, 8, 16));
+  expect_within_tolerance(make_problem(rng, 2, 5, 2056, 6, 2056, 6, true));
+}
+
 TEST(BatchedLinearCuda, OddShapesAndLayoutsWithinTolerance) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(testing::test_seed() + 1);

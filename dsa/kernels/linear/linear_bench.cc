@@ -8,7 +8,8 @@
 // of 4.28, and the fraction of the roofline (max of bytes / 4.28 TB/s and FLOPs / peak). Calls
 // are timed inside one CUDA graph of back-to-back calls (how the engine runs them), so neither
 // host enqueueing nor a launch's fixed cost is counted.
-//   usage: linear_bench [fp8 [T ...]]   (fp8: the FP8 shapes only, for the token counts given)
+//   usage: linear_bench [fp8|bf16 [T ...]]   (the FP8 or the bf16 decode shapes only, for the token
+//   counts given)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -114,12 +115,26 @@ int main(int argc, char** argv) {
   }
   dsa::testing::Rng rng(dsa::testing::test_seed());
   const bool fp8_only = argc > 1 && std::string_view(argv[1]) == "fp8";
+  const bool bf16_only = argc > 1 && std::string_view(argv[1]) == "bf16";
   struct Shape {
     int32_t tokens, in, out;
     bool fp8;
   };
   std::vector<Shape> shapes;
-  if (!fp8_only) {
+  if (bf16_only) {
+    // The bf16 decode shapes (the few-token kernel at T <= 8, cuBLASLt above; DSA_LINEAR_FEW_TOKENS
+    // = 0 runs cuBLASLt at every T): V3.2's q_a / gate-up / LM head, and the tiny model's
+    // 256 -> 512 / 1024 / 6144 (its attention, MLP and LM head widths).
+    const int32_t bf16_shapes[][2] = {{7168, 1536}, {7168, 18432}, {7168, 129280},
+                                      {256, 512},   {256, 1024},   {256, 6144}};
+    std::vector<int32_t> tokens = {1, 4, 8, 32};
+    if (argc > 2) {
+      tokens.clear();
+      for (int a = 2; a < argc; ++a) tokens.push_back(static_cast<int32_t>(std::atoi(argv[a])));
+    }
+    for (int32_t t : tokens)
+      for (const auto& bs : bf16_shapes) shapes.push_back({t, bs[0], bs[1], false});
+  } else if (!fp8_only) {
     for (int32_t out : {1536, 18432})
       for (int32_t t : {1, 32, 4096}) shapes.push_back({t, 7168, out, false});
   }
@@ -132,8 +147,10 @@ int main(int argc, char** argv) {
     fp8_tokens.clear();
     for (int a = 2; a < argc; ++a) fp8_tokens.push_back(static_cast<int32_t>(std::atoi(argv[a])));
   }
-  for (int32_t t : fp8_tokens)
-    for (const auto& fs : fp8_shapes) shapes.push_back({t, fs[0], fs[1], true});
+  if (!bf16_only) {
+    for (int32_t t : fp8_tokens)
+      for (const auto& fs : fp8_shapes) shapes.push_back({t, fs[0], fs[1], true});
+  }
   for (const Shape& s : shapes) {
     Status st = bench_shape(s.tokens, s.in, s.out, s.fp8, rng);
     if (!st.ok()) {

@@ -1,6 +1,8 @@
 // Linear layers y = x W^T on the GPU (SPEC.md §8.8).
 //
-// bf16 weight: cuBLASLt, bf16 x bf16 with fp32 accumulation, bf16 or fp32 output. Row-major
+// bf16 weight, T <= 8 (decode, small verifies): the few-token kernel (common/few_token_gemv.cuh).
+// bf16 weight otherwise: cuBLASLt, bf16 x bf16 with fp32 accumulation, bf16 or fp32 output.
+// Row-major
 //   y[T, out] = x[T, in] W[out, in]^T is, read column-major, y^T[out, T] = op(A) B with A = W's
 //   memory as a column-major [in, out] matrix, op = transpose (TRANSA = T), and B = x's memory as
 //   a column-major [in, T] matrix (TRANSB = N): m = out, n = T, k = in, lda = ldb = in,
@@ -43,6 +45,7 @@
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/linear/linear.h"
+#include "dsa/kernels/common/few_token_gemv.cuh"
 #include "dsa/kernels/linear/linear_fp8_cuda.h"
 
 namespace dsa::kernels {
@@ -457,6 +460,11 @@ Status linear_cuda(const LinearParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.num_tokens == 0) return ok_status();
   if (p.weight != nullptr) {
+    few_token_gemv::Args a;
+    a.x = p.x, a.w = p.weight, a.y = p.y, a.y_f32 = p.y_f32;
+    a.tokens = p.num_tokens, a.in = p.in_features, a.out = p.out_features;
+    a.x_ld = p.in_features, a.y_ld = p.out_features;
+    if (few_token_gemv::supported(a)) return few_token_gemv::run(a);
     bool ran = false;
     DSA_RETURN_IF_ERROR(lt_matmul(p, &ran));
     if (ran) return ok_status();

@@ -15,6 +15,29 @@ size_t in_words(size_t requests, size_t drafts) { return 4 * requests + 2 * draf
 
 }  // namespace
 
+kernels::AcceptanceParams packed_acceptance_params(const float* logits, int64_t row_stride,
+                                                   int32_t vocab, int32_t requests, int32_t d,
+                                                   const uint64_t* seeds, const int32_t* words,
+                                                   const int32_t* drafts, int32_t* accepted,
+                                                   int32_t* emitted) {
+  const size_t B = size_t(requests);
+  kernels::AcceptanceParams a;
+  a.logits = logits;
+  a.requests = requests;
+  a.drafts_per_request = d;
+  a.vocab = vocab;
+  a.row_stride = row_stride;
+  a.drafts = drafts;
+  a.temperature = reinterpret_cast<const float*>(words);
+  a.top_p = reinterpret_cast<const float*>(words + B);
+  a.top_k = words + 2 * B;
+  a.seed = seeds;
+  a.first_position = words + 3 * B;
+  a.accepted = accepted;
+  a.emitted = emitted;
+  return a;
+}
+
 Status BackendAcceptance::reserve(kernels::Backend backend, size_t requests, size_t rows) {
   if (requests <= requests_ && rows <= rows_) return ok_status();
   backend_ = backend;
@@ -93,22 +116,10 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
                              kernels::RowCopyMode::kGather};
     DSA_RETURN_IF_ERROR(ops.row_copy(g));
   }
-  kernels::AcceptanceParams a;
-  a.logits = logits;
-  a.requests = int32_t(B);
-  a.drafts_per_request = d;
-  a.vocab = vocab;
-  a.row_stride = row_stride;
-  a.drafts = dw + 4 * B;
-  a.temperature = reinterpret_cast<const float*>(dw);
-  a.top_p = reinterpret_cast<const float*>(dw + B);
-  a.top_k = dw + 2 * B;
-  a.seed = in_.data();
-  a.first_position = dw + 3 * B;
   // accepted [B] then emitted [B (d + 1)], contiguous: read() is one copy.
-  a.accepted = out_.data();
-  a.emitted = out_.data() + B;
-  return ops.accept_drafts(a);
+  return ops.accept_drafts(packed_acceptance_params(logits, row_stride, vocab, int32_t(B), d,
+                                                    in_.data(), dw, dw + 4 * B, out_.data(),
+                                                    out_.data() + B));
 }
 
 StatusOr<size_t> BackendAcceptance::read(VerifyAcceptance* out) {

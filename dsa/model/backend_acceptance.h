@@ -30,6 +30,15 @@ struct SlotDrafts {
   std::span<const int32_t> rows;
 };
 
+// The op's per-request params packed in backend memory the way this file and the overlapped
+// sampler stage them: B seeds (u64), then B temperatures, B top_p, B top_k and B first positions
+// (32-bit each) at `words`. The rest of the params as given.
+kernels::AcceptanceParams packed_acceptance_params(const float* logits, int64_t row_stride,
+                                                   int32_t vocab, int32_t requests, int32_t d,
+                                                   const uint64_t* seeds, const int32_t* words,
+                                                   const int32_t* drafts, int32_t* accepted,
+                                                   int32_t* emitted);
+
 // The small backend buffers of the op's inputs and outputs: reserved at the model's capacity when
 // it loads, so steps allocate nothing (run grows them only for a larger batch).
 class BackendAcceptance {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "dsa/model/backend_acceptance.h"
+
 namespace dsa::model {
 
 namespace {
@@ -90,21 +92,10 @@ Status OverlappedSampler::launch_rows(const kernels::OpTable& ops, Slot& s, cons
   }
   DSA_RETURN_IF_ERROR(mem_->copy(in_.data(), host, inputs_bytes(B)));
   const int32_t* dw = reinterpret_cast<const int32_t*>(in_.data() + B);
-  kernels::AcceptanceParams a;
-  a.logits = logits;
-  a.requests = int32_t(B);
-  a.drafts_per_request = 0;
-  a.vocab = vocab;
-  a.row_stride = row_stride;
-  a.drafts = accepted_.data();  // read nothing at d = 0; the op wants a pointer
-  a.temperature = reinterpret_cast<const float*>(dw);
-  a.top_p = reinterpret_cast<const float*>(dw + B);
-  a.top_k = dw + 2 * B;
-  a.seed = in_.data();
-  a.first_position = dw + 3 * B;
-  a.accepted = accepted_.data();
-  a.emitted = tokens_.data();
-  DSA_RETURN_IF_ERROR(ops.accept_drafts(a));
+  // d = 0: the drafts are read nowhere, but the op wants a pointer.
+  DSA_RETURN_IF_ERROR(ops.accept_drafts(
+      packed_acceptance_params(logits, row_stride, vocab, int32_t(B), 0, in_.data(), dw,
+                               accepted_.data(), accepted_.data(), tokens_.data())));
   uint8_t* results = host + inputs_bytes(requests_);
   DSA_RETURN_IF_ERROR(mem_->copy(results, tokens_.data(), B * sizeof(int32_t)));
   uint8_t* error = results + requests_ * sizeof(int32_t);

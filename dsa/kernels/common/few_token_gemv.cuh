@@ -34,7 +34,7 @@ inline constexpr int32_t kFewTokensMax = 8;
 struct Args {
   const bf16* x = nullptr;
   const bf16* w = nullptr;
-  bf16* y = nullptr;        // exactly one of the two outputs
+  bf16* y = nullptr;  // exactly one of the two outputs
   float* y_f32 = nullptr;
   int32_t batch = 1, tokens = 0, in = 0, out = 0;
   int64_t x_ld = 0, x_bs = 0, w_bs = 0, y_ld = 0, y_bs = 0;

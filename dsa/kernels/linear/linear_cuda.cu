@@ -44,8 +44,8 @@
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
-#include "dsa/kernels/linear/linear.h"
 #include "dsa/kernels/common/few_token_gemv.cuh"
+#include "dsa/kernels/linear/linear.h"
 #include "dsa/kernels/linear/linear_fp8_cuda.h"
 
 namespace dsa::kernels {

@@ -1,16 +1,15 @@
 // The few-token bf16 GEMM of linear and batched_linear (SPEC.md §8.8's bf16 class): y = x W^T for
-// few tokens per batch (supported() below), one memory-streaming kernel of our own instead of
-// cuBLASLt. At decode shapes these products are matrix-vector products: cuBLASLt spends a few
-// microseconds of fixed cost on each and, as a kernel we do not build, breaks the
-// programmatic-dependent-launch chain of a forward on both sides (cuda/pdl.h), while this kernel
-// takes part in it.
+// T <= kFewTokensMax tokens per batch, one memory-streaming kernel of our own instead of cuBLASLt.
+// At decode shapes these products are matrix-vector products: cuBLASLt spends a few microseconds
+// of fixed cost on each and, as a kernel we do not build, breaks the programmatic-dependent-launch
+// chain of a forward on both sides (cuda/pdl.h), while this kernel takes part in it.
 //
-// A CTA of 256 threads owns 4 (2 above 8 tokens) output features of one batch for all T tokens:
-// each thread streams 8 consecutive columns of those weight rows per step (one 16-byte load per
-// row: the weight is read once, coalesced, not kept in L1) and of each token's x (16 bytes, reused
-// by every row; x is small and stays cached), with fp32 dot products in registers; the CTA reduces
-// across its threads (warp shuffles, then shared memory) in one fixed order, so results are
-// run-to-run deterministic and each output depends only on its own token's x row and the weight.
+// A CTA of 256 threads owns kRowsPerCta output features of one batch for all T tokens: each thread
+// streams 8 consecutive columns of those weight rows per step (one 16-byte load per row: the
+// weight is read once, coalesced, not kept in L1) and of each token's x (16 bytes, reused by every
+// row; x is small and stays cached), with fp32 dot products in registers; the CTA reduces across
+// its threads (warp shuffles, then shared memory) in one fixed order, so results are run-to-run
+// deterministic and each output depends only on its own token's x row and the weight.
 // DSA_LINEAR_FEW_TOKENS=0 in the environment leaves every such call to cuBLASLt (benchmarks).
 #pragma once
 
@@ -29,11 +28,7 @@
 
 namespace dsa::kernels::few_token_gemv {
 
-// Up to 8 tokens for any shape; up to 32 where every token's x row is short (in <= 2048
-// elements): the kernel re-reads x once per CTA, which costs more than cuBLASLt's tiling once
-// x is large.
 inline constexpr int32_t kFewTokensMax = 8;
-inline constexpr int32_t kShortRowTokensMax = 32, kShortRowMax = 2048;
 
 // y[b][t][i] = sum_j x[b][t][j] W[b][i][j], with element offsets b * *_bs, t * *_ld, i * in.
 struct Args {
@@ -49,6 +44,7 @@ namespace detail {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
+constexpr int kRowsPerCta = 4;
 constexpr int kCols = 8;  // per thread and step: one 16-byte load of bf16
 constexpr int64_t kColsPerStep = int64_t{kThreads} * kCols;
 
@@ -61,52 +57,43 @@ __device__ __forceinline__ void unpack(const uint4& v, float f[kCols]) {
   }
 }
 
-// Output features per CTA: four up to 8 tokens, two above (the accumulators are rows x tokens).
-template <int kTokens>
-constexpr int rows_per_cta() {
-  return kTokens <= 8 ? 4 : 2;
-}
-
 template <int kTokens>
 __global__ void __launch_bounds__(kThreads) few_token_gemv_kernel(Args a) {
-  constexpr int kRows = rows_per_cta<kTokens>();
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int64_t in = a.in, out = a.out, b = blockIdx.y;
-  const int64_t row0 = int64_t{blockIdx.x} * kRows;
+  const int64_t row0 = int64_t{blockIdx.x} * kRowsPerCta;
   const int T = a.tokens;
   const bf16* x = a.x + b * a.x_bs;
   const bf16* w = a.w + b * a.w_bs;
-  float acc[kRows][kTokens] = {};
+  float acc[kRowsPerCta][kTokens] = {};
   for (int64_t c = int64_t{tid} * kCols; c < in; c += kColsPerStep) {
-    // This step's 8 columns of the CTA's weight rows (streamed once: not kept in L1), then each
-    // token's 8 columns against all of them.
-    float wv[kRows][kCols];
+    float xv[kTokens][kCols];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (row0 + r < out) {
-        unpack(__ldcs(reinterpret_cast<const uint4*>(w + (row0 + r) * in + c)), wv[r]);
+    for (int t = 0; t < kTokens; ++t) {
+      if (t < T) {
+        unpack(__ldg(reinterpret_cast<const uint4*>(x + t * a.x_ld + c)), xv[t]);
       } else {
 #pragma unroll
-        for (int k = 0; k < kCols; ++k) wv[r][k] = 0.f;
+        for (int k = 0; k < kCols; ++k) xv[t][k] = 0.f;
       }
     }
 #pragma unroll
-    for (int t = 0; t < kTokens; ++t) {
-      if (t >= T) break;
-      float xv[kCols];
-      unpack(__ldg(reinterpret_cast<const uint4*>(x + t * a.x_ld + c)), xv);
+    for (int r = 0; r < kRowsPerCta; ++r) {
+      if (row0 + r >= out) break;
+      float wv[kCols];
+      unpack(__ldcs(reinterpret_cast<const uint4*>(w + (row0 + r) * in + c)), wv);
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
+      for (int t = 0; t < kTokens; ++t) {
 #pragma unroll
-        for (int k = 0; k < kCols; ++k) acc[r][t] = fmaf(xv[k], wv[r][k], acc[r][t]);
+        for (int k = 0; k < kCols; ++k) acc[r][t] = fmaf(xv[t][k], wv[k], acc[r][t]);
       }
     }
   }
-  __shared__ float partial[kWarps][kRows][kTokens];
+  __shared__ float partial[kWarps][kRowsPerCta][kTokens];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
+  for (int r = 0; r < kRowsPerCta; ++r) {
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) {
       float v = acc[r][t];
@@ -116,8 +103,7 @@ __global__ void __launch_bounds__(kThreads) few_token_gemv_kernel(Args a) {
     }
   }
   __syncthreads();
-  // One thread per (row, token) output (kRows * kTokens <= 64 < kThreads).
-  if (tid >= kRows * kTokens) return;
+  if (tid >= kRowsPerCta * kTokens) return;
   const int r = tid / kTokens, t = tid % kTokens;
   const int64_t i = row0 + r;
   if (i >= out || t >= T) return;
@@ -134,8 +120,7 @@ __global__ void __launch_bounds__(kThreads) few_token_gemv_kernel(Args a) {
 
 template <int kTokens>
 Status launch(const Args& a) {
-  constexpr int kRows = rows_per_cta<kTokens>();
-  const int64_t ctas = (int64_t{a.out} + kRows - 1) / kRows;
+  const int64_t ctas = (int64_t{a.out} + kRowsPerCta - 1) / kRowsPerCta;
   DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
       cuda::LaunchShape{dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(a.batch)),
                         dim3(kThreads), size_t(0), cuda::current_stream()},
@@ -155,16 +140,14 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 
 }  // namespace detail
 
-// Whether the kernel takes `a`: 1 <= T <= kFewTokensMax (or kShortRowTokensMax for in <=
-// kShortRowMax), batch <= 65535, 16-byte rows (in, x_ld,
+// Whether the kernel takes `a`: 1 <= T <= kFewTokensMax, batch <= 65535, 16-byte rows (in, x_ld,
 // x_bs and w_bs multiples of 8 elements) at 16-byte aligned x and w, and DSA_LINEAR_FEW_TOKENS
 // not 0.
 inline bool supported(const Args& a) {
-  const bool few =
-      a.tokens <= kFewTokensMax || (a.tokens <= kShortRowTokensMax && a.in <= kShortRowMax);
-  return detail::enabled() && a.tokens >= 1 && few && a.batch >= 1 && a.batch <= 65535 &&
-         a.in % detail::kCols == 0 && a.x_ld % detail::kCols == 0 && a.x_bs % detail::kCols == 0 &&
-         a.w_bs % detail::kCols == 0 && detail::aligned16(a.x) && detail::aligned16(a.w);
+  return detail::enabled() && a.tokens >= 1 && a.tokens <= kFewTokensMax && a.batch >= 1 &&
+         a.batch <= 65535 && a.in % detail::kCols == 0 && a.x_ld % detail::kCols == 0 &&
+         a.x_bs % detail::kCols == 0 && a.w_bs % detail::kCols == 0 && detail::aligned16(a.x) &&
+         detail::aligned16(a.w);
 }
 
 // Launches it on the current stream (`a` supported()).
@@ -172,9 +155,7 @@ inline Status run(const Args& a) {
   if (a.tokens <= 1) return detail::launch<1>(a);
   if (a.tokens <= 2) return detail::launch<2>(a);
   if (a.tokens <= 4) return detail::launch<4>(a);
-  if (a.tokens <= 8) return detail::launch<8>(a);
-  if (a.tokens <= 16) return detail::launch<16>(a);
-  return detail::launch<32>(a);
+  return detail::launch<8>(a);
 }
 
 }  // namespace dsa::kernels::few_token_gemv

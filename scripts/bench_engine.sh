@@ -53,7 +53,7 @@ if os.environ.get("BREAKDOWN") == "1" and "host_breakdown_ms_per_step" in j:
     parts = " ".join(f"{k} {h[k]:.4f}" for k in ("build", "stage", "launch", "wait", "collect",
                                                  "sample", "schedule", "accept", "emit",
                                                  "retire", "other"))
-    print(f"    host ms/step: {parts} | step {h['step']:.4f}, host without wait "
+    print(f"    TTFT ms p50 {j.get('ttft_ms_p50', 0):.2f} | host ms/step: {parts} | step {h['step']:.4f}, host without wait "
           f"{h['host_without_wait']:.4f} | reads/step {j['readbacks_per_step']:.2f}, "
           f"bytes/step {j['readback_bytes_per_step']:.0f}")
 PY

@@ -1,4 +1,4 @@
-// Strided-batched linear layers on the GPU: at T <= 8 tokens the few-token kernel
+// Strided-batched linear layers on the GPU: at T <= 8 tokens, opt-in, the few-token kernel
 // (common/few_token_gemv.cuh, every batch in one launch); otherwise one cuBLASLt matmul for every
 // batch.
 //

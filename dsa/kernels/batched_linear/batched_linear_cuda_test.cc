@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <span>
 #include <string>
 #include <vector>
@@ -124,6 +125,11 @@ TEST(BatchedLinearCuda, MlaShapesWithinTolerance) {
 // rows per CTA.
 TEST(BatchedLinearCuda, FewTokensWithinTolerance) {
   DSA_SKIP_WITHOUT_GPU();
+  // The kernel is opt-in (few_token_gemv.cuh); on for this test's calls only.
+  ::setenv("DSA_LINEAR_FEW_TOKENS", "1", 1);
+  struct Off {
+    ~Off() { ::unsetenv("DSA_LINEAR_FEW_TOKENS"); }
+  } off;
   Rng rng(testing::test_seed() + 3);
   for (int32_t t : {1, 2, 4, 6, 8}) {
     expect_within_tolerance(make_problem(rng, 128, t, 128, 512, 192, 576));

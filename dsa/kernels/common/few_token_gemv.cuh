@@ -10,7 +10,10 @@
 // row; x is small and stays cached), with fp32 dot products in registers; the CTA reduces across
 // its threads (warp shuffles, then shared memory) in one fixed order, so results are run-to-run
 // deterministic and each output depends only on its own token's x row and the weight.
-// DSA_LINEAR_FEW_TOKENS=0 in the environment leaves every such call to cuBLASLt (benchmarks).
+// Opt-in: DSA_LINEAR_FEW_TOKENS=1 in the environment. Off by default because in the engine it did
+// not pay on the H200 (bench/RESULTS.md, 2026-12-02): its kernel time is about cuBLASLt's (3.35
+// against ~3.8 µs per call at the tiny model's shapes), steady-state decode moved by -10..+2%,
+// and the first replay of a graph holding it stalled for ~170 ms (cause not established).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -128,12 +131,11 @@ Status launch(const Args& a) {
   return cuda::launch_error("few_token_gemv");
 }
 
+// Read at every call (a getenv per linear launch: cheap beside the launch), so a test can turn it
+// on for its own calls.
 inline bool enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("DSA_LINEAR_FEW_TOKENS");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return on;
+  const char* v = std::getenv("DSA_LINEAR_FEW_TOKENS");
+  return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -141,8 +143,7 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 }  // namespace detail
 
 // Whether the kernel takes `a`: 1 <= T <= kFewTokensMax, batch <= 65535, 16-byte rows (in, x_ld,
-// x_bs and w_bs multiples of 8 elements) at 16-byte aligned x and w, and DSA_LINEAR_FEW_TOKENS
-// not 0.
+// x_bs and w_bs multiples of 8 elements) at 16-byte aligned x and w, and DSA_LINEAR_FEW_TOKENS=1.
 inline bool supported(const Args& a) {
   return detail::enabled() && a.tokens >= 1 && a.tokens <= kFewTokensMax && a.batch >= 1 &&
          a.batch <= 65535 && a.in % detail::kCols == 0 && a.x_ld % detail::kCols == 0 &&

@@ -1,6 +1,7 @@
 // Linear layers y = x W^T on the GPU (SPEC.md §8.8).
 //
-// bf16 weight, T <= 8 (decode, small verifies): the few-token kernel (common/few_token_gemv.cuh).
+// bf16 weight, T <= 8 (decode, small verifies), opt-in (DSA_LINEAR_FEW_TOKENS=1): the few-token
+// kernel (common/few_token_gemv.cuh).
 // bf16 weight otherwise: cuBLASLt, bf16 x bf16 with fp32 accumulation, bf16 or fp32 output.
 // Row-major
 //   y[T, out] = x[T, in] W[out, in]^T is, read column-major, y^T[out, T] = op(A) B with A = W's

@@ -164,6 +164,11 @@ TEST(LinearCuda, Bf16WeightWithinTolerance) {
 // it, and V3.2's LM-head-sized rows; in % 8 != 0 falls back to cuBLASLt.
 TEST(LinearCuda, Bf16FewTokensWithinTolerance) {
   DSA_SKIP_WITHOUT_GPU();
+  // The kernel is opt-in (few_token_gemv.cuh); on for this test's calls only.
+  ::setenv("DSA_LINEAR_FEW_TOKENS", "1", 1);
+  struct Off {
+    ~Off() { ::unsetenv("DSA_LINEAR_FEW_TOKENS"); }
+  } off;
   const uint64_t seed = testing::test_seed() + 1000;
   struct Shape {
     int32_t t, in, out;

@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "dsa/testing/gpu_skip.h"
 #include "dsa/testing/poison.h"
 #include "dsa/testing/random.h"
+#include "dsa/testing/scoped_env.h"
 
 namespace dsa::kernels {
 namespace {
@@ -126,10 +126,7 @@ TEST(BatchedLinearCuda, MlaShapesWithinTolerance) {
 TEST(BatchedLinearCuda, FewTokensWithinTolerance) {
   DSA_SKIP_WITHOUT_GPU();
   // The kernel is opt-in (few_token_gemv.cuh); on for this test's calls only.
-  ::setenv("DSA_LINEAR_FEW_TOKENS", "1", 1);
-  struct Off {
-    ~Off() { ::unsetenv("DSA_LINEAR_FEW_TOKENS"); }
-  } off;
+  const testing::ScopedEnv few_tokens("DSA_LINEAR_FEW_TOKENS", "1");
   Rng rng(testing::test_seed() + 3);
   for (int32_t t : {1, 2, 4, 6, 8}) {
     expect_within_tolerance(make_problem(rng, 128, t, 128, 512, 192, 576));

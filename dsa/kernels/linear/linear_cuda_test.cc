@@ -25,6 +25,7 @@
 #include "dsa/testing/gpu_skip.h"
 #include "dsa/testing/poison.h"
 #include "dsa/testing/random.h"
+#include "dsa/testing/scoped_env.h"
 
 namespace dsa::kernels {
 namespace {
@@ -165,10 +166,7 @@ TEST(LinearCuda, Bf16WeightWithinTolerance) {
 TEST(LinearCuda, Bf16FewTokensWithinTolerance) {
   DSA_SKIP_WITHOUT_GPU();
   // The kernel is opt-in (few_token_gemv.cuh); on for this test's calls only.
-  ::setenv("DSA_LINEAR_FEW_TOKENS", "1", 1);
-  struct Off {
-    ~Off() { ::unsetenv("DSA_LINEAR_FEW_TOKENS"); }
-  } off;
+  const testing::ScopedEnv few_tokens("DSA_LINEAR_FEW_TOKENS", "1");
   const uint64_t seed = testing::test_seed() + 1000;
   struct Shape {
     int32_t t, in, out;

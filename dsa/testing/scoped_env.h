@@ -1,0 +1,32 @@
+// An environment variable set for one scope (tests that turn on an opt-in switch read through
+// getenv, e.g. DSA_LINEAR_FEW_TOKENS), then restored to what it was.
+#pragma once
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+namespace dsa::testing {
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+}  // namespace dsa::testing

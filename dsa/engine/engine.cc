@@ -342,6 +342,12 @@ Status Engine::step() {
 }
 
 Status Engine::abort(int64_t id) {
+  // A request in a launched, unread decode: that launch may still write its KV, so it is read
+  // first (SPEC.md §6.7: pages are freed once every step launched for the request was read). The
+  // other requests' tokens of that launch are emitted as usual.
+  if (const RequestState* a = scheduler_.find(id); a != nullptr && a->in_flight > 0) {
+    DSA_RETURN_IF_ERROR(finish_in_flight());
+  }
   DSA_ASSIGN_OR_RETURN(RequestState * r, scheduler_.abort(id));
   // The text ends here: a held-back partial UTF-8 sequence is not completed by a later token.
   r->text.finish();

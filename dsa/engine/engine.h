@@ -114,7 +114,9 @@ class Engine {
 
   // Finishes a waiting or running request now (FinishReason::kAborted): its pages are freed and
   // on_finish is called before this returns; the other requests go on unaffected. Call it between
-  // steps (the engine is single-threaded). NotFound / FailedPrecondition as Scheduler::abort.
+  // steps (the engine is single-threaded). A request in an overlapped decode still in flight waits
+  // for that decode to be read first (its tokens, the aborted request's included, are emitted).
+  // NotFound / FailedPrecondition as Scheduler::abort.
   Status abort(int64_t id);
   size_t num_running() const { return scheduler_.running().size(); }
   size_t num_waiting() const { return scheduler_.num_waiting(); }

@@ -116,8 +116,8 @@ TEST(OverlappedDecode, AStopTokenReadLateDropsTheNextLaunch) {
   EXPECT_EQ(on.outputs[0].back(), stop);
 }
 
-// A request aborted while its token is in flight: the others go on unchanged, its pages come
-// back, and the launch's token for it is dropped when read.
+// A request aborted while its token is in flight: the launch is read first (SPEC.md §6.7: no page
+// is freed while a launched step may write it), the others go on unchanged, its pages come back.
 TEST(OverlappedDecode, AbortWhileInFlight) {
   auto m = testing::tiny_model(0, 4);
   const std::vector<GenerationRequest> reqs = requests(SamplingParams{});
@@ -128,8 +128,12 @@ TEST(OverlappedDecode, AbortWhileInFlight) {
   for (const GenerationRequest& r : reqs) ids.push_back(*e.add_request(r));
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(e.step().ok());
   ASSERT_GT(e.request(ids[2]).in_flight, 0);
+  const size_t before = e.request(ids[2]).output.size();
   ASSERT_TRUE(e.abort(ids[2]).ok());
+  // The launch holding it was read first (its token emitted), then its pages were freed.
+  EXPECT_EQ(e.request(ids[2]).in_flight, 0);
   const size_t cut = e.request(ids[2]).output.size();
+  EXPECT_EQ(cut, before + 1);
   ASSERT_TRUE(e.run_to_completion().ok());
   EXPECT_EQ(e.request(ids[2]).finish, FinishReason::kAborted);
   EXPECT_EQ(e.request(ids[2]).output.size(), cut);

@@ -303,7 +303,8 @@ Status Engine::step() {
   const auto t0 = std::chrono::steady_clock::now();
   const model::ForwardTiming& ft = model_.timing();
   const int64_t readbacks = ft.readbacks, readback_bytes = ft.readback_bytes;
-  const int64_t emitted = metrics_.emitted, prefilled = prefilled_, launches = launches_;
+  const int64_t emitted = metrics_.emitted, prefilled = prefilled_,
+                launches = metrics_.overlapped_launches;
   DSA_RETURN_IF_ERROR(scheduler_.admit());
   metrics_.times.schedule_s += seconds_since(t0);
   // The running set is copied: the phases do not change it, and retiring below does.
@@ -335,7 +336,7 @@ Status Engine::step() {
   // overlapped decode (whose tokens the next step emits); a step that did none of these would
   // repeat forever (the scheduler refuses what can never run; this guards the rest).
   if (metrics_.emitted == emitted && prefilled_ == prefilled && finished_ids.empty() &&
-      launches_ == launches && has_work()) {
+      metrics_.overlapped_launches == launches && has_work()) {
     return internal_error("engine: a step made no progress (no token, prefill or finish)");
   }
   return ok_status();

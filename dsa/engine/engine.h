@@ -222,14 +222,14 @@ class Engine {
   int64_t forwards_ = 0;  // forward ids
   std::vector<ForwardRecord> trace_;
   // The overlapped decode launched and not yet read: its sampling and its requests by id (a
-  // request may be aborted and released meanwhile); launch ids count from 0.
+  // request may be aborted and released meanwhile); launch ids count from 0
+  // (EngineMetrics::overlapped_launches before it).
   struct InFlightDecode {
     model::SampleTicket ticket;
     std::vector<int64_t> ids;
     int64_t launch = 0;
   };
   std::optional<InFlightDecode> in_flight_;
-  int64_t launches_ = 0;
 };
 
 }  // namespace dsa::engine

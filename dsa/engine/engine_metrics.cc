@@ -41,7 +41,6 @@ void EngineMetrics::merge_rank(const EngineMetrics& other) {
   readbacks += other.readbacks;
   readback_bytes += other.readback_bytes;
   overlapped_launches += other.overlapped_launches;
-  overlapped_reads += other.overlapped_reads;
   times.schedule_s += other.times.schedule_s;
   times.accept_s += other.times.accept_s;
   times.emit_s += other.times.emit_s;

@@ -34,8 +34,8 @@ struct EngineMetrics {
   // Device-to-host reads of data by the model during steps (its ForwardTiming's counters, per
   // engine): copies and bytes. On the backend path of a speculative step only counts and tokens.
   int64_t readbacks = 0, readback_bytes = 0;
-  // Overlapped decodes (EngineOptions::overlap) launched, and launched decodes read back.
-  int64_t overlapped_launches = 0, overlapped_reads = 0;
+  // Overlapped decodes (EngineOptions::overlap) launched.
+  int64_t overlapped_launches = 0;
   // Host time of the engine's own parts of a step (steady_clock, always on; summed over DP ranks):
   // schedule = admission; accept = acceptance bookkeeping (the host rule where it runs, the next
   // forwards' token rows, lengths); emit = appending tokens, detokenising, stop checks and the

@@ -22,8 +22,7 @@ namespace dsa::engine {
 
 Status Engine::overlapped_decode(const std::vector<RequestState*>& reqs,
                                  const ForwardShape& shape) {
-  const int64_t launch = launches_++;
-  ++metrics_.overlapped_launches;
+  const int64_t launch = metrics_.overlapped_launches++;
   std::vector<runtime::RequestInput> inputs;
   std::vector<int32_t> tokens, token_rows;
   std::vector<SamplingParams> params;
@@ -96,7 +95,6 @@ Status Engine::finish_in_flight() {
     if (r->finish != FinishReason::kNone) continue;
     emit(*r, std::span<const int32_t>(&y, 1));
   }
-  ++metrics_.overlapped_reads;
   return ok_status();
 }
 

@@ -15,6 +15,20 @@ size_t in_words(size_t requests, size_t drafts) { return 4 * requests + 2 * draf
 
 }  // namespace
 
+void pack_acceptance_params(std::span<const kernels::SamplingParams> params,
+                            std::span<const int32_t> positions, uint64_t* seeds, int32_t* words) {
+  const size_t B = params.size();
+  float* temperature = reinterpret_cast<float*>(words);
+  float* top_p = reinterpret_cast<float*>(words + B);
+  for (size_t b = 0; b < B; ++b) {
+    seeds[b] = params[b].seed;
+    temperature[b] = params[b].temperature;
+    top_p[b] = params[b].top_p;
+    words[2 * B + b] = params[b].top_k;
+    words[3 * B + b] = positions[b];
+  }
+}
+
 kernels::AcceptanceParams packed_acceptance_params(const float* logits, int64_t row_stride,
                                                    int32_t vocab, int32_t requests, int32_t d,
                                                    const uint64_t* seeds, const int32_t* words,
@@ -78,17 +92,8 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
   DSA_RETURN_IF_ERROR(reserve(ops.backend, B, B * n));
   // The packed image at this launch's B: seeds, then the 32-bit fields, then the drafts (a
   // layout only this file knows); only its used words are copied.
-  uint64_t* seed = in_host_.data();
   int32_t* w = reinterpret_cast<int32_t*>(in_host_.data() + B);
-  float* temperature = reinterpret_cast<float*>(w);
-  float* top_p = reinterpret_cast<float*>(w + B);
-  int32_t* top_k = w + 2 * B;
-  int32_t* first = w + 3 * B;
-  for (size_t b = 0; b < B; ++b) {
-    seed[b] = params[b].seed;
-    temperature[b] = params[b].temperature, top_p[b] = params[b].top_p, top_k[b] = params[b].top_k;
-    first[b] = first_position[b];
-  }
+  pack_acceptance_params(params, first_position, in_host_.data(), w);
   std::memcpy(w + 4 * B, drafts.data(), drafts.size() * sizeof(int32_t));
   // Where each kept draft is: entry j of request b is draft j + 1, slot j's row kept.rows[b].
   int32_t* index = w + 4 * B + drafts.size();

@@ -33,6 +33,10 @@ struct SlotDrafts {
 // The op's per-request params packed in backend memory the way this file and the overlapped
 // sampler stage them: B seeds (u64), then B temperatures, B top_p, B top_k and B first positions
 // (32-bit each) at `words`. The rest of the params as given.
+// Writes that packing on the host: params.size() seeds at `seeds`, the four 32-bit arrays at
+// `words` (positions: each request's first position).
+void pack_acceptance_params(std::span<const kernels::SamplingParams> params,
+                            std::span<const int32_t> positions, uint64_t* seeds, int32_t* words);
 kernels::AcceptanceParams packed_acceptance_params(const float* logits, int64_t row_stride,
                                                    int32_t vocab, int32_t requests, int32_t d,
                                                    const uint64_t* seeds, const int32_t* words,

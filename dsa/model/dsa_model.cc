@@ -664,11 +664,10 @@ StatusOr<SampleTicket> DsaModel::sample_async(int32_t vocab,
     return invalid_argument(fmt::format("sample_async: {} rows, the last forward sampled {}",
                                         params.size(), meta_.header.num_samples));
   }
-  StatusOr<SampleTicket> t = unimplemented("");
-  {
+  StatusOr<SampleTicket> t = [&] {
     runtime::DeferDeviceErrors defer(ops_.backend);
-    t = sampler_.launch(ops_, logits_out_.data(), config_.vocab_size, vocab, params, positions);
-  }
+    return sampler_.launch(ops_, logits_out_.data(), config_.vocab_size, vocab, params, positions);
+  }();
   if (t.ok()) t->uploads_before = mirror_.uploads();
   timing_.sample_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return t;

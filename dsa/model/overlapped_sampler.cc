@@ -79,17 +79,8 @@ Status OverlappedSampler::launch_rows(const kernels::OpTable& ops, Slot& s, cons
   const size_t B = params.size();
   // Packed at this launch's B (so the op's arrays are contiguous), as the capacity layout's prefix.
   auto* host = static_cast<uint8_t*>(s.host);
-  auto* seed = reinterpret_cast<uint64_t*>(host);
-  auto* w = reinterpret_cast<int32_t*>(host + B * sizeof(uint64_t));
-  auto* temperature = reinterpret_cast<float*>(w);
-  auto* top_p = reinterpret_cast<float*>(w + B);
-  for (size_t b = 0; b < B; ++b) {
-    seed[b] = params[b].seed;
-    temperature[b] = params[b].temperature;
-    top_p[b] = params[b].top_p;
-    w[2 * B + b] = params[b].top_k;
-    w[3 * B + b] = positions[b];
-  }
+  pack_acceptance_params(params, positions, reinterpret_cast<uint64_t*>(host),
+                         reinterpret_cast<int32_t*>(host + B * sizeof(uint64_t)));
   DSA_RETURN_IF_ERROR(mem_->copy(in_.data(), host, inputs_bytes(B)));
   const int32_t* dw = reinterpret_cast<const int32_t*>(in_.data() + B);
   // d = 0: the drafts are read nowhere, but the op wants a pointer.

@@ -9,9 +9,11 @@
 # forwards' build / stage / launch / wait / collect / sample, the engine's schedule / accept /
 # emit / retire, the rest; `generate --json`'s host_breakdown_ms_per_step) and the device-to-host
 # reads per step. RUNS="on:device" (say) restricts the graph / sampling variants run;
-# OVERLAP="on off" runs each also with --disable-overlap-schedule (default: on only).
+# OVERLAP="on off" runs each also with --disable-overlap-schedule (default: on only);
+# COMMIT="on off" each d > 0 run also with --disable-device-commit (default: on only). The commit
+# column gives the steps committed on the device (d > 0), or off.
 # Usage: [BREAKDOWN=1] [BATCHES="1 8 32"] [DRAFTS="0 3"] [RUNS="on:device on:host off:device"]
-#        [OVERLAP="on off"] scripts/bench_engine.sh BUILD_DIR
+#        [OVERLAP="on off"] [COMMIT="on off"] scripts/bench_engine.sh BUILD_DIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build="${1:?usage: bench_engine.sh BUILD_DIR}"
@@ -20,16 +22,19 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prompts="$tmp/prompts.txt"
 awk 'length($0) > 40 { print substr($0, 1, 120) }' testdata/heldout.txt | head -32 >"$prompts"
-printf "%-6s %-3s %-7s %-8s %-7s %9s %9s %8s %8s %10s %10s %7s %7s\n" batch d graphs sampling \
-  overlap "tok/s" "TPOT ms" accept steps "host ms/st" "fwd ms/st" replays "nodes"
+printf "%-6s %-3s %-7s %-8s %-7s %-7s %9s %9s %8s %8s %10s %10s %7s %7s\n" batch d graphs sampling \
+  overlap commit "tok/s" "TPOT ms" accept steps "host ms/st" "fwd ms/st" replays "nodes"
 for batch in ${BATCHES:-1 8 32}; do
   head -"$batch" "$prompts" >"$tmp/batch.txt"
   for d in ${DRAFTS:-0 3}; do
     for run in ${RUNS:-on:device on:host off:device}; do
      for overlap in ${OVERLAP:-on}; do
+     for commit in ${COMMIT:-on}; do
+      [ "$d" -eq 0 ] && [ "$commit" = off ] && continue
       graphs=${run%%:*} where=${run##*:}
       flag=(--sampling-on "$where")
       [ "$overlap" = off ] && flag+=(--disable-overlap-schedule)
+      [ "$commit" = off ] && flag+=(--disable-device-commit)
       [ "$graphs" = off ] && flag+=(--disable-cuda-graph)
       [ "$d" -gt 0 ] && flag+=(--speculative-algorithm NEXTN --speculative-num-steps "$d")
       json=$("$dsa" generate --model models/tiny-dsa --prompts-file "$tmp/batch.txt" \
@@ -39,13 +44,14 @@ for batch in ${BATCHES:-1 8 32}; do
         echo "batch $batch d $d graphs $graphs sampling $where: FAILED: $(tail -2 "$tmp/err.txt")"
         continue
       fi
-      BREAKDOWN="${BREAKDOWN:-0}" python3 - "$batch" "$d" "$graphs" "$where" "$json" "$overlap" <<'PY'
+      BREAKDOWN="${BREAKDOWN:-0}" python3 - "$batch" "$d" "$graphs" "$where" "$json" "$overlap" "$commit" <<'PY'
 import json, os, sys
 b, d, g, w, j = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5])["summary"]
 # "on" asks for it; only d = 0 steps sampled on the device overlap (the count says how many did).
 o = f"{sys.argv[6]}:{j.get('overlapped_decodes', 0)}" if sys.argv[6] == "on" else "off"
+c = f"{j.get('device_commits', 0)}" if sys.argv[7] == "on" else "off"
 nodes = j['graph_nodes'] / j['graphs'] if j.get('graphs') else 0
-print(f"{b:<6} {d:<3} {g:<7} {w:<8} {o:<7} {j['tokens_per_s']:9.1f} {j['tpot_ms']:9.3f} "
+print(f"{b:<6} {d:<3} {g:<7} {w:<8} {o:<7} {c:<7} {j['tokens_per_s']:9.1f} {j['tpot_ms']:9.3f} "
       f"{j['accept_length_mean']:8.3f} {j['steps']:8d} {j['host_ms_per_step']:10.3f} "
       f"{j['forward_ms_per_step']:10.3f} {j['graph_replays']:7d} {nodes:7.0f}")
 if os.environ.get("BREAKDOWN") == "1" and "host_breakdown_ms_per_step" in j:
@@ -57,6 +63,7 @@ if os.environ.get("BREAKDOWN") == "1" and "host_breakdown_ms_per_step" in j:
           f"{h['host_without_wait']:.4f} | reads/step {j['readbacks_per_step']:.2f}, "
           f"bytes/step {j['readback_bytes_per_step']:.0f}")
 PY
+     done
      done
     done
   done

@@ -21,6 +21,7 @@
 #include "dsa/kernels/rmsnorm/rmsnorm_check.h"
 #include "dsa/kernels/rope/rope_check.h"
 #include "dsa/kernels/sparse_mla/sparse_mla_check.h"
+#include "dsa/kernels/step_commit/step_commit_check.h"
 #include "dsa/kernels/topk/topk_check.h"
 #include "dsa/runtime/attention_step_check.h"
 
@@ -153,6 +154,10 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
       [o](uint64_t s) { return check_indexer_q_quant(o->indexer_q_quant, 256, 64, s); });
   add("row_copy", kS, "rows=20 of 50, 6 B",
       [o](uint64_t s) { return check_row_copy(o->row_copy, 20, 50, 6, s); });
+  add("step_commit", kS, "B=9, d=3",
+      [o](uint64_t s) { return check_step_commit(o->step_commit, 9, 3, s); });
+  add("step_commit", kV, "B=256, d=7",
+      [o](uint64_t s) { return check_step_commit(o->step_commit, 256, 7, s); });
   add("row_copy", kV, "rows=256 of 1024, D=7168 bf16",
       [o](uint64_t s) { return check_row_copy(o->row_copy, 256, 1024, 7168 * 2, s); });
 

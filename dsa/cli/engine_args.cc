@@ -187,6 +187,10 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
                "Read every decode step's tokens before launching the next (by default a d = 0 "
                "decode sampled on the device is launched while the host reads the previous "
                "step's tokens: the same tokens, each emitted one step later)");
+  cmd.add_flag("--disable-device-commit", a.disable_device_commit,
+               "Read a speculative step's acceptance before building its draft extend and draft "
+               "chain (by default they are built at once and moved to the accepted counts on the "
+               "device, so the step's forwards run back to back: the same tokens)");
   for (const char* name :
        {"--random-weights-seed", "--load-chunk-bytes", "--speculative-num-steps",
         "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--max-running-requests",
@@ -302,6 +306,7 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
   }
   set_checked_mode(s.checked);
   s.overlap = !a.disable_overlap_schedule;
+  s.device_commit = !a.disable_device_commit;
   if (a.sampling_on == "auto") {
     s.accept_on = engine::AcceptOn::kAuto;
   } else if (a.sampling_on == "device") {

@@ -58,6 +58,9 @@ struct EngineArgs {
   // SGLang's flag: every decode step reads its tokens before the next is launched
   // (engine::EngineOptions::overlap off).
   bool disable_overlap_schedule = false;
+  // A speculative step reads its acceptance before its draft extend is built
+  // (engine::EngineOptions::device_commit off).
+  bool disable_device_commit = false;
   // SPEC.md §1.3's checked mode: on, off, or auto (DSA_CHECKED when set, else on in debug builds
   // and off in release builds; scripts/test.sh and CI set DSA_CHECKED=1).
   std::string checked_mode = "auto";
@@ -87,11 +90,12 @@ struct EngineSetup {
   int32_t prefill_chunk = 512;
   double simulate_accept_length = 0;  // 0 = real acceptance
   engine::AcceptOn accept_on = engine::AcceptOn::kAuto;
-  bool overlap = true;   // engine::EngineOptions::overlap
-  bool checked = false;  // resolve_engine_args has applied it (set_checked_mode)
-  int32_t dp_size = 1;   // data-parallel ranks, in [1, kMaxDpSize]
-  int32_t ep_size = 1;   // expert-parallel ranks: 1 or dp_size, dividing the routed experts
-  DistSetup dist;        // nodes (1 only until the launcher is wired) and the bootstrap address
+  bool overlap = true;        // engine::EngineOptions::overlap
+  bool device_commit = true;  // engine::EngineOptions::device_commit
+  bool checked = false;       // resolve_engine_args has applied it (set_checked_mode)
+  int32_t dp_size = 1;        // data-parallel ranks, in [1, kMaxDpSize]
+  int32_t ep_size = 1;        // expert-parallel ranks: 1 or dp_size, dividing the routed experts
+  DistSetup dist;  // nodes (1 only until the launcher is wired) and the bootstrap address
 };
 
 // Every rule between the flags and against the model's config.json: ranges, the speculative

@@ -261,6 +261,7 @@ StatusOr<int> run(const GenerateArgs& a) {
   eo.simulate_accept_length = setup.simulate_accept_length;
   eo.accept_on = setup.accept_on;
   eo.overlap = setup.overlap;
+  eo.device_commit = setup.device_commit;
   eo.tokenizer = tok ? &*tok : nullptr;
   std::vector<engine::GenerationRequest> requests;
   for (size_t i = 0; i < prompts.ids.size(); ++i) {

@@ -181,6 +181,7 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
                 {"per_position_acceptance", m.per_position_acceptance()},
                 {"steps", m.steps},
                 {"overlapped_decodes", m.overlapped_launches},
+                {"device_commits", m.device_commits},
                 {"host_logit_rows", m.host_logit_rows},
                 {"forwards", ft.forwards},
                 {"graph_replays", ft.replays},

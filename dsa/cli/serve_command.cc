@@ -237,6 +237,7 @@ StatusOr<int> run(const ServeArgs& a) {
     eo.simulate_accept_length = setup.simulate_accept_length;
     eo.accept_on = setup.accept_on;
     eo.overlap = setup.overlap;
+    eo.device_commit = setup.device_commit;
     std::vector<model::DsaModel*> ranks;
     for (const auto& m : models) ranks.push_back(m.get());
     StatusOr<std::unique_ptr<server::EngineLoop>> made = server::EngineLoop::create(

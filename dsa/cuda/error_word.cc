@@ -35,6 +35,8 @@ std::string_view op_name(int32_t op) {
       return "paged_logits_topk";
     case OpId::kAcceptance:
       return "acceptance";
+    case OpId::kStepCommit:
+      return "step_commit";
   }
   return "unknown op";
 }

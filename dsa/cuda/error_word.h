@@ -31,6 +31,7 @@ enum class OpId : int32_t {
   kModelOp,
   kPagedLogitsTopk,
   kAcceptance,
+  kStepCommit,
 };
 
 #if defined(__CUDACC__)

@@ -92,6 +92,11 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   }
   DSA_RETURN_IF_ERROR(
       run_forward(plan[0], inputs, target_in, &target, outputs(d_ > 0, on_backend)));
+  if (d_ > 0 && on_backend && !(sim > 0) && commits_on_device()) {
+    return device_committed_step(
+        reqs, plan, target, std::move(inputs),
+        any_kept ? std::span<const int32_t>(draft_rows) : std::span<const int32_t>());
+  }
   // The target's token at every row (d = 0), or, on the backend, at every verify row of a
   // simulated step (whose forced count picks one; the host path samples only that row).
   std::vector<int32_t> row_tokens;
@@ -188,8 +193,8 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
                      std::span<const ForwardShape>(plan).subspan(2));
 }
 
-StatusOr<std::vector<AcceptResult>> Engine::accept_on_backend(
-    const std::vector<RequestState*>& reqs, std::span<const int32_t> draft_rows) {
+Status Engine::launch_acceptance(const std::vector<RequestState*>& reqs,
+                                 std::span<const int32_t> draft_rows) {
   std::vector<int32_t> drafts, first;
   std::vector<kernels::SamplingParams> params;
   for (const RequestState* r : reqs) {
@@ -201,18 +206,27 @@ StatusOr<std::vector<AcceptResult>> Engine::accept_on_backend(
     params.push_back(r->req.sampling);
     first.push_back(r->committed + 1);
   }
-  model::VerifyAcceptance v;
   // The op reads ids [0, sampleable_) of rows vocab_ wide: the host rule's masked padding ids.
-  DSA_RETURN_IF_ERROR(
-      model_.accept_last_verify(sampleable_, d_, drafts, params, first, &v, draft_rows));
+  return model_.launch_acceptance(sampleable_, d_, drafts, params, first, draft_rows);
+}
+
+std::vector<AcceptResult> Engine::accept_results(const model::VerifyAcceptance& v) const {
   const size_t n = sz(d_) + 1;
-  std::vector<AcceptResult> out(reqs.size());
-  for (size_t b = 0; b < reqs.size(); ++b) {
+  std::vector<AcceptResult> out(v.accepted.size());
+  for (size_t b = 0; b < out.size(); ++b) {
     out[b].accepted = v.accepted[b];
     const auto row = v.emitted.begin() + long(b * n);
     out[b].emitted.assign(row, row + v.accepted[b] + 1);
   }
   return out;
+}
+
+StatusOr<std::vector<AcceptResult>> Engine::accept_on_backend(
+    const std::vector<RequestState*>& reqs, std::span<const int32_t> draft_rows) {
+  DSA_RETURN_IF_ERROR(launch_acceptance(reqs, draft_rows));
+  model::VerifyAcceptance v;
+  DSA_RETURN_IF_ERROR(model_.read_acceptance(&v));
+  return accept_results(v);
 }
 
 }  // namespace dsa::engine

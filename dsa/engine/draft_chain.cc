@@ -46,7 +46,8 @@ Status Engine::read_kept_drafts(const std::vector<RequestState*>& running) {
 
 Status Engine::draft_chain(const std::vector<RequestState*>& reqs,
                            const model::ForwardOutput& first, const std::vector<int32_t>& rows,
-                           std::vector<int32_t> committed, std::span<const ForwardShape> chain) {
+                           std::vector<int32_t> committed, std::span<const ForwardShape> chain,
+                           bool patched) {
   const size_t B = reqs.size();
   const bool there = drafts_on_backend();
   // Chained: the drafts stay in backend slots until the end. Else each forward's come back now.
@@ -82,6 +83,10 @@ Status Engine::draft_chain(const std::vector<RequestState*>& reqs,
       if (!chained) tokens.push_back(chains[b].back());
     }
     model::ForwardInputs in = mtp_inputs(*prev, hidden_rows, &host_rows);
+    if (patched) {
+      in.accepted_patch =
+          s == 1 ? model::AcceptedPatch::kFirstDraftDecode : model::AcceptedPatch::kDraftDecode;
+    }
     if (chained) {
       in.draft_slot = s - 1;
     } else {

@@ -78,6 +78,13 @@ struct EngineOptions {
   // Tokens are the same as without it; each is emitted one step later. false: every step reads
   // its tokens before the next is launched (`--disable-overlap-schedule`).
   bool overlap = true;
+  // The step commit (SPEC.md §6.7, docs/device_committed_step.md): a speculative step whose
+  // acceptance and drafts are decided on the backend (not simulated, no host hand-off, no
+  // draft_override) launches its acceptance and builds the draft extend and the draft chain as if
+  // nothing was accepted; the step commit op moves them to the accepted counts on the backend, so
+  // the step's forwards run back to back and the host reads once, at the end of the step. The
+  // same tokens either way. false: the acceptance is read before the draft extend is built.
+  bool device_commit = true;
 };
 
 // One forward as it ran on this rank: its rank-invariant shape (the same on every rank) and how
@@ -153,9 +160,26 @@ class Engine {
   // after the MTP forward `first` (the model's last) whose first reqs.size() sampled rows give
   // the first drafts; rows[b]: request b's row of `first` (its hidden state pairs with that
   // draft). Sets every request's d drafts.
+  // patched: the chain is built at a = 0 and committed on the backend (device_committed_step).
   Status draft_chain(const std::vector<RequestState*>& reqs, const model::ForwardOutput& first,
                      const std::vector<int32_t>& rows, std::vector<int32_t> committed,
-                     std::span<const ForwardShape> chain);
+                     std::span<const ForwardShape> chain, bool patched = false);
+  // The rest of a speculative step after its verify (target, the model's last forward), committed
+  // on the device (EngineOptions::device_commit): acceptance launched, the draft extend and chain
+  // built at a = 0 and patched on the backend, then the one read of the counts and tokens, emitted
+  // here. inputs: the verify's requests; draft_rows: where each keeps its drafts (or empty).
+  Status device_committed_step(const std::vector<RequestState*>& reqs,
+                               std::span<const ForwardShape> plan,
+                               const model::ForwardOutput& target,
+                               std::vector<runtime::RequestInput> inputs,
+                               std::span<const int32_t> draft_rows);
+  // Whether a speculative step over requests decided on the backend commits on the device.
+  bool commits_on_device() const;
+  // Launches the backend acceptance of the last verify over `reqs` (accept_on_backend's launch).
+  Status launch_acceptance(const std::vector<RequestState*>& reqs,
+                           std::span<const int32_t> draft_rows);
+  // One emitted AcceptResult per request from the acceptance's read.
+  std::vector<AcceptResult> accept_results(const model::VerifyAcceptance& v) const;
   // Agrees on one phase's plan with the other ranks (every rank calls it at the same point).
   StatusOr<std::vector<ForwardShape>> agree(const StepProposal& proposal);
   void emit(RequestState& r, std::span<const int32_t> tokens);

@@ -41,6 +41,7 @@ void EngineMetrics::merge_rank(const EngineMetrics& other) {
   readbacks += other.readbacks;
   readback_bytes += other.readback_bytes;
   overlapped_launches += other.overlapped_launches;
+  device_commits += other.device_commits;
   times.schedule_s += other.times.schedule_s;
   times.accept_s += other.times.accept_s;
   times.emit_s += other.times.emit_s;

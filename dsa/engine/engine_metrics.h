@@ -36,6 +36,9 @@ struct EngineMetrics {
   int64_t readbacks = 0, readback_bytes = 0;
   // Overlapped decodes (EngineOptions::overlap) launched.
   int64_t overlapped_launches = 0;
+  // Speculative steps committed on the device (EngineOptions::device_commit): their forwards ran
+  // back to back with one read at the end.
+  int64_t device_commits = 0;
   // Host time of the engine's own parts of a step (steady_clock, always on; summed over DP ranks):
   // schedule = admission; accept = acceptance bookkeeping (the host rule where it runs, the next
   // forwards' token rows, lengths); emit = appending tokens, detokenising, stop checks and the

@@ -38,6 +38,7 @@ const OpTable& cpu_ops() {
       .row_copy = row_copy_ref,
       .sample_rows = sample_rows_ref,
       .accept_drafts = accept_drafts_ref,
+      .step_commit = step_commit_ref,
   };
   return table;
 }

@@ -28,6 +28,7 @@
 #include "dsa/kernels/rope/rope.h"
 #include "dsa/kernels/sampling/sampling.h"
 #include "dsa/kernels/sparse_mla/sparse_mla.h"
+#include "dsa/kernels/step_commit/step_commit.h"
 #include "dsa/kernels/topk/topk.h"
 
 namespace dsa::kernels {
@@ -74,6 +75,9 @@ struct OpTable {
   // few bytes per request need to reach the host.
   Status (*sample_rows)(const SamplingOpParams&);
   Status (*accept_drafts)(const AcceptanceParams&);
+  // The forwards after a verify patched from its accepted counts where they are (§6.7), so a
+  // speculative step needs no host round trip between its forwards.
+  Status (*step_commit)(const StepCommitParams&);
 };
 
 // The CPU backend: the references of every op.

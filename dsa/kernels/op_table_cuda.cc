@@ -36,6 +36,7 @@ const OpTable& cuda_op_table() {
       .row_copy = row_copy_cuda,
       .sample_rows = sample_rows_cuda,
       .accept_drafts = accept_drafts_cuda,
+      .step_commit = step_commit_cuda,
   };
   return table;
 }

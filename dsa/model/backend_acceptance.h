@@ -61,6 +61,11 @@ class BackendAcceptance {
   // caller synchronises the backend's stream, then unpack() fills `out` (sized by read()).
   StatusOr<size_t> read(VerifyAcceptance* out);
   void unpack(VerifyAcceptance* out) const;
+  // The last launch's outputs where the op wrote them (backend memory): accepted [B], emitted
+  // [B, d + 1]; they stay until the next launch.
+  int32_t last_requests() const { return int32_t(last_b_); }
+  const int32_t* accepted() const { return out_.data(); }
+  const int32_t* emitted() const { return out_.data() + last_b_; }
   // Greedy tokens (temperature 0: the argmax over ids [0, vocab), -1 for a row without an eligible
   // one) of rows [0, count) of `logits` into tokens (backend memory, [count]). Only launched:
   // nothing goes up (the greedy params live on the backend from reserve()) and nothing comes back.

@@ -467,6 +467,22 @@ Status DsaModel::stage(const ForwardInputs& in) {
 // overwrites hidden_out_, runs after them (stream order, graphs included).
 Status DsaModel::stage_from_backend(const ForwardInputs& in) {
   const runtime::MetadataHeader& h = meta_.header;
+  // An IDLE forward (a DP rank without requests) has nothing to patch.
+  if (in.accepted_patch != AcceptedPatch::kNone && h.num_requests > 0) {
+    // First: the gathers below read the patched hidden rows and skip the patched token rows.
+    if (accepted_d_ < 1 || acceptance_.last_requests() != h.num_requests) {
+      return invalid_argument(fmt::format(
+          "forward: patched from the last acceptance (d = {}, {} requests), but this forward has "
+          "{} requests",
+          accepted_d_, acceptance_.last_requests(), h.num_requests));
+    }
+    const bool extend = in.accepted_patch == AcceptedPatch::kDraftExtend;
+    DSA_RETURN_IF_ERROR(mirror_.commit_step(
+        ops_, meta_,
+        extend ? kernels::StepCommitTarget::kDraftExtend : kernels::StepCommitTarget::kChainDecode,
+        acceptance_.accepted(), acceptance_.emitted(), accepted_d_,
+        in.accepted_patch == AcceptedPatch::kFirstDraftDecode));
+  }
   if (h.model == runtime::ModelKind::kMtp && in.hidden_from_last) {
     const int64_t row_bytes = int64_t(config_.hidden_size) * int64_t(sizeof(bf16));
     const bool every_row =
@@ -585,6 +601,14 @@ Status DsaModel::accept_last_verify(int32_t vocab, int32_t d, std::span<const in
                                     std::span<const kernels::SamplingParams> params,
                                     std::span<const int32_t> first_position, VerifyAcceptance* out,
                                     std::span<const int32_t> draft_rows) {
+  DSA_RETURN_IF_ERROR(launch_acceptance(vocab, d, drafts, params, first_position, draft_rows));
+  return read_acceptance(out);
+}
+
+Status DsaModel::launch_acceptance(int32_t vocab, int32_t d, std::span<const int32_t> drafts,
+                                   std::span<const kernels::SamplingParams> params,
+                                   std::span<const int32_t> first_position,
+                                   std::span<const int32_t> draft_rows) {
   if (!draft_rows.empty()) {
     if (draft_rows.size() != params.size()) {
       return invalid_argument(fmt::format("accept_last_verify: {} draft rows for {} requests",
@@ -604,14 +628,19 @@ Status DsaModel::accept_last_verify(int32_t vocab, int32_t d, std::span<const in
                                         params.size(), d + 1));
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const double waited_before = timing_.wait_s;
   {
-    // The op's checks join the forward's: read once below, after the one read back.
+    // The op's checks join the forward's: read once, after the one read back.
     runtime::DeferDeviceErrors defer(ops_.backend);
     DSA_RETURN_IF_ERROR(acceptance_.launch(ops_, logits_out_.data(), config_.vocab_size, vocab, d,
                                            drafts, params, first_position,
                                            {drafts_.data(), draft_count_, draft_rows}));
   }
+  accepted_d_ = d;
+  timing_.sample_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ok_status();
+}
+
+Status DsaModel::read_acceptance(VerifyAcceptance* out) {
   const auto t1 = std::chrono::steady_clock::now();
   DSA_ASSIGN_OR_RETURN(const size_t bytes, acceptance_.read(out));
   if (bytes > 0) count_readback(bytes);
@@ -619,8 +648,6 @@ Status DsaModel::accept_last_verify(int32_t vocab, int32_t d, std::span<const in
   timing_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   DSA_RETURN_IF_ERROR(sync_and_check("acceptance"));
   acceptance_.unpack(out);
-  timing_.sample_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
-                      (timing_.wait_s - waited_before);
   return ok_status();
 }
 

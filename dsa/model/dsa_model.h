@@ -163,6 +163,14 @@ struct ForwardOutputs {
 // [0, the slots written)).
 enum class TokenSource { kLastSampling, kDraftSlots };
 
+// How a forward is patched on the backend from the last acceptance's counts (launch_acceptance),
+// SPEC.md §6.7's commit: the engine builds the forwards after a verify as if nothing was accepted
+// and the step commit op moves them to the accepted counts where those are, so nothing is read
+// between the verify and the end of the step. kDraftExtend: the MTP forward over the verify's rows
+// (its tokens and sampled rows); kFirstDraftDecode / kDraftDecode: the draft chain's DECODEs
+// (positions and lengths; the first also takes its hidden rows from the accepted rows).
+enum class AcceptedPatch { kNone, kDraftExtend, kFirstDraftDecode, kDraftDecode };
+
 // A forward's token ids and MTP hidden rows: host spans (forward()'s), or the previous forward's
 // outputs in backend memory, gathered there (SPEC.md §6.7's hand-off), so nothing crosses to the
 // host between the forwards of a chain.
@@ -183,6 +191,8 @@ struct ForwardInputs {
   // rows past the list, keep tokens[r]. Not with draft_slot.
   std::span<const int32_t> token_rows;
   TokenSource token_source = TokenSource::kLastSampling;
+  // The forward as built is the a = 0 one; patched on the backend before it runs (AcceptedPatch).
+  AcceptedPatch accepted_patch = AcceptedPatch::kNone;
 };
 
 class DsaModel {
@@ -240,6 +250,14 @@ class DsaModel {
                             std::span<const kernels::SamplingParams> params,
                             std::span<const int32_t> first_position, VerifyAcceptance* out,
                             std::span<const int32_t> draft_rows = {});
+  // accept_last_verify in two halves: the launch (nothing read; the counts stay in backend memory
+  // for the forwards patched from them, ForwardInputs::accepted_patch, until the next launch) and
+  // the one read of its counts and tokens, which waits for everything launched since.
+  Status launch_acceptance(int32_t vocab, int32_t d, std::span<const int32_t> drafts,
+                           std::span<const kernels::SamplingParams> params,
+                           std::span<const int32_t> first_position,
+                           std::span<const int32_t> draft_rows = {});
+  Status read_acceptance(VerifyAcceptance* out);
   // The MTP layer's greedy drafts (argmax over ids [0, vocab)) of the last forward's first
   // `count` sampled rows, decided on the backend into draft slot `slot` < kMaxDraftTokens; nothing
   // is read back. Every slot of one chain holds the same count (slot 0 sets it).
@@ -324,6 +342,7 @@ class DsaModel {
   int32_t last_rows_pad_ = 0;
   runtime::Buffer<int32_t> drafts_;
   int32_t draft_count_ = 0, drafts_written_ = 0;
+  int32_t accepted_d_ = 0;  // d of the last acceptance launched (what a patch reads)
   runtime::Buffer<int32_t> iota_;
 };
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "dsa/core/checked_mode.h"
-#include "dsa/runtime/metadata_rows.h"
+#include "dsa/kernels/common/metadata_rows.h"
 #include "dsa/runtime/metadata_schedule.h"
 #include "dsa/runtime/metadata_validator.h"
 
@@ -13,7 +13,10 @@ namespace dsa::runtime {
 
 namespace {
 
+using kernels::fill_padded_rows;
+using kernels::fill_request_rows;
 using kernels::kPageSize;
+using kernels::RowArrays;
 
 Status check_request(const ForwardBatch& batch, const MetadataConfig& config,
                      const kernels::PageTable& pt, int32_t b, int32_t n,

@@ -38,8 +38,8 @@ constexpr Field kFields[] = {
 size_t page_table_size(const kernels::PageTable& pt) { return size_t(pt.num_rows) * pt.width; }
 size_t words_for_bf16(int64_t count) { return size_t((count + 1) / 2); }
 
-// One slot per forward a speculative step launches back to back (the draft extend and the d - 1
-// draft decodes; the verify's results are read before them), at least two.
+// One slot per forward a speculative step launches back to back (the verify, the draft extend and
+// the d - 1 draft decodes: with the step commit nothing is read between them), at least two.
 int32_t ring_slots(const MetadataConfig& c) { return std::max<int32_t>(2, c.num_draft_tokens + 1); }
 
 }  // namespace
@@ -175,6 +175,39 @@ Status MetadataMirror::rebuild_schedule(const kernels::OpTable& ops,
   p.schedule = schedule_;
   p.schedule_capacity = static_cast<int32_t>(m.schedule.size());
   return ops.build_logits_schedule(p);
+}
+
+Status MetadataMirror::commit_step(const kernels::OpTable& ops, const ForwardMetadata& m,
+                                   kernels::StepCommitTarget target, const int32_t* accepted,
+                                   const int32_t* emitted, int32_t d, bool hidden_rows) const {
+  const bool extend = target == kernels::StepCommitTarget::kDraftExtend;
+  const ForwardMode want = extend ? ForwardMode::kDraftExtend : ForwardMode::kDecode;
+  const int32_t n = extend ? d + 1 : 1;
+  if (m.header.mode != want || m.header.rows_per_request != n) {
+    return invalid_argument(
+        fmt::format("step commit ({}): the forward is {} with n = {}; it needs {} with n = {}",
+                    extend ? "draft extend" : "draft decode", mode_name(m.header.mode),
+                    m.header.rows_per_request, mode_name(want), n));
+  }
+  // The regions are the mirror's own (upload() wrote them); the op writes them in place.
+  const auto w = [](const int32_t* p) { return const_cast<int32_t*>(p); };
+  kernels::StepCommitParams p;
+  p.target = target;
+  p.accepted = accepted;
+  p.emitted = emitted;
+  p.requests = m.header.num_requests;
+  p.drafts_per_request = d;
+  p.tokens = w(tokens_);
+  p.token_rows = w(token_rows_);
+  p.sample_row = w(arrays_.sample_row);
+  p.rows = {w(arrays_.row_len),   w(arrays_.row_topk_len), w(arrays_.row_req), w(arrays_.row_page),
+            w(arrays_.positions), w(arrays_.write_slot),   w(arrays_.ks),      w(arrays_.ke)};
+  p.req_kv_len = w(arrays_.req_kv_len);
+  p.req_slot = arrays_.req_slot;
+  p.hidden_rows = hidden_rows ? w(hidden_rows_) : nullptr;
+  p.page_table = arrays_.page_table;
+  p.topk = m.header.topk;
+  return ops.step_commit(p);
 }
 
 }  // namespace dsa::runtime

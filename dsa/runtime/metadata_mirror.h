@@ -79,6 +79,15 @@ class MetadataMirror {
   int32_t staging_slots() const { return slots_; }
   // §3c on the backend over the uploaded row_len (pg_row_len for EXTEND) into the schedule region.
   Status rebuild_schedule(const kernels::OpTable& ops, const ForwardMetadata& m) const;
+  // The step commit (kernels/step_commit, SPEC.md §6.7) over the uploaded regions of `m`, built at
+  // a = 0: after upload()'s copy and before anything reads them (the hand-off gathers, the body).
+  // accepted [B] and emitted [B, d + 1]: the acceptance op's outputs in backend memory, for the
+  // forward's B = m.header.num_requests real requests in order. kDraftExtend patches the tokens,
+  // token_rows and sample_row; kChainDecode the rows and req_kv_len, and the hidden rows when
+  // `hidden_rows` (the first draft decode, whose hidden states are the draft extend's rows).
+  Status commit_step(const kernels::OpTable& ops, const ForwardMetadata& m,
+                     kernels::StepCommitTarget target, const int32_t* accepted,
+                     const int32_t* emitted, int32_t d, bool hidden_rows) const;
 
   const MetadataArrays& arrays() const { return arrays_; }
   const int32_t* tokens() const { return tokens_; }

@@ -1,6 +1,8 @@
 // The row formulas of the metadata builder (SPEC.md §4.3, §4.5), written once as DSA_HD functions:
-// the host builder calls them per request, the device builder (a later CUDA kernel) will call the
-// same code per request, so the two agree byte for byte (inv. 16).
+// the host builder (runtime/metadata_builder.cc) calls them per request, and so does the step
+// commit op (kernels/step_commit/) that rebuilds a draft decode's rows on the device from the
+// accepted counts, so the two agree byte for byte (inv. 16). Here, below the runtime, because an
+// op's kernel calls them.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +10,7 @@
 #include "dsa/core/host_device.h"
 #include "dsa/kernels/common/paged_cache.h"
 
-namespace dsa::runtime {
+namespace dsa::kernels {
 
 // Raw views of the row buffers of ForwardMetadata.
 struct RowArrays {
@@ -25,9 +27,9 @@ struct RowArrays {
 // Rows [first_row, first_row + new_len) of real request b: row j sits at cached_len + j and sees
 // cached_len + j + 1 positions. kv_begin >= 0 puts the request on EXTEND's ragged path (its keys
 // gathered at [kv_begin, kv_begin + kv_len)); -1 = paged path (ks = ke = 0).
-DSA_HD void fill_request_rows(RowArrays a, const kernels::PageTable& pt, int32_t b,
-                              int32_t req_slot, int32_t cached_len, int32_t new_len,
-                              int32_t first_row, int32_t kv_begin, int32_t topk) {
+DSA_HD void fill_request_rows(RowArrays a, const PageTable& pt, int32_t b, int32_t req_slot,
+                              int32_t cached_len, int32_t new_len, int32_t first_row,
+                              int32_t kv_begin, int32_t topk) {
   for (int32_t j = 0; j < new_len; ++j) {
     const int32_t r = first_row + j;
     const int32_t pos = cached_len + j;
@@ -37,7 +39,7 @@ DSA_HD void fill_request_rows(RowArrays a, const kernels::PageTable& pt, int32_t
     a.row_req[r] = b;
     a.row_page[r] = req_slot;
     a.positions[r] = pos;
-    a.write_slot[r] = kernels::slot_of_position(pt, req_slot, pos, kernels::kPageSize);
+    a.write_slot[r] = slot_of_position(pt, req_slot, pos, kPageSize);
     a.ks[r] = kv_begin >= 0 ? kv_begin : 0;
     a.ke[r] = kv_begin >= 0 ? kv_begin + len : 0;
   }
@@ -57,4 +59,4 @@ DSA_HD void fill_padded_rows(RowArrays a, int32_t b, int32_t first_row, int32_t 
   }
 }
 
-}  // namespace dsa::runtime
+}  // namespace dsa::kernels

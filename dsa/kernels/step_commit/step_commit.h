@@ -1,0 +1,120 @@
+// The step commit (SPEC.md §6.7 "State and commit", §4.2's device builder, inv. 16): after the
+// acceptance op has decided a speculative step on the device, the forwards that follow the verify
+// are patched there from its accepted counts, so the host builds them before it knows a and never
+// waits inside the step. The host builds each forward as if every request accepted nothing
+// (a_b = 0); this op turns that build into the one the host builder would make with the real a_b:
+//
+//  kDraftExtend (the MTP forward over the verify's rows, n = d + 1 rows per request): its token
+//    row b is [g_1..g_d, y] with y at j = a_b too (SPEC.md §6.1: row j takes g_{j+1} for j != a,
+//    y for j = a and j = d), and sample_row[b] = b n + a_b. tokens[b n + a_b] and tokens[b n + d]
+//    := y_b = emitted[b, a_b]; token_rows[b n + a_b] := -1, so the kept-draft gather that follows
+//    leaves y there; sample_row[b] := b n + a_b.
+//  kChainDecode (draft decode step s, one row per request, built at position C_b + s): the row
+//    moves to position C_b + a_b + s through the builder's own row formula
+//    (kernels/common/metadata_rows.h), req_kv_len[b] with it, and at s = 1 the row's hidden state
+//    is the draft extend's row b n + a_b (hidden_rows[b]). The paged-logits schedule follows from
+//    row_len on the device (the forward rebuilds it as its first node).
+//
+// Only the B real requests are touched; padded requests keep the builder's constants (§4.5).
+#pragma once
+
+#include <cstdint>
+
+#include "dsa/core/host_device.h"
+#include "dsa/core/status.h"
+#include "dsa/kernels/common/metadata_rows.h"
+#include "dsa/kernels/common/paged_cache.h"
+
+namespace dsa::kernels {
+
+enum class StepCommitTarget { kDraftExtend, kChainDecode };
+
+struct StepCommitParams {
+  StepCommitTarget target = StepCommitTarget::kDraftExtend;
+  // The acceptance op's outputs (kernels/acceptance/acceptance.h), still where it wrote them.
+  const int32_t* accepted = nullptr;  // [B] a_b in [0, d]
+  const int32_t* emitted = nullptr;   // [B, d + 1] g_1..g_a, y, then -1
+  int32_t requests = 0;               // B: the forward's first B requests, in acceptance order
+  int32_t drafts_per_request = 0;     // d, 1..7
+
+  // kDraftExtend: the forward's token ids [B n] and sample_row [B]; token_rows [B n] or null
+  // (no kept drafts to gather).
+  int32_t* tokens = nullptr;
+  int32_t* token_rows = nullptr;
+  int32_t* sample_row = nullptr;
+
+  // kChainDecode: the forward's row arrays (row b = request b, built at a_b = 0), req_kv_len [B],
+  // req_slot [B] (read), hidden_rows [B] (the first step only; null otherwise), the page table the
+  // row formula reads and K.
+  RowArrays rows{};
+  int32_t* req_kv_len = nullptr;
+  const int32_t* req_slot = nullptr;
+  int32_t* hidden_rows = nullptr;
+  PageTable page_table{};
+  int32_t topk = 0;
+};
+
+// Host checks (InvalidArgument naming the field): B >= 0, 1 <= d <= 7, the pointers the target
+// writes non-null when B > 0, and for kChainDecode topk >= 1 and a page table with width >= 1.
+Status validate(const StepCommitParams& p);
+
+// Why a request could not be committed (DSA_HD, shared by the reference and the kernel).
+enum class StepCommitError : int32_t {
+  kNone = 0,
+  kAccepted,  // a_b outside [0, d]: the request is left as built (a = 0)
+  kNoPage,    // the new position has no page (past W, or an entry outside [1, num_pages)):
+              // the row stays as built except write_slot = -1, so nothing is written to page 0
+              // (SPEC.md §9 bug class 12: a device position ahead of the host's pages)
+  kSlot,      // req_slot[b] outside [1, num_rows): handled as kNoPage
+};
+
+// Request b of `p` (b < B): the patch above. Returns the error and its value (a_b, the position
+// or the slot) in *value.
+DSA_HD StepCommitError commit_request(const StepCommitParams& p, int32_t b, int32_t* value) {
+  const int32_t d = p.drafts_per_request, n = d + 1;
+  const int32_t a = p.accepted[b];
+  *value = a;
+  if (a < 0 || a > d) return StepCommitError::kAccepted;
+  if (p.target == StepCommitTarget::kDraftExtend) {
+    const int32_t y = p.emitted[int64_t{b} * n + a];
+    p.tokens[int64_t{b} * n + a] = y;
+    p.tokens[int64_t{b} * n + d] = y;
+    if (p.token_rows != nullptr) p.token_rows[int64_t{b} * n + a] = -1;
+    p.sample_row[b] = b * n + a;
+    return StepCommitError::kNone;
+  }
+  const int32_t cached = p.rows.positions[b] + a;  // built at C_b + s
+  const int32_t slot = p.req_slot[b];
+  if (slot < 1 || slot >= p.page_table.num_rows) {
+    p.rows.write_slot[b] = -1;
+    *value = slot;
+    return StepCommitError::kSlot;
+  }
+  const int32_t chunk = cached / kPageSize;
+  const int32_t page = cached >= 0 && chunk < p.page_table.width
+                           ? p.page_table.data[int64_t{slot} * p.page_table.width + chunk]
+                           : 0;
+  if (page < 1 || page >= p.page_table.num_pages) {
+    p.rows.write_slot[b] = -1;
+    *value = cached;
+    return StepCommitError::kNoPage;
+  }
+  fill_request_rows(p.rows, p.page_table, b, slot, cached, 1, b, -1, p.topk);
+  p.req_kv_len[b] = cached + 1;
+  if (p.hidden_rows != nullptr) p.hidden_rows[b] = b * n + a;
+  return StepCommitError::kNone;
+}
+
+// CPU reference: commit_request for every request. A request's error is InvalidArgument (a_b) or
+// FailedPrecondition (no page), naming the request and the value, after every request was
+// patched as far as it can be (the same buffers as the kernel).
+Status step_commit_ref(const StepCommitParams& p);
+
+// CUDA (device pointers, cuda::current_stream()): one thread per request, no synchronisation, no
+// allocation. The same bytes as the reference. An error is reported through the device error word
+// (OpId::kStepCommit, row = the request, value as above) in every mode, since it is a safety check
+// and costs nothing; it surfaces at the owner's next read of the word (at once in checked mode
+// without a DeferDeviceErrors).
+Status step_commit_cuda(const StepCommitParams& p);
+
+}  // namespace dsa::kernels

@@ -1,0 +1,127 @@
+// The step commit's CPU reference against the independent formulation of step_commit_check (both
+// targets, every accepted count, edge positions, a padded request), and its errors: an accepted
+// count out of range, a position without a page, a bad slot, bad params.
+#include "dsa/kernels/step_commit/step_commit.h"
+
+#include <gtest/gtest.h>
+
+#include "dsa/core/checked_mode.h"
+#include "dsa/kernels/step_commit/step_commit_check.h"
+#include "dsa/testing/random.h"
+
+namespace dsa::kernels {
+namespace {
+
+TEST(StepCommit, MatchesTheIndependentFormulation) {
+  for (int32_t d : {1, 2, 3, 4, 7}) {
+    for (int32_t B : {1, 3, 9, 33}) {
+      const Status s = check_step_commit(step_commit_ref, B, d, testing::test_seed() + 13 * d + B);
+      EXPECT_TRUE(s.ok()) << "d " << d << " B " << B << ": " << s.message();
+    }
+  }
+}
+
+// The comparison itself fails on a wrong patch: a commit that forgets the accepted count.
+TEST(StepCommit, TheComparisonCatchesAWrongPatch) {
+  StepCommitCase before =
+      random_step_commit_case(StepCommitTarget::kChainDecode, 6, 3, 1, testing::test_seed());
+  StepCommitCase got = before;
+  for (int32_t& a : got.accepted) a = 0;
+  ASSERT_TRUE(step_commit_ref(got.params()).ok());
+  got.accepted = before.accepted;
+  const Status s = compare_step_commit(before, got);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("step_commit:"), std::string::npos) << s.message();
+}
+
+TEST(StepCommit, AnAcceptedCountOutOfRangeIsRefusedAndLeavesTheRequest) {
+  for (StepCommitTarget t : {StepCommitTarget::kDraftExtend, StepCommitTarget::kChainDecode}) {
+    const int32_t d = 3, n = d + 1;
+    StepCommitCase c = random_step_commit_case(t, 4, d, 1, testing::test_seed() + 1);
+    // The others as committed with request 2 at a = 0 ...
+    StepCommitCase others = c;
+    others.accepted[2] = 0;
+    ASSERT_TRUE(step_commit_ref(others.params()).ok());
+    const StepCommitCase before = c;
+    c.accepted[2] = d + 1;
+    const Status s = step_commit_ref(c.params());
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("accepted[2] = 4"), std::string::npos) << s.message();
+    // ... and request 2 exactly as built.
+    for (int32_t b = 0; b < 4; ++b) {
+      const StepCommitCase& want = b == 2 ? before : others;
+      if (t == StepCommitTarget::kDraftExtend) {
+        EXPECT_EQ(c.sample_row[size_t(b)], want.sample_row[size_t(b)]) << b;
+        for (int32_t j = 0; j < n; ++j) {
+          EXPECT_EQ(c.tokens[size_t(b * n + j)], want.tokens[size_t(b * n + j)]) << b << " " << j;
+        }
+      } else {
+        EXPECT_EQ(c.positions[size_t(b)], want.positions[size_t(b)]) << b;
+        EXPECT_EQ(c.write_slot[size_t(b)], want.write_slot[size_t(b)]) << b;
+        EXPECT_EQ(c.hidden_rows[size_t(b)], want.hidden_rows[size_t(b)]) << b;
+      }
+    }
+  }
+}
+
+// SPEC.md §9 bug class 12: a device position ahead of the host's pages is an error, and nothing is
+// written to page 0 (write_slot -1).
+TEST(StepCommit, APositionWithoutAPageIsAnErrorAndWritesNothing) {
+  StepCommitCase c =
+      random_step_commit_case(StepCommitTarget::kChainDecode, 5, 3, 2, testing::test_seed() + 2);
+  c.accepted[3] = 3;
+  const int32_t pos = c.committed[3] + 3 + 2;
+  c.page_table[size_t(c.req_slot[3] * c.width + pos / kPageSize)] = 0;
+  Status s = step_commit_ref(c.params());
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("request 3: position " + std::to_string(pos) + " has no page"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(c.write_slot[3], -1);
+  // Past the table's width.
+  StepCommitCase w =
+      random_step_commit_case(StepCommitTarget::kChainDecode, 2, 3, 1, testing::test_seed() + 3);
+  w.positions[0] = w.width * kPageSize - 1;
+  w.accepted[0] = 1;
+  s = step_commit_ref(w.params());
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.message();
+  EXPECT_EQ(w.write_slot[0], -1);
+  // A slot outside the table.
+  StepCommitCase r =
+      random_step_commit_case(StepCommitTarget::kChainDecode, 2, 3, 1, testing::test_seed() + 4);
+  r.req_slot[1] = r.table_rows;
+  s = step_commit_ref(r.params());
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("req_slot[1]"), std::string::npos) << s.message();
+  EXPECT_EQ(r.write_slot[1], -1);
+}
+
+TEST(StepCommit, BadParamsNameTheField) {
+  StepCommitCase c =
+      random_step_commit_case(StepCommitTarget::kChainDecode, 2, 3, 1, testing::test_seed());
+  StepCommitParams p = c.params();
+  p.drafts_per_request = 0;
+  EXPECT_NE(step_commit_ref(p).message().find("drafts_per_request = 0"), std::string::npos);
+  p = c.params();
+  p.drafts_per_request = 8;
+  EXPECT_EQ(step_commit_ref(p).code(), StatusCode::kInvalidArgument);
+  p = c.params();
+  p.rows.write_slot = nullptr;
+  EXPECT_NE(step_commit_ref(p).message().find("rows.write_slot is null"), std::string::npos);
+  p = c.params();
+  p.topk = 0;
+  EXPECT_NE(step_commit_ref(p).message().find("topk = 0"), std::string::npos);
+  p = c.params();
+  p.requests = -1;
+  EXPECT_NE(step_commit_ref(p).message().find("requests = -1"), std::string::npos);
+  StepCommitCase e =
+      random_step_commit_case(StepCommitTarget::kDraftExtend, 2, 3, 1, testing::test_seed());
+  p = e.params();
+  p.sample_row = nullptr;
+  EXPECT_NE(step_commit_ref(p).message().find("sample_row is null"), std::string::npos);
+  // No requests: nothing read, nothing needed.
+  EXPECT_TRUE(step_commit_ref(StepCommitParams{.requests = 0, .drafts_per_request = 3}).ok());
+}
+
+}  // namespace
+}  // namespace dsa::kernels

@@ -60,7 +60,7 @@ if os.environ.get("BREAKDOWN") == "1" and "host_breakdown_ms_per_step" in j:
                                                  "sample", "schedule", "accept", "emit",
                                                  "retire", "other"))
     print(f"    TTFT ms p50 {j.get('ttft_ms_p50', 0):.2f} | host ms/step: {parts} | step {h['step']:.4f}, host without wait "
-          f"{h['host_without_wait']:.4f} | reads/step {j['readbacks_per_step']:.2f}, "
+          f"{h['host_without_wait']:.4f} | reads/step {j['readbacks_per_step']:.2f}, staged B/step {j.get('staged_bytes_per_step', 0):.0f}, "
           f"bytes/step {j['readback_bytes_per_step']:.0f}")
 PY
      done

@@ -184,9 +184,9 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
       ->check(CLI::IsMember({"auto", "device", "host"}))
       ->capture_default_str();
   cmd.add_flag("--disable-overlap-schedule", a.disable_overlap_schedule,
-               "Read every decode step's tokens before launching the next (by default a d = 0 "
-               "decode sampled on the device is launched while the host reads the previous "
-               "step's tokens: the same tokens, each emitted one step later)");
+               "Read every decode step's tokens before launching the next (by default a decode "
+               "step decided on the device, speculative or not, is launched while the host reads "
+               "the previous step's tokens: the same tokens, each emitted one step later)");
   cmd.add_flag("--disable-device-commit", a.disable_device_commit,
                "Read a speculative step's acceptance before building its draft extend and draft "
                "chain (by default they are built at once and moved to the accepted counts on the "

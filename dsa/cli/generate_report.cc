@@ -182,6 +182,7 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
                 {"steps", m.steps},
                 {"overlapped_decodes", m.overlapped_launches},
                 {"device_commits", m.device_commits},
+                {"overlapped_spec_steps", m.shifted_steps},
                 {"host_logit_rows", m.host_logit_rows},
                 {"forwards", ft.forwards},
                 {"graph_replays", ft.replays},
@@ -210,6 +211,7 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
     j["summary"]["host_breakdown_ms_per_step"] = host_breakdown(m, ft, steps);
     j["summary"]["readbacks_per_step"] = double(m.readbacks) / steps;
     j["summary"]["readback_bytes_per_step"] = double(m.readback_bytes) / steps;
+    j["summary"]["staged_bytes_per_step"] = double(m.staged_bytes) / steps;
     j["summary"]["dp"] = {{"world_size", dp.world_size},
                           {"steps_per_rank", dp.steps},
                           {"requests_per_rank", dp.requests}};

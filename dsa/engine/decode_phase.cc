@@ -32,7 +32,8 @@ std::vector<RequestState*> Engine::decode_requests(
   for (RequestState* r : running) {
     // Tokens in flight count as emitted: a request whose last token is being sampled is not
     // decoded again (the overlapped decode's count-based stops; emit() ends it when read).
-    const int64_t out = int64_t(r->output.size()) + r->in_flight;
+    // A speculative step in flight may emit up to d + 1 tokens.
+    const int64_t out = int64_t(r->output.size()) + int64_t(r->in_flight) * (d_ + 1);
     if (r->phase == RequestPhase::kDecode && r->finish == FinishReason::kNone && out > 0 &&
         out < r->req.max_new_tokens && r->prompt_len() + out < ctx &&
         !r->drafts.empty() == (d_ > 0)) {
@@ -47,7 +48,8 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   // A step that cannot overlap reads the launched one first: it needs every pending token on the
   // host, and the requests that finish with them drop out.
   const bool overlap = d_ == 0 && options_.overlap && target_on_backend(reqs);
-  if (!overlap && in_flight_) {
+  const bool shifted = d_ > 0 && shifts_in_flight(reqs);
+  if (!overlap && !shifted && in_flight_) {
     DSA_RETURN_IF_ERROR(finish_in_flight());
     reqs = decode_requests(running);
   }
@@ -65,6 +67,7 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
   const double sim = options_.simulate_accept_length;
   // The host rules and a simulated step read the drafts; the backend acceptance gathers them.
   if (d_ > 0 && (!on_backend || sim > 0)) DSA_RETURN_IF_ERROR(read_kept_drafts(running));
+  const bool device_commit = d_ > 0 && on_backend && !(sim > 0) && commits_on_device();
   std::vector<runtime::RequestInput> inputs;
   std::vector<int32_t> tokens, token_rows, draft_rows;
   // Where draft j + 1 of request b is kept (slot j, row drafts_row), or -1: on the host.
@@ -72,8 +75,10 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
     return r->drafts_row < 0 ? -1 : j * model_.draft_count() + r->drafts_row;
   };
   for (RequestState* r : reqs) {
-    inputs.push_back({r->req_slot, r->committed, n, 0, n});
-    tokens.push_back(r->pending);
+    // Shifted: built at committed + 1; the commit moves the rows by the step in flight's counts
+    // and writes its y as the first token.
+    inputs.push_back({r->req_slot, r->committed + (shifted ? 1 : 0), n, 0, n});
+    tokens.push_back(shifted ? 0 : r->pending);
     token_rows.push_back(-1);
     for (int32_t j = 0; j < d_; ++j) {
       tokens.push_back(r->drafts[sz(j)]);
@@ -90,12 +95,17 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
     target_in.token_rows = token_rows;
     target_in.token_source = model::TokenSource::kDraftSlots;
   }
+  if (shifted) {
+    target_in.accepted_patch = model::AcceptedPatch::kVerify;
+    target_in.shifted = true;
+  }
   DSA_RETURN_IF_ERROR(
       run_forward(plan[0], inputs, target_in, &target, outputs(d_ > 0, on_backend)));
-  if (d_ > 0 && on_backend && !(sim > 0) && commits_on_device()) {
+  if (device_commit) {
     return device_committed_step(
         reqs, plan, target, std::move(inputs),
-        any_kept ? std::span<const int32_t>(draft_rows) : std::span<const int32_t>());
+        any_kept ? std::span<const int32_t>(draft_rows) : std::span<const int32_t>(),
+        options_.overlap, shifted);
   }
   // The target's token at every row (d = 0), or, on the backend, at every verify row of a
   // simulated step (whose forced count picks one; the host path samples only that row).
@@ -194,7 +204,7 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
 }
 
 Status Engine::launch_acceptance(const std::vector<RequestState*>& reqs,
-                                 std::span<const int32_t> draft_rows) {
+                                 std::span<const int32_t> draft_rows, bool shifted) {
   std::vector<int32_t> drafts, first;
   std::vector<kernels::SamplingParams> params;
   for (const RequestState* r : reqs) {
@@ -204,10 +214,10 @@ Status Engine::launch_acceptance(const std::vector<RequestState*>& reqs,
     }
     drafts.insert(drafts.end(), r->drafts.begin(), r->drafts.end());
     params.push_back(r->req.sampling);
-    first.push_back(r->committed + 1);
+    first.push_back(r->committed + 1 + (shifted ? 1 : 0));  // shifted: + the in-flight count
   }
   // The op reads ids [0, sampleable_) of rows vocab_ wide: the host rule's masked padding ids.
-  return model_.launch_acceptance(sampleable_, d_, drafts, params, first, draft_rows);
+  return model_.launch_acceptance(sampleable_, d_, drafts, params, first, draft_rows, shifted);
 }
 
 std::vector<AcceptResult> Engine::accept_results(const model::VerifyAcceptance& v) const {

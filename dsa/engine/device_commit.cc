@@ -9,8 +9,21 @@
 //   4. one read: the counts and emitted tokens (the acceptance's outputs, untouched since), then
 //      the host commits and emits as decode_phase does.
 // So the host builds and launches the draft extend and the chain while the verify runs, and the
-// device runs the step's forwards back to back. The pages of every position the chain may reach
-// (C + a + s < C + 2n) are held from admission (§6.4); the op refuses a position without a page.
+// device runs the step's forwards back to back.
+//
+// With EngineOptions::overlap (SPEC.md §6.7, F = 1) the step is left in flight: its counts are
+// copied back behind a marker and read by the next step after that one has launched its forwards.
+// The next step, over the same requests in the same order, is built at committed + 1 as if the
+// step in flight accepted nothing, and its forwards (the verify included) and its acceptance's
+// positions are moved by that step's counts on the backend (step_commit.h's shift); its verify's
+// first token is that step's y. A request that stopped (EOS, a stop string) in the step in flight
+// has its next step's tokens discarded, and keeps its pages until that step is read. Count-based
+// stops never launch past the end: a request whose step in flight may reach max_new_tokens or the
+// context sits out (decode_requests counts d + 1 tokens per step in flight). The pages of every
+// position the chain may reach (C + a + s < C + 2n) are held from admission (§6.4); the op refuses
+// a position without a page.
+#include <fmt/format.h>
+
 #include <chrono>
 
 #include "dsa/engine/engine.h"
@@ -28,14 +41,38 @@ bool Engine::commits_on_device() const {
          !options_.draft_override;
 }
 
+bool Engine::shifts_in_flight(const std::vector<RequestState*>& reqs) const {
+  if (!in_flight_ || !in_flight_->accept || !options_.overlap || !commits_on_device() ||
+      options_.simulate_accept_length > 0 || !target_on_backend(reqs) ||
+      in_flight_->ids.size() != reqs.size() || reqs.empty()) {
+    return false;
+  }
+  for (size_t b = 0; b < reqs.size(); ++b) {
+    const RequestState& r = *reqs[b];
+    if (r.id != in_flight_->ids[b] || r.drafts_row != int32_t(b) || r.in_flight != 1) return false;
+  }
+  return true;
+}
+
+void Engine::commit_on_host(RequestState& r, const AcceptResult& acc) {
+  metrics_.accept.add(acc.accepted);
+  ++metrics_.verify_steps;
+  r.accept_lengths.push_back(acc.accepted + 1);
+  r.committed += acc.accepted + 1;
+  r.pending = acc.emitted.back();
+  emit(r, acc.emitted);
+}
+
 Status Engine::device_committed_step(const std::vector<RequestState*>& reqs,
                                      std::span<const ForwardShape> plan,
                                      const model::ForwardOutput& target,
                                      std::vector<runtime::RequestInput> inputs,
-                                     std::span<const int32_t> draft_rows) {
+                                     std::span<const int32_t> draft_rows, bool overlap,
+                                     bool shifted) {
   const int32_t n = d_ + 1;
-  DSA_RETURN_IF_ERROR(launch_acceptance(reqs, draft_rows));
-  // The DRAFT_EXTEND at a = 0: g_1..g_d from where the drafts are, then a placeholder for y.
+  DSA_RETURN_IF_ERROR(launch_acceptance(reqs, draft_rows, shifted));
+  // The DRAFT_EXTEND at a = 0 (over the verify's rows): g_1..g_d from where the drafts are, then a
+  // placeholder for y.
   std::vector<int32_t> mtp_tokens, mtp_token_rows, committed;
   bool any_kept = false;
   for (size_t b = 0; b < reqs.size(); ++b) {
@@ -49,7 +86,7 @@ Status Engine::device_committed_step(const std::vector<RequestState*>& reqs,
     }
     inputs[b].sample_first = -1;  // the commit writes b n + a_b
     inputs[b].sample_count = 1;
-    committed.push_back(r.committed + 1);  // the chain's a = 0 build
+    committed.push_back(inputs[b].cached_len + 1);  // the chain's a = 0 build
   }
   std::vector<int32_t> rows(sz(std::min(target.header.rows_pad, plan[1].rows_pad)));
   for (size_t r = 0; r < rows.size(); ++r) rows[r] = int32_t(r);
@@ -61,6 +98,7 @@ Status Engine::device_committed_step(const std::vector<RequestState*>& reqs,
     mtp_in.token_source = model::TokenSource::kDraftSlots;
   }
   mtp_in.accepted_patch = model::AcceptedPatch::kDraftExtend;
+  mtp_in.shifted = shifted;
   model::ForwardOutput mtp;
   DSA_RETURN_IF_ERROR(
       run_forward(plan[1], std::move(inputs), mtp_in, &mtp, outputs(true, drafts_on_backend())));
@@ -68,24 +106,57 @@ Status Engine::device_committed_step(const std::vector<RequestState*>& reqs,
   std::vector<int32_t> first_rows(reqs.size());
   for (size_t b = 0; b < reqs.size(); ++b) first_rows[b] = int32_t(b) * n;
   DSA_RETURN_IF_ERROR(
-      draft_chain(reqs, mtp, first_rows, std::move(committed), plan.subspan(2), true));
+      draft_chain(reqs, mtp, first_rows, std::move(committed), plan.subspan(2), true, shifted));
+  if (!reqs.empty()) {  // an idle DP rank's padded step commits nothing
+    ++metrics_.device_commits;
+    metrics_.shifted_steps += shifted ? 1 : 0;
+  }
 
+  if (overlap) {
+    // Left in flight: its counts come back behind a marker, read by the next step (after it has
+    // launched its own forwards) or whenever the engine needs them on the host.
+    DSA_ASSIGN_OR_RETURN(const model::AcceptTicket ticket, model_.readback_acceptance());
+    InFlightDecode next;
+    next.accept = ticket;
+    next.launch = -1;
+    for (RequestState* r : reqs) {
+      r->in_flight += 1;
+      next.ids.push_back(r->id);
+    }
+    DSA_RETURN_IF_ERROR(finish_in_flight());  // the step before, if any
+    in_flight_ = std::move(next);
+    return ok_status();
+  }
   // The step's one read, then the host's commit (as decode_phase's).
   model::VerifyAcceptance v;
   DSA_RETURN_IF_ERROR(model_.read_acceptance(&v));
-  ++metrics_.device_commits;
   const std::vector<AcceptResult> decided = accept_results(v);
   const auto t_accept = std::chrono::steady_clock::now();
   const double emit_before = metrics_.times.emit_s;
-  for (size_t b = 0; b < reqs.size(); ++b) {
-    RequestState& r = *reqs[b];
-    const AcceptResult& acc = decided[b];
-    metrics_.accept.add(acc.accepted);
-    ++metrics_.verify_steps;
-    r.accept_lengths.push_back(acc.accepted + 1);
-    r.committed += acc.accepted + 1;
-    r.pending = acc.emitted.back();
-    emit(r, acc.emitted);
+  for (size_t b = 0; b < reqs.size(); ++b) commit_on_host(*reqs[b], decided[b]);
+  metrics_.times.accept_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_accept).count() -
+      (metrics_.times.emit_s - emit_before);
+  return ok_status();
+}
+
+Status Engine::finish_speculative(const InFlightDecode& done) {
+  model::VerifyAcceptance v;
+  DSA_RETURN_IF_ERROR(model_.collect_acceptance(*done.accept, &v));
+  if (v.accepted.size() != done.ids.size()) {
+    return internal_error(fmt::format("engine: a speculative step decided {} requests of {}",
+                                      v.accepted.size(), done.ids.size()));
+  }
+  const std::vector<AcceptResult> decided = accept_results(v);
+  const auto t_accept = std::chrono::steady_clock::now();
+  const double emit_before = metrics_.times.emit_s;
+  for (size_t b = 0; b < done.ids.size(); ++b) {
+    RequestState* r = scheduler_.find(done.ids[b]);
+    if (r == nullptr) continue;  // aborted and released meanwhile
+    r->in_flight -= 1;
+    // Stopped by an earlier step's token (or aborted): this step's tokens are discarded.
+    if (r->finish != FinishReason::kNone) continue;
+    commit_on_host(*r, decided[b]);
   }
   metrics_.times.accept_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_accept).count() -

@@ -4,6 +4,10 @@
 // the draft extend, greedy and sampled, d = 1, 3, 4 and 6, with padded buckets, prompts joining
 // mid-run and a pool so small that accepted tokens cross page boundaries of pages just reused;
 // one read per speculative step; and the paths that must not commit on the device do not.
+// With EngineOptions::overlap (F = 1) the next step is launched before the step in flight is read
+// (built as if it accepted nothing, moved by its counts on the backend): the same tokens, accept
+// lengths and finish reasons as reading every step, with a stop token found a step late (that
+// step's tokens discarded), an abort while in flight, and every page free at the end.
 #include <gtest/gtest.h>
 
 #include "dsa/engine/engine_test_util.h"
@@ -11,11 +15,48 @@
 namespace dsa::engine {
 namespace {
 
-EngineOptions backend(bool device_commit) {
+EngineOptions backend(bool device_commit, bool overlap = true) {
   EngineOptions o;
   o.accept_on = AcceptOn::kBackend;
   o.device_commit = device_commit;
+  o.overlap = overlap;
   return o;
+}
+
+struct Finished {
+  std::vector<std::vector<int32_t>> outputs, accepts;
+  std::vector<FinishReason> reasons;
+  EngineMetrics metrics;
+};
+
+// Every request added at once, run to the end; every page must be free again.
+Finished run(model::DsaModel& m, const std::vector<GenerationRequest>& reqs, EngineOptions o) {
+  Engine e(m, o);
+  const int32_t free_before = m.pages().num_free_pages();
+  std::vector<int64_t> ids;
+  for (const GenerationRequest& r : reqs) ids.push_back(*e.add_request(r));
+  const Status s = e.run_to_completion();
+  EXPECT_TRUE(s.ok()) << s.message();
+  Finished f;
+  for (int64_t id : ids) {
+    f.outputs.push_back(e.request(id).output);
+    f.accepts.push_back(e.request(id).accept_lengths);
+    f.reasons.push_back(e.request(id).finish);
+  }
+  f.metrics = e.metrics();
+  EXPECT_EQ(m.pages().num_free_pages(), free_before);
+  return f;
+}
+
+std::vector<GenerationRequest> requests(const SamplingParams& s) {
+  const auto prompts = testing::heldout_prompts({9, 30, 5, 17});
+  const std::vector<int32_t> max_new = {16, 23, 40, 3};
+  std::vector<GenerationRequest> out;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    out.push_back({prompts[i], max_new[i], s});
+    out.back().sampling.seed += i;
+  }
+  return out;
 }
 
 int64_t accepted_drafts(const testing::RunResult& r) {
@@ -116,6 +157,72 @@ TEST(DeviceCommit, OnlyBackendDecidedStepsCommitOnTheDevice) {
   const testing::RunResult r =
       testing::generate(*m, prompts, {10}, SamplingParams{}, backend(true));
   EXPECT_EQ(r.metrics.device_commits, r.metrics.verify_steps);  // one request: a step each
+}
+
+TEST(DeviceCommit, OverlappedStepsEqualReadingEveryStep) {
+  for (int32_t d : {1, 3, 4, 6}) {
+    auto m = testing::tiny_model(d, 4, 0, {1, 2, 4});
+    for (const SamplingParams& s : {SamplingParams{}, SamplingParams{0.8f, 0.9f, 50, 1234}}) {
+      const std::vector<GenerationRequest> reqs = requests(s);
+      const Finished on = run(*m, reqs, backend(true, true));
+      const Finished off = run(*m, reqs, backend(true, false));
+      const std::string what =
+          "d = " + std::to_string(d) + ", T = " + std::to_string(s.temperature);
+      EXPECT_EQ(on.outputs, off.outputs) << what;
+      EXPECT_EQ(on.accepts, off.accepts) << what;
+      EXPECT_EQ(on.reasons, off.reasons) << what;
+      // Most steps overlap: every one over the same requests as the one before.
+      EXPECT_GT(on.metrics.shifted_steps, on.metrics.device_commits / 3) << what;
+      EXPECT_EQ(off.metrics.shifted_steps, 0) << what;
+      EXPECT_EQ(on.metrics.host_logit_rows, 0) << what;
+    }
+  }
+}
+
+// A stop token met in the step in flight: the step launched after it carries the request, and
+// its tokens are discarded when read; the request ends exactly where reading every step ends it.
+TEST(DeviceCommit, AStopTokenReadLateDiscardsTheNextStep) {
+  auto m = testing::tiny_model(3, 4, 0, {1, 2, 4});
+  std::vector<GenerationRequest> reqs = requests(SamplingParams{});
+  const Finished plain = run(*m, reqs, backend(true, false));
+  // Stop at tokens each request emits mid-run (the 9th of request 2, the 5th of request 1).
+  for (GenerationRequest& r : reqs) {
+    r.stop_token_ids = {plain.outputs[2][8], plain.outputs[1][4]};
+  }
+  const Finished on = run(*m, reqs, backend(true, true));
+  const Finished off = run(*m, reqs, backend(true, false));
+  EXPECT_EQ(on.outputs, off.outputs);
+  EXPECT_EQ(on.reasons, off.reasons);
+  EXPECT_GT(on.metrics.shifted_steps, 0);
+  int stopped = 0;
+  for (FinishReason f : off.reasons) stopped += f == FinishReason::kStopToken ? 1 : 0;
+  EXPECT_GE(stopped, 2);
+}
+
+// An abort of a request in the step in flight reads that step first (its tokens are emitted),
+// then frees its pages; the others finish as when reading every step.
+TEST(DeviceCommit, AbortWhileInFlight) {
+  auto m = testing::tiny_model(3, 4, 0, {1, 2, 4});
+  const std::vector<GenerationRequest> reqs = requests(SamplingParams{});
+  const Finished off = run(*m, reqs, backend(true, false));
+  Engine e(*m, backend(true, true));
+  const int32_t free_before = m->pages().num_free_pages();
+  std::vector<int64_t> ids;
+  for (const GenerationRequest& r : reqs) ids.push_back(*e.add_request(r));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(e.step().ok());
+  ASSERT_EQ(e.request(ids[2]).in_flight, 1);
+  ASSERT_GT(e.metrics().shifted_steps, 0);
+  const size_t before = e.request(ids[2]).output.size();
+  ASSERT_TRUE(e.abort(ids[2]).ok());
+  EXPECT_EQ(e.request(ids[2]).in_flight, 0);
+  const size_t cut = e.request(ids[2]).output.size();
+  EXPECT_GT(cut, before);
+  ASSERT_TRUE(e.run_to_completion().ok());
+  EXPECT_EQ(e.request(ids[2]).finish, FinishReason::kAborted);
+  EXPECT_EQ(e.request(ids[2]).output,
+            std::vector<int32_t>(off.outputs[2].begin(), off.outputs[2].begin() + long(cut)));
+  for (size_t i : {0u, 1u, 3u}) EXPECT_EQ(e.request(ids[i]).output, off.outputs[i]) << i;
+  EXPECT_EQ(m->pages().num_free_pages(), free_before);
 }
 
 }  // namespace

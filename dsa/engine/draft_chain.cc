@@ -47,7 +47,7 @@ Status Engine::read_kept_drafts(const std::vector<RequestState*>& running) {
 Status Engine::draft_chain(const std::vector<RequestState*>& reqs,
                            const model::ForwardOutput& first, const std::vector<int32_t>& rows,
                            std::vector<int32_t> committed, std::span<const ForwardShape> chain,
-                           bool patched) {
+                           bool patched, bool shifted) {
   const size_t B = reqs.size();
   const bool there = drafts_on_backend();
   // Chained: the drafts stay in backend slots until the end. Else each forward's come back now.
@@ -86,6 +86,7 @@ Status Engine::draft_chain(const std::vector<RequestState*>& reqs,
     if (patched) {
       in.accepted_patch =
           s == 1 ? model::AcceptedPatch::kFirstDraftDecode : model::AcceptedPatch::kDraftDecode;
+      in.shifted = shifted;
     }
     if (chained) {
       in.draft_slot = s - 1;

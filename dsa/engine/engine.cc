@@ -302,9 +302,10 @@ Status Engine::step() {
   DSA_RETURN_IF_ERROR(options_status_);
   const auto t0 = std::chrono::steady_clock::now();
   const model::ForwardTiming& ft = model_.timing();
-  const int64_t readbacks = ft.readbacks, readback_bytes = ft.readback_bytes;
+  const int64_t readbacks = ft.readbacks, readback_bytes = ft.readback_bytes,
+                staged_bytes = ft.staged_bytes;
   const int64_t emitted = metrics_.emitted, prefilled = prefilled_,
-                launches = metrics_.overlapped_launches;
+                launches = metrics_.overlapped_launches, commits = metrics_.device_commits;
   DSA_RETURN_IF_ERROR(scheduler_.admit());
   metrics_.times.schedule_s += seconds_since(t0);
   // The running set is copied: the phases do not change it, and retiring below does.
@@ -313,6 +314,7 @@ Status Engine::step() {
   DSA_RETURN_IF_ERROR(decode_phase(running));
   metrics_.readbacks += ft.readbacks - readbacks;
   metrics_.readback_bytes += ft.readback_bytes - readback_bytes;
+  metrics_.staged_bytes += ft.staged_bytes - staged_bytes;
   const auto t_retire = std::chrono::steady_clock::now();
   DSA_ASSIGN_OR_RETURN(std::vector<RequestState*> finished, scheduler_.retire_finished());
   std::vector<int64_t> finished_ids;
@@ -333,10 +335,11 @@ Status Engine::step() {
   metrics_.times.total_s += seconds_since(t0);
   ++metrics_.steps;
   // Progress: every step emits a token, prefills a chunk, finishes a request or launches an
-  // overlapped decode (whose tokens the next step emits); a step that did none of these would
-  // repeat forever (the scheduler refuses what can never run; this guards the rest).
+  // overlapped decode or speculative step (whose tokens the next step emits); a step that did none
+  // of these would repeat forever (the scheduler refuses what can never run; this guards the rest).
   if (metrics_.emitted == emitted && prefilled_ == prefilled && finished_ids.empty() &&
-      metrics_.overlapped_launches == launches && has_work()) {
+      metrics_.overlapped_launches == launches && metrics_.device_commits == commits &&
+      has_work()) {
     return internal_error("engine: a step made no progress (no token, prefill or finish)");
   }
   return ok_status();

@@ -75,8 +75,11 @@ struct EngineOptions {
   // tokens are read: its input tokens are the previous step's, gathered in backend memory, and
   // the host reads step N's tokens (emits them, finds EOS and stop strings) while step N + 1 runs
   // on the device. Work launched for a request that turns out to have finished is discarded.
-  // Tokens are the same as without it; each is emitted one step later. false: every step reads
-  // its tokens before the next is launched (`--disable-overlap-schedule`).
+  // Tokens are the same as without it; each is emitted one step later. With d > 0 and the step
+  // committed on the device (device_commit), the same for a speculative step over the same
+  // requests as the one in flight: it is built as if that step accepted nothing and moved by its
+  // counts on the backend (overlapped_spec.cc). false: every step reads its tokens before the next
+  // is launched (`--disable-overlap-schedule`).
   bool overlap = true;
   // The step commit (SPEC.md §6.7, docs/device_committed_step.md): a speculative step whose
   // acceptance and drafts are decided on the backend (not simulated, no host hand-off, no
@@ -163,21 +166,31 @@ class Engine {
   // patched: the chain is built at a = 0 and committed on the backend (device_committed_step).
   Status draft_chain(const std::vector<RequestState*>& reqs, const model::ForwardOutput& first,
                      const std::vector<int32_t>& rows, std::vector<int32_t> committed,
-                     std::span<const ForwardShape> chain, bool patched = false);
+                     std::span<const ForwardShape> chain, bool patched = false,
+                     bool shifted = false);
   // The rest of a speculative step after its verify (target, the model's last forward), committed
   // on the device (EngineOptions::device_commit): acceptance launched, the draft extend and chain
   // built at a = 0 and patched on the backend, then the one read of the counts and tokens, emitted
   // here. inputs: the verify's requests; draft_rows: where each keeps its drafts (or empty).
+  // overlap: the step is left in flight (EngineOptions::overlap), read by the next one;
+  // shifted: the step before it is still in flight, so every forward of this one was built at
+  // committed + 1 and moves by that step's counts on the backend (the verify included).
   Status device_committed_step(const std::vector<RequestState*>& reqs,
                                std::span<const ForwardShape> plan,
                                const model::ForwardOutput& target,
                                std::vector<runtime::RequestInput> inputs,
-                               std::span<const int32_t> draft_rows);
+                               std::span<const int32_t> draft_rows, bool overlap, bool shifted);
+  // Whether the speculative step over `reqs` may be launched before the one in flight is read:
+  // the same requests in the same order, their drafts kept where that step's chain left them.
+  bool shifts_in_flight(const std::vector<RequestState*>& reqs) const;
+  // The commit of a speculative step's counts and tokens on the host (read or collected):
+  // accept statistics, committed length, the pending token, the emitted tokens.
+  void commit_on_host(RequestState& r, const AcceptResult& acc);
   // Whether a speculative step over requests decided on the backend commits on the device.
   bool commits_on_device() const;
   // Launches the backend acceptance of the last verify over `reqs` (accept_on_backend's launch).
   Status launch_acceptance(const std::vector<RequestState*>& reqs,
-                           std::span<const int32_t> draft_rows);
+                           std::span<const int32_t> draft_rows, bool shifted = false);
   // One emitted AcceptResult per request from the acceptance's read.
   std::vector<AcceptResult> accept_results(const model::VerifyAcceptance& v) const;
   // Agrees on one phase's plan with the other ranks (every rank calls it at the same point).
@@ -248,12 +261,16 @@ class Engine {
   // The overlapped decode launched and not yet read: its sampling and its requests by id (a
   // request may be aborted and released meanwhile); launch ids count from 0
   // (EngineMetrics::overlapped_launches before it).
+  // A speculative step (d > 0) in flight holds its acceptance's ticket instead (`accept`).
   struct InFlightDecode {
     model::SampleTicket ticket;
     std::vector<int64_t> ids;
     int64_t launch = 0;
+    std::optional<model::AcceptTicket> accept;
   };
   std::optional<InFlightDecode> in_flight_;
+  // Collects the speculative step in flight `done` and commits it on the host.
+  Status finish_speculative(const InFlightDecode& done);
 };
 
 }  // namespace dsa::engine

@@ -40,8 +40,10 @@ void EngineMetrics::merge_rank(const EngineMetrics& other) {
   host_logit_rows += other.host_logit_rows;
   readbacks += other.readbacks;
   readback_bytes += other.readback_bytes;
+  staged_bytes += other.staged_bytes;
   overlapped_launches += other.overlapped_launches;
   device_commits += other.device_commits;
+  shifted_steps += other.shifted_steps;
   times.schedule_s += other.times.schedule_s;
   times.accept_s += other.times.accept_s;
   times.emit_s += other.times.emit_s;

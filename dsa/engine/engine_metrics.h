@@ -34,11 +34,16 @@ struct EngineMetrics {
   // Device-to-host reads of data by the model during steps (its ForwardTiming's counters, per
   // engine): copies and bytes. On the backend path of a speculative step only counts and tokens.
   int64_t readbacks = 0, readback_bytes = 0;
+  // Host-to-backend bytes of the forwards' inputs (model::ForwardTiming::staged_bytes).
+  int64_t staged_bytes = 0;
   // Overlapped decodes (EngineOptions::overlap) launched.
   int64_t overlapped_launches = 0;
   // Speculative steps committed on the device (EngineOptions::device_commit): their forwards ran
   // back to back with one read at the end.
   int64_t device_commits = 0;
+  // Of those, the ones launched before the previous one was read (EngineOptions::overlap with
+  // d > 0): built as if it accepted nothing and moved by its counts on the backend.
+  int64_t shifted_steps = 0;
   // Host time of the engine's own parts of a step (steady_clock, always on; summed over DP ranks):
   // schedule = admission; accept = acceptance bookkeeping (the host rule where it runs, the next
   // forwards' token rows, lengths); emit = appending tokens, detokenising, stop checks and the

@@ -55,7 +55,7 @@ Status Engine::overlapped_decode(const std::vector<RequestState*>& reqs,
                                   model::ForwardOutputs{false, model::LogitsTo::kBackend}));
   DSA_ASSIGN_OR_RETURN(model::SampleTicket ticket,
                        model_.sample_async(sampleable_, params, positions));
-  InFlightDecode next{ticket, {}, launch};
+  InFlightDecode next{ticket, {}, launch, std::nullopt};
   for (size_t b = 0; b < reqs.size(); ++b) {
     RequestState& r = *reqs[b];
     r.committed += 1;  // the KV of x_C is written by this launch
@@ -75,6 +75,7 @@ Status Engine::finish_in_flight() {
   if (!in_flight_) return ok_status();
   const InFlightDecode done = std::move(*in_flight_);
   in_flight_.reset();
+  if (done.accept) return finish_speculative(done);
   std::vector<int32_t> tokens;
   DSA_RETURN_IF_ERROR(model_.collect_sampled(done.ticket, &tokens));
   if (tokens.size() != done.ids.size()) {

@@ -40,6 +40,9 @@ Status Engine::prefill_phase(const std::vector<RequestState*>& running) {
   p.load = load();
   DSA_ASSIGN_OR_RETURN(const std::vector<ForwardShape> plan, agree(p));
   if (plan.empty()) return ok_status();  // no rank prefills
+  // A speculative step in flight is read first: this part's acceptance launch (its first tokens)
+  // takes the slot whose counts the next step would be moved by.
+  if (in_flight_ && in_flight_->accept) DSA_RETURN_IF_ERROR(finish_in_flight());
   // This part's chain rewrites the draft slots (on every rank, a rank without chunks too).
   DSA_RETURN_IF_ERROR(read_kept_drafts(running));
   // The first token of each completed prompt, sampled on the backend where accept_on says so.

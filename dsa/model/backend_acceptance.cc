@@ -12,6 +12,7 @@ namespace {
 // int32 words of the packed inputs after the seeds: four per request, the drafts, then the
 // kept drafts' gather index (one per draft).
 size_t in_words(size_t requests, size_t drafts) { return 4 * requests + 2 * drafts; }
+constexpr size_t kErrorWordBytes = 16;  // cuda::DeviceErrorWord: four int32
 
 }  // namespace
 
@@ -52,16 +53,55 @@ kernels::AcceptanceParams packed_acceptance_params(const float* logits, int64_t 
   return a;
 }
 
-Status BackendAcceptance::reserve(kernels::Backend backend, size_t requests, size_t rows) {
-  if (requests <= requests_ && rows <= rows_) return ok_status();
+BackendAcceptance::~BackendAcceptance() {
+  if (mem_ == nullptr) return;
+  // A copy into a slot may still be in flight when the model goes away after a failed step.
+  (void)mem_->sync();
+  for (Slot& s : slots_) {
+    if (s.host != nullptr) mem_->release_staging(s.host);
+    if (s.marker != nullptr) mem_->destroy_marker(s.marker);
+  }
+}
+
+// A slot's page-locked block, in bytes: the packed inputs at capacity (seeds [R] u64, then four
+// 32-bit words per request and two per draft row), then the results (accepted [R] and emitted
+// [rows]) and the error word.
+size_t BackendAcceptance::inputs_bytes() const {
+  return requests_ * sizeof(uint64_t) + in_words(requests_, rows_) * sizeof(int32_t);
+}
+
+Status BackendAcceptance::reserve(kernels::Backend backend, size_t requests, size_t rows,
+                                  const void* error_word) {
+  if (error_word != nullptr) error_word_ = error_word;
+  if (mem_ != nullptr && requests <= requests_ && rows <= rows_) return ok_status();
+  for (const Slot& s : slots_) {
+    if (s.unread) {
+      return failed_precondition("backend acceptance: grown while a launch is unread");
+    }
+  }
+  if (mem_ != nullptr) {
+    DSA_RETURN_IF_ERROR(mem_->sync());
+    for (Slot& s : slots_) {
+      if (s.host != nullptr) mem_->release_staging(s.host);
+      s.host = nullptr;
+    }
+  }
   backend_ = backend;
+  mem_ = &runtime::memory_ops(backend);
   // At least one element each: the op rejects null pointers even where it reads nothing (d = 0).
   requests_ = std::max({requests, requests_, size_t(1)});
   rows_ = std::max({rows, rows_, size_t(1)});
   const size_t in64 = requests_ + (in_words(requests_, rows_) + 1) / 2;
-  DSA_ASSIGN_OR_RETURN(in_, runtime::Buffer<uint64_t>::alloc(backend, in64));
-  in_host_.assign(in64, 0);
-  DSA_ASSIGN_OR_RETURN(out_, runtime::Buffer<int32_t>::alloc(backend, requests_ + rows_));
+  for (Slot& s : slots_) {
+    DSA_ASSIGN_OR_RETURN(s.in, runtime::Buffer<uint64_t>::alloc(backend, in64));
+    DSA_ASSIGN_OR_RETURN(s.out, runtime::Buffer<int32_t>::alloc(backend, requests_ + rows_));
+    const size_t bytes =
+        in64 * sizeof(uint64_t) + (requests_ + rows_) * sizeof(int32_t) + kErrorWordBytes;
+    DSA_ASSIGN_OR_RETURN(s.host, mem_->alloc_staging(bytes));
+    if (s.marker == nullptr) {
+      DSA_ASSIGN_OR_RETURN(s.marker, mem_->create_marker());
+    }
+  }
   DSA_ASSIGN_OR_RETURN(greedy_temperature_, runtime::Buffer<float>::alloc(backend, rows_));
   DSA_ASSIGN_OR_RETURN(greedy_top_p_, runtime::Buffer<float>::alloc(backend, rows_));
   DSA_ASSIGN_OR_RETURN(greedy_zero_, runtime::Buffer<int32_t>::alloc(backend, rows_));
@@ -76,7 +116,8 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
                                  int64_t row_stride, int32_t vocab, int32_t d,
                                  std::span<const int32_t> drafts,
                                  std::span<const kernels::SamplingParams> params,
-                                 std::span<const int32_t> first_position, const SlotDrafts& kept) {
+                                 std::span<const int32_t> first_position, const SlotDrafts& kept,
+                                 bool shifted) {
   const size_t B = params.size(), n = size_t(std::max(d, 0)) + 1;
   if (!kept.rows.empty() && (kept.rows.size() != B || kept.slots == nullptr)) {
     return invalid_argument(
@@ -87,13 +128,28 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
         "backend acceptance: {} requests with {} first positions and {} drafts (d = {})", B,
         first_position.size(), drafts.size(), d));
   }
-  last_b_ = B, last_n_ = n;
-  if (B == 0) return ok_status();
   DSA_RETURN_IF_ERROR(reserve(ops.backend, B, B * n));
+  const Slot& prev = slots_[last()];
+  if (shifted && (d < 1 || prev.b != B || prev.n != n)) {
+    return invalid_argument(fmt::format(
+        "backend acceptance: shifted by the previous launch ({} requests, n = {}), but this one "
+        "has {} requests, n = {}",
+        prev.b, prev.n, B, n));
+  }
+  Slot& s = slots_[size_t(next_)];
+  if (s.unread) {
+    return failed_precondition(
+        fmt::format("backend acceptance: slot {} still holds a launch that was never read", next_));
+  }
+  s.b = B, s.n = n;
+  next_ = 1 - next_;  // this launch is the last one from here on
+  if (B == 0) return ok_status();
+  s.unread = true;
   // The packed image at this launch's B: seeds, then the 32-bit fields, then the drafts (a
-  // layout only this file knows); only its used words are copied.
-  int32_t* w = reinterpret_cast<int32_t*>(in_host_.data() + B);
-  pack_acceptance_params(params, first_position, in_host_.data(), w);
+  // layout only this file knows); only its used words are copied, from page-locked memory.
+  uint64_t* host = static_cast<uint64_t*>(s.host);
+  int32_t* w = reinterpret_cast<int32_t*>(host + B);
+  pack_acceptance_params(params, first_position, host, w);
   std::memcpy(w + 4 * B, drafts.data(), drafts.size() * sizeof(int32_t));
   // Where each kept draft is: entry j of request b is draft j + 1, slot j's row kept.rows[b].
   int32_t* index = w + 4 * B + drafts.size();
@@ -106,8 +162,8 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
     }
   }
   const size_t used = B + (in_words(B, drafts.size()) + 1) / 2;
-  DSA_RETURN_IF_ERROR(in_.upload(std::span<const uint64_t>(in_host_.data(), used)));
-  int32_t* dw = reinterpret_cast<int32_t*>(in_.data() + B);
+  DSA_RETURN_IF_ERROR(mem_->copy(s.in.data(), host, used * sizeof(uint64_t)));
+  int32_t* dw = reinterpret_cast<int32_t*>(s.in.data() + B);
   if (any_kept) {
     const int64_t e = int64_t(sizeof(int32_t));
     kernels::RowCopyParams g{kept.slots,
@@ -121,29 +177,83 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
                              kernels::RowCopyMode::kGather};
     DSA_RETURN_IF_ERROR(ops.row_copy(g));
   }
+  if (shifted) {
+    // The previous step's counts, still on the backend, move the first positions.
+    kernels::StepCommitParams c;
+    c.target = kernels::StepCommitTarget::kPositions;
+    c.requests = int32_t(B);
+    c.drafts_per_request = d;
+    c.shift_accepted = prev.out.data();
+    c.first_position = dw + 3 * B;
+    DSA_RETURN_IF_ERROR(ops.step_commit(c));
+  }
   // accepted [B] then emitted [B (d + 1)], contiguous: read() is one copy.
   return ops.accept_drafts(packed_acceptance_params(logits, row_stride, vocab, int32_t(B), d,
-                                                    in_.data(), dw, dw + 4 * B, out_.data(),
-                                                    out_.data() + B));
+                                                    s.in.data(), dw, dw + 4 * B, s.out.data(),
+                                                    s.out.data() + B));
 }
 
 StatusOr<size_t> BackendAcceptance::read(VerifyAcceptance* out) {
-  const size_t B = last_b_, n = last_n_;
+  Slot& s = slots_[last()];
+  const size_t B = s.b, n = s.n;
   out->accepted.assign(B, 0);
   out->emitted.assign(B * n, -1);
   if (B == 0) return size_t{0};
   out_host_.resize(B + B * n);
-  DSA_RETURN_IF_ERROR(runtime::memory_ops(backend_).copy(out_host_.data(), out_.data(),
-                                                         out_host_.size() * sizeof(int32_t)));
+  DSA_RETURN_IF_ERROR(
+      mem_->copy(out_host_.data(), s.out.data(), out_host_.size() * sizeof(int32_t)));
+  s.unread = false;  // the caller synchronises before the slot is launched into again
   return out_host_.size() * sizeof(int32_t);
 }
 
 // After the caller synchronised: the copy of read() has landed.
 void BackendAcceptance::unpack(VerifyAcceptance* out) const {
-  const size_t B = last_b_;
+  const size_t B = slots_[last()].b;
   if (B == 0) return;
   std::copy(out_host_.begin(), out_host_.begin() + long(B), out->accepted.begin());
   std::copy(out_host_.begin() + long(B), out_host_.end(), out->emitted.begin());
+}
+
+StatusOr<AcceptTicket> BackendAcceptance::readback() {
+  const size_t i = last();
+  Slot& s = slots_[i];
+  AcceptTicket t{int32_t(i), int32_t(s.b), int32_t(s.n)};
+  if (mem_ == nullptr) return failed_precondition("backend acceptance: nothing launched");
+  uint8_t* results = static_cast<uint8_t*>(s.host) + inputs_bytes();
+  const size_t words = s.b + s.b * s.n;
+  if (words > 0) DSA_RETURN_IF_ERROR(mem_->copy(results, s.out.data(), words * sizeof(int32_t)));
+  uint8_t* error = results + (requests_ + rows_) * sizeof(int32_t);
+  if (error_word_ != nullptr) {
+    DSA_RETURN_IF_ERROR(mem_->copy(error, error_word_, kErrorWordBytes));
+  } else {
+    std::memset(error, 0, kErrorWordBytes);
+  }
+  DSA_RETURN_IF_ERROR(mem_->record_marker(s.marker));
+  s.unread = true;
+  return t;
+}
+
+Status BackendAcceptance::collect(const AcceptTicket& t, VerifyAcceptance* out, bool* error_seen) {
+  *error_seen = false;
+  if (t.slot < 0 || t.slot > 1 || !slots_[size_t(t.slot)].unread ||
+      slots_[size_t(t.slot)].b != size_t(t.requests)) {
+    return failed_precondition(
+        fmt::format("backend acceptance: slot {} has no launch to collect", t.slot));
+  }
+  Slot& s = slots_[size_t(t.slot)];
+  DSA_RETURN_IF_ERROR(mem_->wait_marker(s.marker));
+  s.unread = false;
+  const size_t B = size_t(t.requests), n = size_t(t.n);
+  out->accepted.assign(B, 0);
+  out->emitted.assign(B * n, -1);
+  const auto* results =
+      reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(s.host) + inputs_bytes());
+  std::copy(results, results + B, out->accepted.begin());
+  std::copy(results + B, results + B + B * n, out->emitted.begin());
+  int32_t code = 0;
+  std::memcpy(&code, results + requests_ + rows_, sizeof(code));
+  *error_seen = code != 0;
+  return ok_status();
 }
 
 Status BackendAcceptance::launch_greedy(const kernels::OpTable& ops, const float* logits,

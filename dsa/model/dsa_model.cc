@@ -214,8 +214,9 @@ Status DsaModel::allocate_outputs() {
   for (size_t v = 0; v < iota.size(); ++v) iota[v] = int32_t(v);
   DSA_ASSIGN_OR_RETURN(iota_, runtime::Buffer<int32_t>::from_host(ops_.backend, iota));
   DSA_RETURN_IF_ERROR(ws_.memory().sync());  // `iota` goes out of scope (pageable or not)
-  DSA_RETURN_IF_ERROR(acceptance_.reserve(ops_.backend, rows, rows));  // a verify: requests <= rows
   DSA_ASSIGN_OR_RETURN(const void* error_word, runtime::device_error_word_address(ops_.backend));
+  // A verify: requests <= rows.
+  DSA_RETURN_IF_ERROR(acceptance_.reserve(ops_.backend, rows, rows, error_word));
   return sampler_.reserve(ops_.backend, sz(metadata_config_.max_requests), error_word);
 }
 
@@ -457,8 +458,7 @@ Status DsaModel::stage(const ForwardInputs& in) {
       hidden = padded_hidden_;
     }
   }
-  DSA_RETURN_IF_ERROR(
-      mirror_.upload(meta_, pages_.page_table(), tokens, hidden, hidden_rows, in.token_rows));
+  DSA_RETURN_IF_ERROR(mirror_.upload(meta_, pages_, tokens, hidden, hidden_rows, in.token_rows));
   return stage_from_backend(in);
 }
 
@@ -470,18 +470,36 @@ Status DsaModel::stage_from_backend(const ForwardInputs& in) {
   // An IDLE forward (a DP rank without requests) has nothing to patch.
   if (in.accepted_patch != AcceptedPatch::kNone && h.num_requests > 0) {
     // First: the gathers below read the patched hidden rows and skip the patched token rows.
-    if (accepted_d_ < 1 || acceptance_.last_requests() != h.num_requests) {
+    // The verify's shift is the last acceptance; the others' counts are the last and their shift
+    // the one before (AcceptedPatch, ForwardInputs::shifted).
+    const bool verify = in.accepted_patch == AcceptedPatch::kVerify;
+    const int32_t own = verify ? h.num_requests : acceptance_.last_requests();
+    const int32_t before = !in.shifted ? h.num_requests
+                           : verify    ? acceptance_.last_requests()
+                                       : acceptance_.previous_requests();
+    if (accepted_d_ < 1 || own != h.num_requests || before != h.num_requests ||
+        (verify && !in.shifted)) {
       return invalid_argument(fmt::format(
-          "forward: patched from the last acceptance (d = {}, {} requests), but this forward has "
-          "{} requests",
-          accepted_d_, acceptance_.last_requests(), h.num_requests));
+          "forward: patched from the acceptance launches (d = {}; the last of {} requests, the one "
+          "before of {}{}), but this forward has {} requests",
+          accepted_d_, acceptance_.last_requests(), acceptance_.previous_requests(),
+          in.shifted ? ", shifted" : "", h.num_requests));
     }
-    const bool extend = in.accepted_patch == AcceptedPatch::kDraftExtend;
-    DSA_RETURN_IF_ERROR(mirror_.commit_step(
-        ops_, meta_,
-        extend ? kernels::StepCommitTarget::kDraftExtend : kernels::StepCommitTarget::kChainDecode,
-        acceptance_.accepted(), acceptance_.emitted(), accepted_d_,
-        in.accepted_patch == AcceptedPatch::kFirstDraftDecode));
+    using kernels::StepCommitTarget;
+    const StepCommitTarget target = verify ? StepCommitTarget::kVerify
+                                    : in.accepted_patch == AcceptedPatch::kDraftExtend
+                                        ? StepCommitTarget::kDraftExtend
+                                        : StepCommitTarget::kChainDecode;
+    const int32_t* shift_accepted = !in.shifted ? nullptr
+                                    : verify    ? acceptance_.accepted()
+                                                : acceptance_.previous_accepted();
+    const int32_t* shift_emitted = !in.shifted ? nullptr
+                                   : verify    ? acceptance_.emitted()
+                                               : acceptance_.previous_emitted();
+    DSA_RETURN_IF_ERROR(
+        mirror_.commit_step(ops_, meta_, target, verify ? nullptr : acceptance_.accepted(),
+                            verify ? nullptr : acceptance_.emitted(), shift_accepted, shift_emitted,
+                            accepted_d_, in.accepted_patch == AcceptedPatch::kFirstDraftDecode));
   }
   if (h.model == runtime::ModelKind::kMtp && in.hidden_from_last) {
     const int64_t row_bytes = int64_t(config_.hidden_size) * int64_t(sizeof(bf16));
@@ -566,7 +584,9 @@ Status DsaModel::forward(runtime::ForwardBatch batch, const ForwardInputs& in, F
   clock::time_point ts;
   {
     runtime::DeferDeviceErrors defer(ops_.backend);
+    const int64_t staged_before = mirror_.staged_bytes();
     DSA_RETURN_IF_ERROR(stage(in));
+    timing_.staged_bytes += mirror_.staged_bytes() - staged_before;
     ts = clock::now();
     DSA_ASSIGN_OR_RETURN(const bool replayed,
                          graphs_.run(meta_.header, [&] { return body(batch.model, meta_); }));
@@ -608,7 +628,7 @@ Status DsaModel::accept_last_verify(int32_t vocab, int32_t d, std::span<const in
 Status DsaModel::launch_acceptance(int32_t vocab, int32_t d, std::span<const int32_t> drafts,
                                    std::span<const kernels::SamplingParams> params,
                                    std::span<const int32_t> first_position,
-                                   std::span<const int32_t> draft_rows) {
+                                   std::span<const int32_t> draft_rows, bool shifted) {
   if (!draft_rows.empty()) {
     if (draft_rows.size() != params.size()) {
       return invalid_argument(fmt::format("accept_last_verify: {} draft rows for {} requests",
@@ -633,10 +653,28 @@ Status DsaModel::launch_acceptance(int32_t vocab, int32_t d, std::span<const int
     runtime::DeferDeviceErrors defer(ops_.backend);
     DSA_RETURN_IF_ERROR(acceptance_.launch(ops_, logits_out_.data(), config_.vocab_size, vocab, d,
                                            drafts, params, first_position,
-                                           {drafts_.data(), draft_count_, draft_rows}));
+                                           {drafts_.data(), draft_count_, draft_rows}, shifted));
   }
   accepted_d_ = d;
   timing_.sample_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ok_status();
+}
+
+StatusOr<AcceptTicket> DsaModel::readback_acceptance() {
+  DSA_ASSIGN_OR_RETURN(AcceptTicket t, acceptance_.readback());
+  t.uploads_before = mirror_.uploads();
+  return t;
+}
+
+Status DsaModel::collect_acceptance(const AcceptTicket& t, VerifyAcceptance* out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  bool error_seen = false;
+  DSA_RETURN_IF_ERROR(acceptance_.collect(t, out, &error_seen));
+  mirror_.completed(t.uploads_before);  // their staging slots are free again
+  if (t.requests > 0) count_readback(sz(t.requests) * sz(t.n + 1) * sizeof(int32_t));
+  timing_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The word as it was after this launch: set, it is decoded (and cleared) the checked way.
+  if (error_seen) return sync_and_check("overlapped speculative step");
   return ok_status();
 }
 

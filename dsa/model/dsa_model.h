@@ -110,6 +110,9 @@ struct ForwardTiming {
   // Device-to-host reads of data (hidden states, logits, tokens, counts; the 16-byte error word
   // is not counted): how many copies and bytes. What a host round trip costs.
   int64_t readbacks = 0, readback_bytes = 0;
+  // Host-to-backend bytes of the forwards' inputs (the metadata mirror's copies: the step block
+  // and the changed page-table rows).
+  int64_t staged_bytes = 0;
   // The same per (model, mode). A forward that was collected ends synchronised, so its seconds
   // are the forward run alone; a launched-only forward (waited = 0 of them) counts only its host
   // time, its GPU time showing in the wait of the read that follows.
@@ -128,6 +131,7 @@ struct ForwardTiming {
     build_s += other.build_s, stage_s += other.stage_s, launch_s += other.launch_s;
     wait_s += other.wait_s, collect_s += other.collect_s, sample_s += other.sample_s;
     readbacks += other.readbacks, readback_bytes += other.readback_bytes;
+    staged_bytes += other.staged_bytes;
     for (size_t i = 0; i < by_kind.size(); ++i) {
       by_kind[i].forwards += other.by_kind[i].forwards;
       by_kind[i].waited += other.by_kind[i].waited;
@@ -169,7 +173,10 @@ enum class TokenSource { kLastSampling, kDraftSlots };
 // between the verify and the end of the step. kDraftExtend: the MTP forward over the verify's rows
 // (its tokens and sampled rows); kFirstDraftDecode / kDraftDecode: the draft chain's DECODEs
 // (positions and lengths; the first also takes its hidden rows from the accepted rows).
-enum class AcceptedPatch { kNone, kDraftExtend, kFirstDraftDecode, kDraftDecode };
+// kVerify: the verify of a step launched before the previous one was read (EngineOptions::overlap
+// with d > 0): it is built at the host's committed length + 1 and moved by the previous step's
+// counts, its first token that step's y (step_commit.h's shift).
+enum class AcceptedPatch { kNone, kVerify, kDraftExtend, kFirstDraftDecode, kDraftDecode };
 
 // A forward's token ids and MTP hidden rows: host spans (forward()'s), or the previous forward's
 // outputs in backend memory, gathered there (SPEC.md §6.7's hand-off), so nothing crosses to the
@@ -193,6 +200,10 @@ struct ForwardInputs {
   TokenSource token_source = TokenSource::kLastSampling;
   // The forward as built is the a = 0 one; patched on the backend before it runs (AcceptedPatch).
   AcceptedPatch accepted_patch = AcceptedPatch::kNone;
+  // The step before this forward's is not read yet (built as if it accepted nothing): every
+  // position moves by its counts too. The previous acceptance launch for kVerify, the one before
+  // the last for the draft extend and the draft decodes (their own being the last).
+  bool shifted = false;
 };
 
 class DsaModel {
@@ -252,12 +263,19 @@ class DsaModel {
                             std::span<const int32_t> draft_rows = {});
   // accept_last_verify in two halves: the launch (nothing read; the counts stay in backend memory
   // for the forwards patched from them, ForwardInputs::accepted_patch, until the next launch) and
-  // the one read of its counts and tokens, which waits for everything launched since.
+  // the one read of its counts and tokens, which waits for everything launched since. shifted:
+  // the previous launch's step is not read (the same requests in order); its counts move the
+  // first positions on the backend.
   Status launch_acceptance(int32_t vocab, int32_t d, std::span<const int32_t> drafts,
                            std::span<const kernels::SamplingParams> params,
                            std::span<const int32_t> first_position,
-                           std::span<const int32_t> draft_rows = {});
+                           std::span<const int32_t> draft_rows = {}, bool shifted = false);
   Status read_acceptance(VerifyAcceptance* out);
+  // The overlapped speculative step: the last launch's counts and tokens copied back behind a
+  // marker, nothing waited for; collect_acceptance waits only for that copy (the forwards launched
+  // after it keep running). A device error raised by then is returned there.
+  StatusOr<AcceptTicket> readback_acceptance();
+  Status collect_acceptance(const AcceptTicket& t, VerifyAcceptance* out);
   // The MTP layer's greedy drafts (argmax over ids [0, vocab)) of the last forward's first
   // `count` sampled rows, decided on the backend into draft slot `slot` < kMaxDraftTokens; nothing
   // is read back. Every slot of one chain holds the same count (slot 0 sets it).

@@ -36,6 +36,8 @@ constexpr Field kFields[] = {
 };
 
 size_t page_table_size(const kernels::PageTable& pt) { return size_t(pt.num_rows) * pt.width; }
+// A row version no table has (PagedCacheManager counts from 0 up): the first upload copies all.
+constexpr uint64_t kNeverCopied = ~uint64_t{0};
 size_t words_for_bf16(int64_t count) { return size_t((count + 1) / 2); }
 
 // One slot per forward a speculative step launches back to back (the verify, the draft extend and
@@ -65,21 +67,23 @@ Status MetadataMirror::allocate(const kernels::PageTable& pt) {
   const size_t rows = size_t(config_.row_capacity());
   size_t offset = 0;
   for (const Field& f : kFields) offset += (shape.*f.host).size();
-  offset += page_table_size(pt);
   offset += rows;  // tokens
   offset += rows;  // hidden_rows
   offset += rows;  // token_rows
   fixed_words_ = offset;
   total_words_ = fixed_words_ + words_for_bf16(int64_t(rows) * hidden_size_);
+  table_words_ = page_table_size(pt);
+  synced_.assign(size_t(pt.num_rows), kNeverCopied);
   const MemoryOps& mem = memory_ops(backend_);
   for (int32_t i = 0; i < slots_; ++i) {
-    const size_t words = i == 0 ? total_words_ : fixed_words_;
+    // The fixed part (slot 0: and the host hidden rows), then room for every row of the table.
+    const size_t words = (i == 0 ? total_words_ : fixed_words_) + table_words_;
     DSA_ASSIGN_OR_RETURN(void* p, mem.alloc_staging(words * sizeof(int32_t)));
     staging_.push_back(p);
     slot_upload_.push_back(-1);  // never read by a copy
     std::memset(p, 0, words * sizeof(int32_t));
   }
-  DSA_ASSIGN_OR_RETURN(block_, Buffer<int32_t>::alloc(backend_, total_words_));
+  DSA_ASSIGN_OR_RETURN(block_, Buffer<int32_t>::alloc(backend_, total_words_ + table_words_));
   // The layout, fixed from here on.
   offset = 0;
   for (const Field& f : kFields) {
@@ -87,9 +91,6 @@ Status MetadataMirror::allocate(const kernels::PageTable& pt) {
     offset += (shape.*f.host).size();
   }
   schedule_ = const_cast<int32_t*>(arrays_.schedule);
-  arrays_.page_table = pt;
-  arrays_.page_table.data = block_.data() + offset;
-  offset += page_table_size(pt);
   tokens_ = block_.data() + offset;
   offset += rows;
   hidden_rows_ = block_.data() + offset;
@@ -97,13 +98,17 @@ Status MetadataMirror::allocate(const kernels::PageTable& pt) {
   token_rows_ = block_.data() + offset;
   offset += rows;
   hidden_ = reinterpret_cast<const bf16*>(block_.data() + offset);
+  // The page table last, outside the range upload() copies whole: only changed rows reach it.
+  arrays_.page_table = pt;
+  arrays_.page_table.data = block_.data() + total_words_;
   return ok_status();
 }
 
-Status MetadataMirror::upload(const ForwardMetadata& m, const kernels::PageTable& pt,
+Status MetadataMirror::upload(const ForwardMetadata& m, const PagedCacheManager& pages,
                               std::span<const int32_t> tokens, std::span<const bf16> hidden,
                               std::span<const int32_t> hidden_rows,
                               std::span<const int32_t> token_rows) {
+  const kernels::PageTable pt = pages.page_table();
   DSA_RETURN_IF_ERROR(allocate(pt));
   const int64_t rows = m.header.rows_pad;
   if (int64_t(tokens.size()) < rows) {
@@ -140,8 +145,6 @@ Status MetadataMirror::upload(const ForwardMetadata& m, const kernels::PageTable
     std::memcpy(s + offset, v.data(), v.size() * sizeof(int32_t));
     offset += v.size();
   }
-  std::memcpy(s + offset, pt.data, page_table_size(pt) * sizeof(int32_t));
-  offset += page_table_size(pt);
   std::memcpy(s + offset, tokens.data(), size_t(rows) * sizeof(int32_t));
   offset += size_t(config_.row_capacity());
   if (!hidden_rows.empty()) {
@@ -159,8 +162,38 @@ Status MetadataMirror::upload(const ForwardMetadata& m, const kernels::PageTable
     std::memcpy(s + fixed_words_, hidden.data(), hb);
     bytes += hb;
   }
-  // The one copy of the step's inputs.
-  return memory_ops(backend_).copy(block_.data(), s, bytes);
+  // The one copy of the step's inputs, then the rows of the page table changed since the last
+  // upload (SPEC.md §6.7's patch list): one copy per run of consecutive changed rows, none in a
+  // step that opened, grew or closed no request. Stream order puts them after every forward
+  // launched before, which read the rows as they were.
+  const MemoryOps& mem = memory_ops(backend_);
+  DSA_RETURN_IF_ERROR(mem.copy(block_.data(), s, bytes));
+  staged_bytes_ += int64_t(bytes);
+  int32_t* patch = s + (slot == 0 ? total_words_ : fixed_words_);
+  // Versions are per manager: another one (a test's) starts from a whole copy.
+  if (synced_from_ != &pages) std::fill(synced_.begin(), synced_.end(), kNeverCopied);
+  synced_from_ = &pages;
+  const std::span<const uint64_t> versions = pages.row_versions();
+  const size_t W = size_t(pt.width);
+  int32_t* table = block_.data() + total_words_;
+  for (size_t r = 0; r < synced_.size();) {
+    if (synced_[r] == versions[r]) {
+      ++r;
+      continue;
+    }
+    size_t end = r;
+    while (end < synced_.size() && synced_[end] != versions[end]) ++end;
+    const size_t words = (end - r) * W;
+    std::memcpy(patch, pt.data + r * W, words * sizeof(int32_t));
+    DSA_RETURN_IF_ERROR(mem.copy(table + r * W, patch, words * sizeof(int32_t)));
+    // Only once the copy is issued: a failed copy leaves the rows to copy again.
+    std::copy(versions.begin() + long(r), versions.begin() + long(end), synced_.begin() + long(r));
+    patch += words;
+    staged_bytes_ += int64_t(words * sizeof(int32_t));
+    ++table_patches_;
+    r = end;
+  }
+  return ok_status();
 }
 
 Status MetadataMirror::rebuild_schedule(const kernels::OpTable& ops,
@@ -179,15 +212,19 @@ Status MetadataMirror::rebuild_schedule(const kernels::OpTable& ops,
 
 Status MetadataMirror::commit_step(const kernels::OpTable& ops, const ForwardMetadata& m,
                                    kernels::StepCommitTarget target, const int32_t* accepted,
-                                   const int32_t* emitted, int32_t d, bool hidden_rows) const {
-  const bool extend = target == kernels::StepCommitTarget::kDraftExtend;
-  const ForwardMode want = extend ? ForwardMode::kDraftExtend : ForwardMode::kDecode;
-  const int32_t n = extend ? d + 1 : 1;
-  if (m.header.mode != want || m.header.rows_per_request != n) {
+                                   const int32_t* emitted, const int32_t* shift_accepted,
+                                   const int32_t* shift_emitted, int32_t d,
+                                   bool hidden_rows) const {
+  using kernels::StepCommitTarget;
+  const ForwardMode want = target == StepCommitTarget::kDraftExtend ? ForwardMode::kDraftExtend
+                           : target == StepCommitTarget::kVerify    ? ForwardMode::kTargetVerify
+                                                                    : ForwardMode::kDecode;
+  const int32_t n = want == ForwardMode::kDecode ? 1 : d + 1;
+  if (target == StepCommitTarget::kPositions || m.header.mode != want ||
+      m.header.rows_per_request != n) {
     return invalid_argument(
-        fmt::format("step commit ({}): the forward is {} with n = {}; it needs {} with n = {}",
-                    extend ? "draft extend" : "draft decode", mode_name(m.header.mode),
-                    m.header.rows_per_request, mode_name(want), n));
+        fmt::format("step commit: the forward is {} with n = {}; the patch needs {} with n = {}",
+                    mode_name(m.header.mode), m.header.rows_per_request, mode_name(want), n));
   }
   // The regions are the mirror's own (upload() wrote them); the op writes them in place.
   const auto w = [](const int32_t* p) { return const_cast<int32_t*>(p); };
@@ -195,6 +232,8 @@ Status MetadataMirror::commit_step(const kernels::OpTable& ops, const ForwardMet
   p.target = target;
   p.accepted = accepted;
   p.emitted = emitted;
+  p.shift_accepted = shift_accepted;
+  p.shift_emitted = shift_emitted;
   p.requests = m.header.num_requests;
   p.drafts_per_request = d;
   p.tokens = w(tokens_);

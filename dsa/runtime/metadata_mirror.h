@@ -2,7 +2,11 @@
 // metadata arrays (§4.4), the page table, the token ids and, for the MTP layer, the hidden rows.
 // The host builder stays the one writer (ForwardMetadata); upload() packs everything into one
 // staging block (page-locked for CUDA) and issues ONE asynchronous copy into a backend block whose
-// layout is fixed when the mirror is created, from the MetadataConfig's capacities. So every
+// layout is fixed when the mirror is created, from the MetadataConfig's capacities. The page table
+// is not in that copy: the backend's copy of it lives after the block's other regions and only
+// the rows the page manager changed since the last upload are copied into it (one copy per run of
+// consecutive rows; SPEC.md §6.7's patch list), so a step that admits or retires nothing moves no
+// page-table byte, where a whole-table copy moved R_slots x W words per forward. So every
 // address a captured graph holds stays valid, and per-step values reach kernels only through these
 // buffers (inv. 18). The schedule region is rebuilt by the forward itself, on the backend, from
 // the very row_len it reads (rebuild_schedule, inv. 15).
@@ -32,6 +36,7 @@
 #include "dsa/kernels/op_table.h"
 #include "dsa/runtime/buffer.h"
 #include "dsa/runtime/forward_metadata.h"
+#include "dsa/runtime/page_pool.h"
 
 namespace dsa::runtime {
 
@@ -62,7 +67,9 @@ class MetadataMirror {
   // empty, or <= rows_pad entries staged into hidden_rows() (the rest -1), the model's row list
   // for an MTP forward's hidden rows gathered on the backend (SPEC.md §6.7 hand-off); token_rows:
   // the same for its token ids (token_rows(): sampled tokens or drafts kept in backend memory).
-  Status upload(const ForwardMetadata& m, const kernels::PageTable& pt,
+  // The page table is `pages`'s: its rows changed since the last upload (their versions) are
+  // copied after the step's block, each run of consecutive rows in one copy; the rest stays.
+  Status upload(const ForwardMetadata& m, const PagedCacheManager& pages,
                 std::span<const int32_t> tokens, std::span<const bf16> hidden = {},
                 std::span<const int32_t> hidden_rows = {},
                 std::span<const int32_t> token_rows = {});
@@ -77,6 +84,10 @@ class MetadataMirror {
   // wait for slot 0 (tests; 0 in a draft chain of at most staging_slots() forwards).
   int64_t ring_waits() const { return ring_waits_; }
   int32_t staging_slots() const { return slots_; }
+  // Bytes upload() has copied to the backend, and copies of changed page-table rows (one per run
+  // of consecutive rows): what the patch list saves against copying the whole table each forward.
+  int64_t staged_bytes() const { return staged_bytes_; }
+  int64_t table_patches() const { return table_patches_; }
   // §3c on the backend over the uploaded row_len (pg_row_len for EXTEND) into the schedule region.
   Status rebuild_schedule(const kernels::OpTable& ops, const ForwardMetadata& m) const;
   // The step commit (kernels/step_commit, SPEC.md §6.7) over the uploaded regions of `m`, built at
@@ -85,9 +96,12 @@ class MetadataMirror {
   // forward's B = m.header.num_requests real requests in order. kDraftExtend patches the tokens,
   // token_rows and sample_row; kChainDecode the rows and req_kv_len, and the hidden rows when
   // `hidden_rows` (the first draft decode, whose hidden states are the draft extend's rows).
+  // kVerify (a TARGET_VERIFY) reads no counts of its own, only the shift. shift_accepted /
+  // shift_emitted (or null): the previous, unread step's counts, for the same requests in order.
   Status commit_step(const kernels::OpTable& ops, const ForwardMetadata& m,
                      kernels::StepCommitTarget target, const int32_t* accepted,
-                     const int32_t* emitted, int32_t d, bool hidden_rows) const;
+                     const int32_t* emitted, const int32_t* shift_accepted,
+                     const int32_t* shift_emitted, int32_t d, bool hidden_rows) const;
 
   const MetadataArrays& arrays() const { return arrays_; }
   const int32_t* tokens() const { return tokens_; }
@@ -102,9 +116,14 @@ class MetadataMirror {
   kernels::Backend backend_;
   MetadataConfig config_;
   int64_t hidden_size_;
-  size_t fixed_words_ = 0;  // metadata fields + page table + tokens + hidden_rows, at capacity
+  size_t fixed_words_ = 0;  // metadata fields + tokens + hidden_rows + token_rows, at capacity
   size_t total_words_ = 0;  // + hidden rows at capacity
-  // The staging ring (host): slot 0 holds total_words_ int32, slots 1.. fixed_words_ each.
+  size_t table_words_ = 0;  // the page table: after total_words_ in the backend block
+  std::vector<uint64_t> synced_;  // per page-table row, the version the backend block holds
+  const PagedCacheManager* synced_from_ = nullptr;  // whose versions synced_ holds
+  int64_t staged_bytes_ = 0, table_patches_ = 0;
+  // The staging ring (host): slot 0 holds total_words_ int32, slots 1.. fixed_words_ each, and
+  // each then the changed page-table rows of its upload (room for the whole table).
   int32_t slots_ = 1;
   std::vector<void*> staging_;
   // Slots are taken in turn (host hidden rows: always slot 0). Slot i last held upload

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "dsa/runtime/metadata_builder.h"
@@ -38,7 +39,7 @@ TEST(MetadataMirror, OneCopyAtFixedAddressesAndTheScheduleRebuilt) {
     for (int32_t i = 0; i < 16; ++i) tokens[size_t(i)] = 100 * round + i;
     std::vector<bf16> hidden(16 * 8);
     for (size_t i = 0; i < hidden.size(); ++i) hidden[i] = float_to_bf16(float(i + round));
-    ASSERT_TRUE(mirror.upload(meta, pages.page_table(), tokens, hidden).ok());
+    ASSERT_TRUE(mirror.upload(meta, pages, tokens, hidden).ok());
     const MetadataArrays& got = mirror.arrays();
     EXPECT_EQ(got.row_len, before.row_len);
     EXPECT_EQ(got.schedule, before.schedule);
@@ -73,13 +74,13 @@ TEST(MetadataMirror, TooFewTokensOrHiddenRowsAreInvalidArgument) {
   ForwardMetadata meta(c);
   ASSERT_TRUE(build_forward_metadata(fb, c, pages.page_table(), meta).ok());
   const std::vector<int32_t> one = {3};
-  Status s = mirror.upload(meta, pages.page_table(), one);
+  Status s = mirror.upload(meta, pages, one);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
   const std::vector<int32_t> two = {3, 0};
   const std::vector<bf16> short_hidden(8);  // one row of 8 for 2 rows
-  s = mirror.upload(meta, pages.page_table(), two, short_hidden);
+  s = mirror.upload(meta, pages, two, short_hidden);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
-  EXPECT_TRUE(mirror.upload(meta, pages.page_table(), two).ok());
+  EXPECT_TRUE(mirror.upload(meta, pages, two).ok());
 }
 
 // The staging ring (header comment): uploads between two synchronisations take distinct slots,
@@ -102,26 +103,85 @@ TEST(MetadataMirror, TheStagingRingWaitsOnlyWhenFull) {
   const std::vector<int32_t> rows = {0};
   for (int32_t i = 0; i < 4; ++i) {
     const std::vector<int32_t> tokens = {10 + i, 0};
-    ASSERT_TRUE(mirror.upload(meta, pages.page_table(), tokens, {}, rows).ok());
+    ASSERT_TRUE(mirror.upload(meta, pages, tokens, {}, rows).ok());
     EXPECT_EQ(mirror.tokens()[0], 10 + i);
     EXPECT_EQ(mirror.hidden_rows()[0], 0);
     EXPECT_EQ(mirror.hidden_rows()[1], -1);
   }
   EXPECT_EQ(mirror.ring_waits(), 0);
   const std::vector<int32_t> tokens = {7, 0};
-  ASSERT_TRUE(mirror.upload(meta, pages.page_table(), tokens).ok());  // a fifth: the ring is full
+  ASSERT_TRUE(mirror.upload(meta, pages, tokens).ok());  // a fifth: the ring is full
   EXPECT_EQ(mirror.ring_waits(), 1);
   EXPECT_EQ(mirror.hidden_rows()[0], -1);
   const std::vector<bf16> hidden(16, float_to_bf16(1.f));
-  ASSERT_TRUE(mirror.upload(meta, pages.page_table(), tokens, hidden).ok());  // slot 0 pending
+  ASSERT_TRUE(mirror.upload(meta, pages, tokens, hidden).ok());  // slot 0 pending
   EXPECT_EQ(mirror.ring_waits(), 2);
   mirror.synchronised();
-  ASSERT_TRUE(mirror.upload(meta, pages.page_table(), tokens, hidden).ok());
+  ASSERT_TRUE(mirror.upload(meta, pages, tokens, hidden).ok());
   EXPECT_EQ(mirror.ring_waits(), 2);
   EXPECT_EQ(std::memcmp(mirror.hidden(), hidden.data(), hidden.size() * 2), 0);
   const std::vector<int32_t> too_many = {0, 1, 2};
-  EXPECT_EQ(mirror.upload(meta, pages.page_table(), tokens, {}, too_many).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(mirror.upload(meta, pages, tokens, {}, too_many).code(), StatusCode::kInvalidArgument);
+}
+
+// The page-table patch list: after every upload the backend's table equals the host's, over a
+// random run of requests opened, grown and closed; an upload after no change copies no table byte,
+// and one after a change copies exactly the changed rows (one copy per run of consecutive rows).
+TEST(MetadataMirror, OnlyChangedPageTableRowsAreCopied) {
+  const MetadataConfig c = testing::small_config(3);
+  PagedCacheManager pages(c.num_pages, c.num_rows, c.page_table_width);
+  MetadataMirror mirror(kernels::Backend::kCpu, c, 8);
+  auto keep = pages.open_request();
+  ASSERT_TRUE(keep.ok() && pages.reserve(*keep, 40).ok());
+  ForwardBatch fb;
+  fb.mode = ForwardMode::kDecode;
+  fb.batch_pad = 2;
+  fb.requests = {{*keep, 9, 1, 0, -1}};
+  ForwardMetadata meta(c);
+  ASSERT_TRUE(build_forward_metadata(fb, c, pages.page_table(), meta).ok());
+  const std::vector<int32_t> tokens = {1, 0};
+  const size_t table_bytes = size_t(c.num_rows) * size_t(c.page_table_width) * 4;
+  const auto table_matches = [&] {
+    return std::memcmp(mirror.arrays().page_table.data, pages.page_table().data, table_bytes) == 0;
+  };
+  // The first upload copies the whole table (one run), then nothing while nothing changes.
+  ASSERT_TRUE(mirror.upload(meta, pages, tokens).ok());
+  EXPECT_TRUE(table_matches());
+  EXPECT_EQ(mirror.table_patches(), 1);
+  const int64_t first = mirror.staged_bytes();
+  ASSERT_TRUE(mirror.upload(meta, pages, tokens).ok());
+  const int64_t plain = mirror.staged_bytes() - first;
+  EXPECT_EQ(first - plain, int64_t(table_bytes));
+  EXPECT_EQ(mirror.table_patches(), 1);
+  std::mt19937 rng(7);
+  std::vector<int32_t> open;
+  const int64_t row_bytes = int64_t(c.page_table_width) * 4;
+  for (int i = 0; i < 300; ++i) {
+    const std::vector<uint64_t> before(pages.row_versions().begin(), pages.row_versions().end());
+    const int op = int(rng() % 3);
+    if (op == 0 || open.empty()) {
+      auto slot = pages.open_request();
+      if (slot.ok() && pages.reserve(*slot, int32_t(rng() % 300) + 1).ok()) open.push_back(*slot);
+    } else if (op == 1) {
+      const int32_t slot = open[rng() % open.size()];
+      ASSERT_TRUE(pages.reserve(slot, int32_t(rng() % 600) + 1).ok());
+    } else {
+      const size_t k = rng() % open.size();
+      ASSERT_TRUE(pages.close_request(open[k]).ok());
+      open.erase(open.begin() + long(k));
+    }
+    int64_t changed = 0, runs = 0;
+    for (size_t r = 0; r < before.size(); ++r) {
+      const bool now = before[r] != pages.row_versions()[r];
+      changed += now ? 1 : 0;
+      runs += now && (r == 0 || before[r - 1] == pages.row_versions()[r - 1]) ? 1 : 0;
+    }
+    const int64_t bytes = mirror.staged_bytes(), patches = mirror.table_patches();
+    ASSERT_TRUE(mirror.upload(meta, pages, tokens).ok());
+    ASSERT_TRUE(table_matches()) << "step " << i;
+    EXPECT_EQ(mirror.staged_bytes() - bytes, plain + changed * row_bytes) << "step " << i;
+    EXPECT_EQ(mirror.table_patches() - patches, runs) << "step " << i;
+  }
 }
 
 }  // namespace

@@ -49,7 +49,8 @@ PagedCacheManager::PagedCacheManager(int32_t num_pages, int32_t num_rows, int32_
       slots_("request slots", num_rows),
       width_(width),
       table_(static_cast<size_t>(num_rows) * static_cast<size_t>(width), 0),
-      held_(static_cast<size_t>(num_rows), 0) {}
+      held_(static_cast<size_t>(num_rows), 0),
+      versions_(static_cast<size_t>(num_rows), 0) {}
 
 StatusOr<int32_t> PagedCacheManager::open_request() { return slots_.allocate(); }
 
@@ -68,6 +69,7 @@ Status PagedCacheManager::reserve(int32_t req_slot, int32_t length) {
   if (need <= held) return ok_status();
   DSA_ASSIGN_OR_RETURN(std::vector<int32_t> pages, pages_.allocate(need - held));
   for (int32_t p : pages) table_[static_cast<size_t>(req_slot) * width_ + held++] = p;
+  touch(req_slot);
   return ok_status();
 }
 
@@ -77,6 +79,7 @@ Status PagedCacheManager::close_request(int32_t req_slot) {
         fmt::format("close_request: req_slot = {}: must be in [1, {})", req_slot, num_rows()));
   }
   int32_t& held = held_[static_cast<size_t>(req_slot)];
+  touch(req_slot);  // first: a failure below leaves entries zeroed already
   for (int32_t i = 0; i < held; ++i) {
     int32_t& entry = table_[static_cast<size_t>(req_slot) * width_ + i];
     DSA_RETURN_IF_ERROR(pages_.free(entry));

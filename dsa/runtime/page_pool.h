@@ -52,6 +52,11 @@ class PagedCacheManager {
 
   kernels::PageTable page_table() const;
   std::span<const int32_t> row(int32_t req_slot) const;
+  // Per row, the value of a change counter at its last change (0: never changed): a copy of the
+  // table elsewhere (the metadata mirror's, in backend memory) is brought up to date by the rows
+  // whose version differs from the one it copied, not by the whole table (SPEC.md §6.7's page-table
+  // patch list).
+  std::span<const uint64_t> row_versions() const { return versions_; }
 
  private:
   IdAllocator pages_;
@@ -59,6 +64,9 @@ class PagedCacheManager {
   int32_t width_;
   std::vector<int32_t> table_;  // [num_rows, width]
   std::vector<int32_t> held_;   // pages held per row
+  std::vector<uint64_t> versions_;
+  uint64_t changes_ = 0;
+  void touch(int32_t req_slot) { versions_[static_cast<size_t>(req_slot)] = ++changes_; }
 };
 
 }  // namespace dsa::runtime

@@ -15,6 +15,16 @@
 //    is the draft extend's row b n + a_b (hidden_rows[b]). The paged-logits schedule follows from
 //    row_len on the device (the forward rebuilds it as its first node).
 //
+// With the previous step still unread (the overlapped speculative step, F = 1), the host does not
+// know C_b either: it builds every forward of the step at C_b = (its committed length) + 1, as if
+// the previous step had accepted nothing too, and `shift` = that step's accepted counts moves
+// every position of the forward by shift_b as well:
+//  kVerify (the TARGET_VERIFY, n rows per request): rows at C_b + shift_b + j, and its first token
+//    is the previous step's y: tokens[b n] := shift_emitted[b, shift_b];
+//  kDraftExtend: its rows as the verify's, then the patch above;
+//  kChainDecode: C_b + shift_b + a_b + s;
+//  kPositions: the acceptance op's first positions (acceptance.h): first_position[b] += shift_b.
+//
 // Only the B real requests are touched; padded requests keep the builder's constants (§4.5).
 #pragma once
 
@@ -27,87 +37,125 @@
 
 namespace dsa::kernels {
 
-enum class StepCommitTarget { kDraftExtend, kChainDecode };
+enum class StepCommitTarget { kDraftExtend, kChainDecode, kVerify, kPositions };
 
 struct StepCommitParams {
   StepCommitTarget target = StepCommitTarget::kDraftExtend;
-  // The acceptance op's outputs (kernels/acceptance/acceptance.h), still where it wrote them.
+  // The acceptance op's outputs (kernels/acceptance/acceptance.h), still where it wrote them
+  // (kDraftExtend and kChainDecode; the other targets read none).
   const int32_t* accepted = nullptr;  // [B] a_b in [0, d]
   const int32_t* emitted = nullptr;   // [B, d + 1] g_1..g_a, y, then -1
   int32_t requests = 0;               // B: the forward's first B requests, in acceptance order
   int32_t drafts_per_request = 0;     // d, 1..7
+  // The previous, unread step's acceptance outputs (the same B requests in the same order), or
+  // null: no shift. kVerify needs both.
+  const int32_t* shift_accepted = nullptr;  // [B]
+  const int32_t* shift_emitted = nullptr;   // [B, d + 1]
 
-  // kDraftExtend: the forward's token ids [B n] and sample_row [B]; token_rows [B n] or null
-  // (no kept drafts to gather).
+  // kDraftExtend / kVerify: the forward's token ids [B n]; kDraftExtend: sample_row [B] and
+  // token_rows [B n] or null (no kept drafts to gather).
   int32_t* tokens = nullptr;
   int32_t* token_rows = nullptr;
   int32_t* sample_row = nullptr;
 
-  // kChainDecode: the forward's row arrays (row b = request b, built at a_b = 0), req_kv_len [B],
-  // req_slot [B] (read), hidden_rows [B] (the first step only; null otherwise), the page table the
-  // row formula reads and K.
+  // kVerify, kDraftExtend, kChainDecode: the forward's row arrays (n rows per request, or one for
+  // kChainDecode, built as above), req_kv_len [B], req_slot [B] (read), hidden_rows [B] (the first
+  // draft decode only; null otherwise), the page table the row formula reads and K.
   RowArrays rows{};
   int32_t* req_kv_len = nullptr;
   const int32_t* req_slot = nullptr;
   int32_t* hidden_rows = nullptr;
   PageTable page_table{};
   int32_t topk = 0;
+
+  // kPositions: [B] the acceptance op's first positions.
+  int32_t* first_position = nullptr;
 };
 
 // Host checks (InvalidArgument naming the field): B >= 0, 1 <= d <= 7, the pointers the target
-// writes non-null when B > 0, and for kChainDecode topk >= 1 and a page table with width >= 1.
+// reads and writes non-null when B > 0, and for the row targets topk >= 1 and a page table with
+// width >= 1.
 Status validate(const StepCommitParams& p);
 
 // Why a request could not be committed (DSA_HD, shared by the reference and the kernel).
 enum class StepCommitError : int32_t {
   kNone = 0,
-  kAccepted,  // a_b outside [0, d]: the request is left as built (a = 0)
-  kNoPage,    // the new position has no page (past W, or an entry outside [1, num_pages)):
-              // the row stays as built except write_slot = -1, so nothing is written to page 0
+  kAccepted,  // a_b outside [0, d]: the request is left as built
+  kShift,     // shift_b outside [0, d]: the request is left as built
+  kNoPage,    // a new position has no page (past W, or an entry outside [1, num_pages)):
+              // the rows stay as built except write_slot = -1, so nothing is written to page 0
               // (SPEC.md §9 bug class 12: a device position ahead of the host's pages)
   kSlot,      // req_slot[b] outside [1, num_rows): handled as kNoPage
 };
 
-// Request b of `p` (b < B): the patch above. Returns the error and its value (a_b, the position
-// or the slot) in *value.
+DSA_HD bool step_commit_moves_rows(StepCommitTarget t) {
+  return t == StepCommitTarget::kVerify || t == StepCommitTarget::kDraftExtend ||
+         t == StepCommitTarget::kChainDecode;
+}
+
+// Request b of `p` (b < B): the patch above. Returns the error and its value (a_b, shift_b, the
+// position or the slot) in *value.
 DSA_HD StepCommitError commit_request(const StepCommitParams& p, int32_t b, int32_t* value) {
   const int32_t d = p.drafts_per_request, n = d + 1;
-  const int32_t a = p.accepted[b];
-  *value = a;
-  if (a < 0 || a > d) return StepCommitError::kAccepted;
-  if (p.target == StepCommitTarget::kDraftExtend) {
-    const int32_t y = p.emitted[int64_t{b} * n + a];
-    p.tokens[int64_t{b} * n + a] = y;
-    p.tokens[int64_t{b} * n + d] = y;
-    if (p.token_rows != nullptr) p.token_rows[int64_t{b} * n + a] = -1;
-    p.sample_row[b] = b * n + a;
+  int32_t shift = 0;
+  if (p.shift_accepted != nullptr) {
+    shift = p.shift_accepted[b];
+    *value = shift;
+    if (shift < 0 || shift > d) return StepCommitError::kShift;
+  }
+  if (p.target == StepCommitTarget::kPositions) {
+    p.first_position[b] += shift;
     return StepCommitError::kNone;
   }
-  const int32_t cached = p.rows.positions[b] + a;  // built at C_b + s
+  int32_t a = 0;
+  if (p.target != StepCommitTarget::kVerify) {
+    a = p.accepted[b];
+    *value = a;
+    if (a < 0 || a > d) return StepCommitError::kAccepted;
+  }
+  // The rows: one per request for a draft decode, n otherwise, moved by shift (and a).
+  const bool chain = p.target == StepCommitTarget::kChainDecode;
+  const int32_t count = chain ? 1 : n, first_row = b * count;
+  const int32_t cached = p.rows.positions[first_row] + shift + (chain ? a : 0);
   const int32_t slot = p.req_slot[b];
   if (slot < 1 || slot >= p.page_table.num_rows) {
-    p.rows.write_slot[b] = -1;
+    for (int32_t j = 0; j < count; ++j) p.rows.write_slot[first_row + j] = -1;
     *value = slot;
     return StepCommitError::kSlot;
   }
-  const int32_t chunk = cached / kPageSize;
-  const int32_t page = cached >= 0 && chunk < p.page_table.width
-                           ? p.page_table.data[int64_t{slot} * p.page_table.width + chunk]
-                           : 0;
-  if (page < 1 || page >= p.page_table.num_pages) {
-    p.rows.write_slot[b] = -1;
-    *value = cached;
-    return StepCommitError::kNoPage;
+  for (int32_t j = 0; j < count; ++j) {
+    const int32_t pos = cached + j, chunk = pos / kPageSize;
+    const int32_t page = pos >= 0 && chunk < p.page_table.width
+                             ? p.page_table.data[int64_t{slot} * p.page_table.width + chunk]
+                             : 0;
+    if (page < 1 || page >= p.page_table.num_pages) {
+      for (int32_t i = 0; i < count; ++i) p.rows.write_slot[first_row + i] = -1;
+      *value = pos;
+      return StepCommitError::kNoPage;
+    }
   }
-  fill_request_rows(p.rows, p.page_table, b, slot, cached, 1, b, -1, p.topk);
-  p.req_kv_len[b] = cached + 1;
-  if (p.hidden_rows != nullptr) p.hidden_rows[b] = b * n + a;
+  fill_request_rows(p.rows, p.page_table, b, slot, cached, count, first_row, -1, p.topk);
+  p.req_kv_len[b] = cached + count;
+  if (p.target == StepCommitTarget::kVerify) {
+    if (p.shift_emitted != nullptr)
+      p.tokens[int64_t{b} * n] = p.shift_emitted[int64_t{b} * n + shift];
+    return StepCommitError::kNone;
+  }
+  if (chain) {
+    if (p.hidden_rows != nullptr) p.hidden_rows[b] = b * n + a;
+    return StepCommitError::kNone;
+  }
+  const int32_t y = p.emitted[int64_t{b} * n + a];
+  p.tokens[int64_t{b} * n + a] = y;
+  p.tokens[int64_t{b} * n + d] = y;
+  if (p.token_rows != nullptr) p.token_rows[int64_t{b} * n + a] = -1;
+  p.sample_row[b] = b * n + a;
   return StepCommitError::kNone;
 }
 
-// CPU reference: commit_request for every request. A request's error is InvalidArgument (a_b) or
-// FailedPrecondition (no page), naming the request and the value, after every request was
-// patched as far as it can be (the same buffers as the kernel).
+// CPU reference: commit_request for every request. A request's error is InvalidArgument (a_b,
+// shift_b) or FailedPrecondition (no page, a bad slot), naming the request and the value, after
+// every request was patched as far as it can be (the same buffers as the kernel).
 Status step_commit_ref(const StepCommitParams& p);
 
 // CUDA (device pointers, cuda::current_stream()): one thread per request, no synchronisation, no

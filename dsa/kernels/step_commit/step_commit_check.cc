@@ -48,11 +48,14 @@ StepCommitParams StepCommitCase::params() {
   p.hidden_rows = hidden_rows.empty() ? nullptr : hidden_rows.data();
   p.page_table = {page_table.data(), table_rows, width, num_pages};
   p.topk = topk;
+  p.shift_accepted = shift_accepted.empty() ? nullptr : shift_accepted.data();
+  p.shift_emitted = shift_emitted.empty() ? nullptr : shift_emitted.data();
+  p.first_position = first_position.empty() ? nullptr : first_position.data();
   return p;
 }
 
 StepCommitCase random_step_commit_case(StepCommitTarget target, int32_t requests, int32_t d,
-                                       int32_t chain_step, uint64_t seed) {
+                                       int32_t chain_step, uint64_t seed, bool shifted) {
   testing::Rng rng(seed);
   StepCommitCase c;
   c.target = target;
@@ -60,7 +63,10 @@ StepCommitCase random_step_commit_case(StepCommitTarget target, int32_t requests
   c.d = d;
   c.chain_step = chain_step;
   c.topk = int32_t(rng.randint(1, 3)) * 64;
-  const int32_t n = d + 1, B = requests, B_pad = requests + 1;
+  shifted =
+      shifted || target == StepCommitTarget::kVerify || target == StepCommitTarget::kPositions;
+  const bool chain = target == StepCommitTarget::kChainDecode;
+  const int32_t n = d + 1, B = requests, B_pad = requests + 1, per = chain ? 1 : n;
   c.table_rows = B + 3;
   c.width = int32_t(rng.randint(2, 6));
   c.num_pages = c.table_rows * c.width + 1;
@@ -72,88 +78,114 @@ StepCommitCase random_step_commit_case(StepCommitTarget target, int32_t requests
       c.page_table[size_t(slots[size_t(b)] * c.width + w)] = pages[size_t(b * c.width + w)];
     }
   }
-  const int32_t max_pos = c.width * kPageSize - 1;
+  // The rows' base position: the last row may sit at base + (shift d) + (a d) + (s or n - 1).
+  const int32_t reach = d + (chain ? d + chain_step : n - 1);
+  const int32_t hi = c.width * kPageSize - 1 - reach;
   for (int32_t b = 0; b < B; ++b) {
     // Every count in turn while they last (so small B still meets a = 0 and a = d), then random.
     const int32_t a = b <= d ? (b * 5) % n : int32_t(rng.randint(0, d));
     c.accepted.push_back(a);
-    // C_b + a + s must fit the row; edge rows sit at 0 and at the last position the table allows.
-    const int32_t hi = max_pos - d - chain_step;
+    // Edge rows sit at 0 and at the last position the table allows.
     const int32_t C = b % 4 == 1 ? 0 : b % 4 == 2 ? hi : int32_t(rng.randint(0, hi));
     c.committed.push_back(C);
     c.req_slot.push_back(slots[size_t(b)]);
     for (int32_t j = 0; j < n; ++j) {
       c.emitted.push_back(j <= a ? int32_t(rng.randint(0, 1000)) : -1);  // g_1..g_a, y, -1
     }
+    if (shifted) {
+      const int32_t sa = b <= d ? (b * 3 + 1) % n : int32_t(rng.randint(0, d));
+      c.shift_accepted.push_back(sa);
+      for (int32_t j = 0; j < n; ++j) {
+        c.shift_emitted.push_back(j <= sa ? int32_t(rng.randint(0, 1000)) : -1);
+      }
+      c.first_position.push_back(C + 1);
+    }
   }
   c.req_slot.push_back(0);  // the padded request
-  c.req_kv_len.assign(size_t(B_pad), 0);
-  if (target == StepCommitTarget::kDraftExtend) {
-    for (int32_t r = 0; r < B_pad * n; ++r) {
-      c.tokens.push_back(int32_t(rng.randint(0, 1000)));
-      c.token_rows.push_back(r < B * n && r % n != d && rng.randint(0, 3) > 0 ? r : -1);
-    }
-    c.sample_row.assign(size_t(B_pad), -1);
-    for (int32_t b = 0; b < B; ++b) c.req_kv_len[size_t(b)] = c.committed[size_t(b)] + n;
+  if (target == StepCommitTarget::kPositions) {
+    c.first_position.push_back(int32_t(rng.randint(0, 9)));  // past B: untouched
     return c;
   }
-  // A DECODE built at a = 0: row b at C_b + s (SPEC.md §4.3), the padded row as §4.5's constants.
-  const auto fill = [&](int32_t b, int32_t pos) {
-    c.row_len.push_back(pos + 1);
-    c.row_topk_len.push_back(std::min(pos + 1, c.topk));
-    c.row_req.push_back(b);
-    c.row_page.push_back(c.req_slot[size_t(b)]);
-    c.positions.push_back(pos);
-    const int32_t page = c.page_table[size_t(c.req_slot[size_t(b)] * c.width + pos / kPageSize)];
-    c.write_slot.push_back(page * kPageSize + pos % kPageSize);
-    c.ks.push_back(0);
-    c.ke.push_back(0);
-  };
-  for (int32_t b = 0; b < B; ++b) {
-    fill(b, c.committed[size_t(b)] + chain_step);
-    c.req_kv_len[size_t(b)] = c.committed[size_t(b)] + chain_step + 1;
+  c.req_kv_len.assign(size_t(B_pad), 0);
+  for (int32_t r = 0; r < B_pad * per; ++r) {
+    c.tokens.push_back(int32_t(rng.randint(0, 1000)));
+    c.token_rows.push_back(!chain && r < B * n && r % n != d && rng.randint(0, 3) > 0 ? r : -1);
   }
-  c.row_len.push_back(0), c.row_topk_len.push_back(0), c.row_req.push_back(B);
-  c.row_page.push_back(0), c.positions.push_back(0), c.write_slot.push_back(-1);
-  c.ks.push_back(0), c.ke.push_back(0);
-  if (chain_step == 1) {
+  c.sample_row.assign(size_t(B_pad), -1);
+  // The forward as the host builds it: request b's rows at C_b + s or C_b + j (SPEC.md §4.3), the
+  // padded request's as §4.5's constants.
+  for (int32_t b = 0; b < B; ++b) {
+    const int32_t base = c.committed[size_t(b)] + (chain ? chain_step : 0);
+    for (int32_t j = 0; j < per; ++j) {
+      const int32_t pos = base + j;
+      c.row_len.push_back(pos + 1);
+      c.row_topk_len.push_back(std::min(pos + 1, c.topk));
+      c.row_req.push_back(b);
+      c.row_page.push_back(c.req_slot[size_t(b)]);
+      c.positions.push_back(pos);
+      const int32_t page = c.page_table[size_t(c.req_slot[size_t(b)] * c.width + pos / kPageSize)];
+      c.write_slot.push_back(page * kPageSize + pos % kPageSize);
+      c.ks.push_back(0);
+      c.ke.push_back(0);
+    }
+    c.req_kv_len[size_t(b)] = base + per;
+  }
+  for (int32_t j = 0; j < per; ++j) {
+    c.row_len.push_back(0), c.row_topk_len.push_back(0), c.row_req.push_back(B);
+    c.row_page.push_back(0), c.positions.push_back(0), c.write_slot.push_back(-1);
+    c.ks.push_back(0), c.ke.push_back(0);
+  }
+  if (chain && chain_step == 1) {
     for (int32_t b = 0; b < B_pad; ++b) c.hidden_rows.push_back(b < B ? b * n : -1);
   }
-  c.tokens.assign(size_t(B_pad), 0);
-  c.sample_row.assign(size_t(B_pad), -1);
   return c;
 }
 
 Status compare_step_commit(const StepCommitCase& before, const StepCommitCase& got) {
   StepCommitCase want = before;
-  const int32_t n = before.d + 1;
+  const int32_t d = before.d, n = d + 1;
+  const bool chain = before.target == StepCommitTarget::kChainDecode;
+  const int32_t per = chain ? 1 : n;
   for (int32_t b = 0; b < before.requests; ++b) {
     const size_t i = size_t(b);
     const int32_t a = before.accepted[i];
-    if (before.target == StepCommitTarget::kDraftExtend) {
-      // Row j of request b: g_{j+1} where j != a and j < d, else y (SPEC.md §6.1).
+    const int32_t shift = before.shift_accepted.empty() ? 0 : before.shift_accepted[i];
+    if (before.target == StepCommitTarget::kPositions) {
+      want.first_position[i] = before.first_position[i] + shift;
+      continue;
+    }
+    // Row j of request b at C_b + shift_b (+ a_b + s): SPEC.md §4.3.
+    const int32_t base = before.committed[i] + shift + (chain ? a + before.chain_step : 0);
+    const int32_t slot = before.req_slot[i];
+    for (int32_t j = 0; j < per; ++j) {
+      const size_t r = i * size_t(per) + size_t(j);
+      const int32_t pos = base + j;
+      want.positions[r] = pos;
+      want.row_len[r] = pos + 1;
+      want.row_topk_len[r] = std::min(pos + 1, before.topk);
+      want.row_req[r] = b;
+      want.row_page[r] = slot;
+      want.write_slot[r] =
+          before.page_table[size_t(slot * before.width + pos / kPageSize)] * kPageSize +
+          pos % kPageSize;
+      want.ks[r] = want.ke[r] = 0;
+    }
+    want.req_kv_len[i] = base + per;
+    if (before.target == StepCommitTarget::kVerify) {
+      // The verify's first token is the previous step's y.
+      want.tokens[i * size_t(n)] = before.shift_emitted[i * size_t(n) + size_t(shift)];
+    } else if (chain) {
+      if (!want.hidden_rows.empty()) want.hidden_rows[i] = b * n + a;
+    } else {
+      // Row j of the draft extend: g_{j+1} where j != a and j < d, else y (SPEC.md §6.1).
       const int32_t y = before.emitted[i * size_t(n) + size_t(a)];
       for (int32_t j = 0; j < n; ++j) {
         const size_t r = i * size_t(n) + size_t(j);
-        if (j == a || j == before.d) want.tokens[r] = y;
+        if (j == a || j == d) want.tokens[r] = y;
         if (j == a && !want.token_rows.empty()) want.token_rows[r] = -1;
       }
       want.sample_row[i] = b * n + a;
-      continue;
     }
-    const int32_t pos = before.committed[i] + a + before.chain_step;
-    const int32_t slot = before.req_slot[i];
-    want.positions[i] = pos;
-    want.row_len[i] = pos + 1;
-    want.row_topk_len[i] = std::min(pos + 1, before.topk);
-    want.row_req[i] = b;
-    want.row_page[i] = slot;
-    want.write_slot[i] =
-        before.page_table[size_t(slot * before.width + pos / kPageSize)] * kPageSize +
-        pos % kPageSize;
-    want.ks[i] = want.ke[i] = 0;
-    want.req_kv_len[i] = pos + 1;
-    if (!want.hidden_rows.empty()) want.hidden_rows[i] = b * n + a;
   }
   const std::pair<std::string_view, const std::vector<int32_t> StepCommitCase::*> buffers[] = {
       {"tokens", &StepCommitCase::tokens},
@@ -169,8 +201,11 @@ Status compare_step_commit(const StepCommitCase& before, const StepCommitCase& g
       {"ke", &StepCommitCase::ke},
       {"req_kv_len", &StepCommitCase::req_kv_len},
       {"hidden_rows", &StepCommitCase::hidden_rows},
+      {"first_position", &StepCommitCase::first_position},
       {"accepted", &StepCommitCase::accepted},
       {"emitted", &StepCommitCase::emitted},
+      {"shift_accepted", &StepCommitCase::shift_accepted},
+      {"shift_emitted", &StepCommitCase::shift_emitted},
       {"req_slot", &StepCommitCase::req_slot},
       {"page_table", &StepCommitCase::page_table}};
   for (const auto& [name, member] : buffers) {
@@ -187,16 +222,23 @@ Status check_step_commit(StepCommitFn op, int32_t requests, int32_t d, uint64_t 
   }
   ScopedCheckedMode checked(true);
   uint64_t k = 0;
-  for (int32_t s = 0; s < std::max(d, 2); ++s) {  // s = 0: the draft extend; 1..d - 1: the chain
-    const StepCommitTarget target =
-        s == 0 ? StepCommitTarget::kDraftExtend : StepCommitTarget::kChainDecode;
+  const auto run = [&](StepCommitTarget target, int32_t s, bool shifted,
+                       std::string_view what) -> Status {
     const StepCommitCase before =
-        random_step_commit_case(target, requests, d, std::max(s, 1), seed + 977 * ++k);
+        random_step_commit_case(target, requests, d, s, seed + 977 * ++k, shifted);
     StepCommitCase got = before;
     DSA_RETURN_IF_ERROR(op(got.params()));
-    DSA_RETURN_IF_ERROR(
-        compare_step_commit(before, got)
-            .with_context(s == 0 ? "draft extend" : fmt::format("chain step {}", s)));
+    return compare_step_commit(before, got)
+        .with_context(fmt::format("{}{}", what, shifted ? ", shifted" : ""));
+  };
+  DSA_RETURN_IF_ERROR(run(StepCommitTarget::kVerify, 1, true, "verify"));
+  DSA_RETURN_IF_ERROR(run(StepCommitTarget::kPositions, 1, true, "acceptance positions"));
+  for (bool shifted : {false, true}) {
+    DSA_RETURN_IF_ERROR(run(StepCommitTarget::kDraftExtend, 1, shifted, "draft extend"));
+    for (int32_t s = 1; s < std::max(d, 2); ++s) {
+      DSA_RETURN_IF_ERROR(
+          run(StepCommitTarget::kChainDecode, s, shifted, fmt::format("draft decode {}", s)));
+    }
   }
   return ok_status();
 }

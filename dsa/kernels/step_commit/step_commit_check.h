@@ -18,7 +18,8 @@ using StepCommitFn = Status (*)(const StepCommitParams&);
 struct StepCommitCase {
   StepCommitTarget target = StepCommitTarget::kDraftExtend;
   int32_t requests = 0, d = 0, chain_step = 1, topk = 0;
-  std::vector<int32_t> accepted, emitted, committed;  // committed: C_b
+  std::vector<int32_t> accepted, emitted, committed;  // committed: the position base C_b built at
+  std::vector<int32_t> shift_accepted, shift_emitted, first_position;  // empty: no shift
   std::vector<int32_t> tokens, token_rows, sample_row;
   std::vector<int32_t> row_len, row_topk_len, row_req, row_page, positions, write_slot, ks, ke;
   std::vector<int32_t> req_kv_len, req_slot, hidden_rows;
@@ -28,19 +29,21 @@ struct StepCommitCase {
   StepCommitParams params();
 };
 
-// B requests, d drafts; kChainDecode at step chain_step (1 also writes hidden_rows). Positions
-// stay below W P with room for a + s; every page of the slots' rows exists.
+// B requests, d drafts; kChainDecode at step chain_step (1 also writes hidden_rows); `shifted`:
+// with a previous step's counts (always for kVerify and kPositions). Positions stay below W P
+// with room for the shift, a and s; every page of the slots' rows exists.
 StepCommitCase random_step_commit_case(StepCommitTarget target, int32_t requests, int32_t d,
-                                       int32_t chain_step, uint64_t seed);
+                                       int32_t chain_step, uint64_t seed, bool shifted = false);
 
 // Compares every buffer of `got` (after the op ran on it) with an independent formulation of the
-// commit over `before` (the case as built): the §6.1 token row and sample row of the draft extend,
-// or the §4.3 row of a DECODE at C_b + a_b + s; every entry outside the B real requests unchanged.
+// commit over `before` (the case as built): the §4.3 rows at C_b + shift_b (+ a_b + s for a draft
+// decode), the §6.1 token row and sample row of the draft extend, the verify's first token, the
+// shifted positions; every entry outside the B real requests unchanged.
 // Internal naming the buffer, the index and both values.
 Status compare_step_commit(const StepCommitCase& before, const StepCommitCase& got);
 
-// Runs `op` on random cases of both targets (B = requests, every accepted count 0..d met when B
-// is large enough) and compares with compare_step_commit. Exact.
+// Runs `op` on random cases of every target, with and without a shift (B = requests, every
+// accepted count 0..d met when B is large enough) and compares with compare_step_commit. Exact.
 Status check_step_commit(StepCommitFn op, int32_t requests, int32_t d, uint64_t seed);
 
 }  // namespace dsa::kernels

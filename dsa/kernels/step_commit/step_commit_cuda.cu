@@ -28,8 +28,9 @@ __global__ void __launch_bounds__(kThreads)
   const StepCommitError e = commit_request(p, static_cast<int32_t>(b), &value);
   if (e != StepCommitError::kNone) {
     cuda::report_device_error(err,
-                              e == StepCommitError::kAccepted ? StatusCode::kInvalidArgument
-                                                              : StatusCode::kFailedPrecondition,
+                              e == StepCommitError::kAccepted || e == StepCommitError::kShift
+                                  ? StatusCode::kInvalidArgument
+                                  : StatusCode::kFailedPrecondition,
                               cuda::OpId::kStepCommit, static_cast<int32_t>(b), value);
   }
 }

@@ -44,6 +44,9 @@ Status run_on_device(StepCommitCase& c) {
   p.req_kv_len = on(c.req_kv_len), p.req_slot = on(c.req_slot);
   p.hidden_rows = c.hidden_rows.empty() ? nullptr : on(c.hidden_rows);
   p.page_table.data = on(c.page_table);
+  p.shift_accepted = c.shift_accepted.empty() ? nullptr : on(c.shift_accepted);
+  p.shift_emitted = c.shift_emitted.empty() ? nullptr : on(c.shift_emitted);
+  p.first_position = c.first_position.empty() ? nullptr : on(c.first_position);
   const Status s = step_commit_cuda(p);
   for (size_t i = 0; i < all.size(); ++i) {
     std::vector<int32_t> back = host(d[i]);
@@ -59,11 +62,16 @@ TEST(StepCommitCuda, SameBytesAsTheReference) {
   uint64_t k = 0;
   for (int32_t d : {1, 3, 4, 7}) {
     for (int32_t B : {1, 5, 130, 300}) {  // 130 and 300: more than one CTA
-      for (int32_t s = 0; s < std::max(d, 2); ++s) {
-        const StepCommitTarget t =
-            s == 0 ? StepCommitTarget::kDraftExtend : StepCommitTarget::kChainDecode;
-        const StepCommitCase before =
-            random_step_commit_case(t, B, d, std::max(s, 1), testing::test_seed() + ++k);
+      // s = -2: the verify, -1: the acceptance's positions, 0: the draft extend, then the chain.
+      for (int32_t s = -2; s < 2 * std::max(d, 2); ++s) {
+        const int32_t step = s % std::max(d, 2);
+        const bool shifted = s >= std::max(d, 2);
+        const StepCommitTarget t = s == -2     ? StepCommitTarget::kVerify
+                                   : s == -1   ? StepCommitTarget::kPositions
+                                   : step == 0 ? StepCommitTarget::kDraftExtend
+                                               : StepCommitTarget::kChainDecode;
+        const StepCommitCase before = random_step_commit_case(t, B, d, std::max(step, 1),
+                                                              testing::test_seed() + ++k, shifted);
         StepCommitCase ref = before, gpu = before;
         ASSERT_TRUE(step_commit_ref(ref.params()).ok());
         const Status st = run_on_device(gpu);
@@ -73,6 +81,7 @@ TEST(StepCommitCuda, SameBytesAsTheReference) {
         EXPECT_EQ(gpu.tokens, ref.tokens);
         EXPECT_EQ(gpu.write_slot, ref.write_slot);
         EXPECT_EQ(gpu.hidden_rows, ref.hidden_rows);
+        EXPECT_EQ(gpu.first_position, ref.first_position);
       }
     }
   }

@@ -13,11 +13,21 @@ Status validate(const StepCommitParams& p) {
   DSA_RETURN_IF_ERROR(require_in(kOp, "requests", p.requests, 0, INT32_MAX / 8));
   DSA_RETURN_IF_ERROR(require_in(kOp, "drafts_per_request", p.drafts_per_request, 1, 7));
   if (p.requests == 0) return ok_status();
-  DSA_RETURN_IF_ERROR(require_pointer(kOp, "accepted", p.accepted));
-  DSA_RETURN_IF_ERROR(require_pointer(kOp, "emitted", p.emitted));
+  if (p.target == StepCommitTarget::kPositions) {
+    DSA_RETURN_IF_ERROR(require_pointer(kOp, "shift_accepted", p.shift_accepted));
+    return require_pointer(kOp, "first_position", p.first_position);
+  }
+  if (p.target == StepCommitTarget::kVerify) {
+    DSA_RETURN_IF_ERROR(require_pointer(kOp, "shift_accepted", p.shift_accepted));
+    DSA_RETURN_IF_ERROR(require_pointer(kOp, "shift_emitted", p.shift_emitted));
+    DSA_RETURN_IF_ERROR(require_pointer(kOp, "tokens", p.tokens));
+  } else {
+    DSA_RETURN_IF_ERROR(require_pointer(kOp, "accepted", p.accepted));
+    DSA_RETURN_IF_ERROR(require_pointer(kOp, "emitted", p.emitted));
+  }
   if (p.target == StepCommitTarget::kDraftExtend) {
     DSA_RETURN_IF_ERROR(require_pointer(kOp, "tokens", p.tokens));
-    return require_pointer(kOp, "sample_row", p.sample_row);
+    DSA_RETURN_IF_ERROR(require_pointer(kOp, "sample_row", p.sample_row));
   }
   const RowArrays& r = p.rows;
   for (const auto& [name, ptr] : {std::pair{"rows.row_len", r.row_len},
@@ -45,8 +55,9 @@ Status step_commit_ref(const StepCommitParams& p) {
     int32_t value = 0;
     const StepCommitError e = commit_request(p, b, &value);
     if (e == StepCommitError::kNone || !first.ok()) continue;
-    if (e == StepCommitError::kAccepted) {
-      first = element_error(StatusCode::kInvalidArgument, kOp, "accepted", b, value,
+    if (e == StepCommitError::kAccepted || e == StepCommitError::kShift) {
+      first = element_error(StatusCode::kInvalidArgument, kOp,
+                            e == StepCommitError::kShift ? "shift_accepted" : "accepted", b, value,
                             fmt::format("must be in [0, d = {}]", p.drafts_per_request));
     } else if (e == StepCommitError::kSlot) {
       first = element_error(StatusCode::kFailedPrecondition, kOp, "req_slot", b, value,

@@ -64,6 +64,24 @@ TEST(StepCommit, AnAcceptedCountOutOfRangeIsRefusedAndLeavesTheRequest) {
   }
 }
 
+TEST(StepCommit, AShiftOutOfRangeIsRefused) {
+  for (StepCommitTarget t : {StepCommitTarget::kVerify, StepCommitTarget::kPositions,
+                             StepCommitTarget::kDraftExtend, StepCommitTarget::kChainDecode}) {
+    StepCommitCase c = random_step_commit_case(t, 3, 2, 1, testing::test_seed() + 5, true);
+    c.shift_accepted[1] = 3;
+    const StepCommitCase before = c;
+    const Status s = step_commit_ref(c.params());
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("shift_accepted[1] = 3"), std::string::npos) << s.message();
+    if (t == StepCommitTarget::kPositions) {
+      EXPECT_EQ(c.first_position[1], before.first_position[1]);
+    } else {
+      EXPECT_EQ(c.positions[t == StepCommitTarget::kChainDecode ? 1 : 3],
+                before.positions[t == StepCommitTarget::kChainDecode ? 1 : 3]);
+    }
+  }
+}
+
 // SPEC.md §9 bug class 12: a device position ahead of the host's pages is an error, and nothing is
 // written to page 0 (write_slot -1).
 TEST(StepCommit, APositionWithoutAPageIsAnErrorAndWritesNothing) {
@@ -119,6 +137,11 @@ TEST(StepCommit, BadParamsNameTheField) {
   p = e.params();
   p.sample_row = nullptr;
   EXPECT_NE(step_commit_ref(p).message().find("sample_row is null"), std::string::npos);
+  StepCommitCase v =
+      random_step_commit_case(StepCommitTarget::kVerify, 2, 3, 1, testing::test_seed(), true);
+  p = v.params();
+  p.shift_emitted = nullptr;
+  EXPECT_NE(step_commit_ref(p).message().find("shift_emitted is null"), std::string::npos);
   // No requests: nothing read, nothing needed.
   EXPECT_TRUE(step_commit_ref(StepCommitParams{.requests = 0, .drafts_per_request = 3}).ok());
 }

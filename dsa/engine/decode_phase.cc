@@ -185,18 +185,11 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_accept).count() -
       (metrics_.times.emit_s - emit_before);
   // DRAFT_EXTEND row r pairs with verify row r (§6.7): every row of the verify, in place.
-  std::vector<int32_t> rows(sz(std::min(target.header.rows_pad, plan[1].rows_pad)));
-  for (size_t r = 0; r < rows.size(); ++r) rows[r] = int32_t(r);
-  std::vector<bf16> host_rows;
-  model::ForwardInputs mtp_in = mtp_inputs(target, rows, &host_rows);
-  mtp_in.tokens = mtp_tokens;
-  if (any_kept) {
-    mtp_in.token_rows = mtp_token_rows;
-    mtp_in.token_source = model::TokenSource::kDraftSlots;
-  }
+  DraftExtendInputs mtp_in;
+  draft_extend_inputs(target, plan[1], mtp_tokens, mtp_token_rows, any_kept, &mtp_in);
   model::ForwardOutput mtp;
-  DSA_RETURN_IF_ERROR(
-      run_forward(plan[1], std::move(mtp_reqs), mtp_in, &mtp, outputs(true, drafts_on_backend())));
+  DSA_RETURN_IF_ERROR(run_forward(plan[1], std::move(mtp_reqs), mtp_in.in, &mtp,
+                                  outputs(true, drafts_on_backend())));
   std::vector<int32_t> sampled(reqs.size());
   for (size_t b = 0; b < reqs.size(); ++b) sampled[b] = mtp.sample_row[b];
   return draft_chain(reqs, mtp, sampled, std::move(committed),

@@ -88,20 +88,13 @@ Status Engine::device_committed_step(const std::vector<RequestState*>& reqs,
     inputs[b].sample_count = 1;
     committed.push_back(inputs[b].cached_len + 1);  // the chain's a = 0 build
   }
-  std::vector<int32_t> rows(sz(std::min(target.header.rows_pad, plan[1].rows_pad)));
-  for (size_t r = 0; r < rows.size(); ++r) rows[r] = int32_t(r);
-  std::vector<bf16> host_rows;
-  model::ForwardInputs mtp_in = mtp_inputs(target, rows, &host_rows);
-  mtp_in.tokens = mtp_tokens;
-  if (any_kept) {
-    mtp_in.token_rows = mtp_token_rows;
-    mtp_in.token_source = model::TokenSource::kDraftSlots;
-  }
-  mtp_in.accepted_patch = model::AcceptedPatch::kDraftExtend;
-  mtp_in.shifted = shifted;
+  DraftExtendInputs mtp_in;
+  draft_extend_inputs(target, plan[1], mtp_tokens, mtp_token_rows, any_kept, &mtp_in);
+  mtp_in.in.accepted_patch = model::AcceptedPatch::kDraftExtend;
+  mtp_in.in.shifted = shifted;
   model::ForwardOutput mtp;
   DSA_RETURN_IF_ERROR(
-      run_forward(plan[1], std::move(inputs), mtp_in, &mtp, outputs(true, drafts_on_backend())));
+      run_forward(plan[1], std::move(inputs), mtp_in.in, &mtp, outputs(true, drafts_on_backend())));
   // The first draft decode's hidden rows: b n, moved to b n + a_b by the commit.
   std::vector<int32_t> first_rows(reqs.size());
   for (size_t b = 0; b < reqs.size(); ++b) first_rows[b] = int32_t(b) * n;

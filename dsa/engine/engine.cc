@@ -141,6 +141,20 @@ Status Engine::run_forward(const ForwardShape& shape, std::vector<runtime::Reque
   return ok_status();
 }
 
+void Engine::draft_extend_inputs(const model::ForwardOutput& target, const ForwardShape& shape,
+                                 std::span<const int32_t> tokens,
+                                 std::span<const int32_t> token_rows, bool any_kept,
+                                 DraftExtendInputs* out) const {
+  out->rows.resize(sz(std::min(target.header.rows_pad, shape.rows_pad)));
+  for (size_t r = 0; r < out->rows.size(); ++r) out->rows[r] = int32_t(r);
+  out->in = mtp_inputs(target, out->rows, &out->host_rows);
+  out->in.tokens = tokens;
+  if (any_kept) {
+    out->in.token_rows = token_rows;
+    out->in.token_source = model::TokenSource::kDraftSlots;
+  }
+}
+
 model::ForwardInputs Engine::mtp_inputs(const model::ForwardOutput& prev,
                                         const std::vector<int32_t>& rows,
                                         std::vector<bf16>* host_rows) const {

@@ -212,6 +212,17 @@ class Engine {
   model::ForwardInputs mtp_inputs(const model::ForwardOutput& prev,
                                   const std::vector<int32_t>& rows,
                                   std::vector<bf16>* host_rows) const;
+  // The DRAFT_EXTEND's inputs after the verify `target` (every verify row in place, SPEC.md §6.7):
+  // `tokens`, those listed in `token_rows` gathered from the draft slots when any_kept. `out`
+  // owns what its `in` points at.
+  struct DraftExtendInputs {
+    std::vector<int32_t> rows;
+    std::vector<bf16> host_rows;
+    model::ForwardInputs in;
+  };
+  void draft_extend_inputs(const model::ForwardOutput& target, const ForwardShape& shape,
+                           std::span<const int32_t> tokens, std::span<const int32_t> token_rows,
+                           bool any_kept, DraftExtendInputs* out) const;
   // What a forward must bring back: its hidden states if an MTP forward takes them from the host
   // (host_handoff and `feeds_mtp`), its logits unless they are decided on the backend.
   model::ForwardOutputs outputs(bool feeds_mtp, bool on_backend) const {

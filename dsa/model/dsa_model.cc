@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "dsa/core/checked_mode.h"
 #include "dsa/model/backend_random_weights.h"
 #include "dsa/model/memory_plan.h"
 #include "dsa/model/random_tensors.h"
@@ -99,6 +100,7 @@ DsaModel::DsaModel(ModelConfig config, ModelWeights weights, const ModelOptions&
           runtime::AttentionDims{int32_t(config_.index_n_heads),
                                  int32_t(config_.num_attention_heads), float(config_.sm_scale())}),
       meta_(mc),
+      patched_meta_(mc),
       mirror_(ops.backend, mc, config_.hidden_size),
       ws_(ops.backend),
       graphs_(ops.backend, options.buckets) {
@@ -500,6 +502,12 @@ Status DsaModel::stage_from_backend(const ForwardInputs& in) {
         mirror_.commit_step(ops_, meta_, target, verify ? nullptr : acceptance_.accepted(),
                             verify ? nullptr : acceptance_.emitted(), shift_accepted, shift_emitted,
                             accepted_d_, in.accepted_patch == AcceptedPatch::kFirstDraftDecode));
+    // Checked mode: the device-built metadata meets the invariants the host build is checked
+    // for (SPEC.md §4.6), read back here (a synchronisation: checked mode trades speed for it).
+    if (checked_mode()) {
+      DSA_RETURN_IF_ERROR(sync_and_check("step commit"));
+      DSA_RETURN_IF_ERROR(mirror_.validate_uploaded(meta_, pages_, &patched_meta_));
+    }
   }
   if (h.model == runtime::ModelKind::kMtp && in.hidden_from_last) {
     const int64_t row_bytes = int64_t(config_.hidden_size) * int64_t(sizeof(bf16));

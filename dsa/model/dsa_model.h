@@ -338,7 +338,8 @@ class DsaModel {
   runtime::PagedCacheManager pages_;
   ModelCaches caches_;  // num_pages from the cache plan
   runtime::AttentionStep attention_;
-  runtime::ForwardMetadata meta_;  // the current forward's, built in place (fixed capacity)
+  runtime::ForwardMetadata meta_;          // the current forward's, built in place (fixed capacity)
+  runtime::ForwardMetadata patched_meta_;  // checked mode: a patched forward read back
   runtime::MetadataMirror mirror_;
   runtime::Workspace ws_;
   // Outputs at capacity (row_capacity rows), at fixed addresses: what graphs write.

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "dsa/runtime/metadata_schedule.h"
+#include "dsa/runtime/metadata_validator.h"
 
 namespace dsa::runtime {
 
@@ -208,6 +209,20 @@ Status MetadataMirror::rebuild_schedule(const kernels::OpTable& ops,
   p.schedule = schedule_;
   p.schedule_capacity = static_cast<int32_t>(m.schedule.size());
   return ops.build_logits_schedule(p);
+}
+
+Status MetadataMirror::validate_uploaded(const ForwardMetadata& m, const PagedCacheManager& pages,
+                                         ForwardMetadata* out) const {
+  const MemoryOps& mem = memory_ops(backend_);
+  for (const Field& f : kFields) {
+    std::vector<int32_t>& v = out->*f.host;
+    DSA_RETURN_IF_ERROR(mem.copy(v.data(), arrays_.*f.view, v.size() * sizeof(int32_t)));
+  }
+  DSA_RETURN_IF_ERROR(mem.sync());
+  out->header = m.header;
+  DSA_RETURN_IF_ERROR(build_metadata_schedule(config_, *out));
+  return validate_forward_metadata(*out, config_, pages.page_table())
+      .with_context("metadata patched on the device");
 }
 
 Status MetadataMirror::commit_step(const kernels::OpTable& ops, const ForwardMetadata& m,

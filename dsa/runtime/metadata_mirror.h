@@ -98,6 +98,12 @@ class MetadataMirror {
   // `hidden_rows` (the first draft decode, whose hidden states are the draft extend's rows).
   // kVerify (a TARGET_VERIFY) reads no counts of its own, only the shift. shift_accepted /
   // shift_emitted (or null): the previous, unread step's counts, for the same requests in order.
+  // Checked mode (SPEC.md §4.6): the forward's metadata as the backend holds it after
+  // commit_step, read back (a synchronising copy) into `out` (built for the same config) with
+  // `m`'s header, its schedule rebuilt on the host from the patched lengths, and validated against
+  // every invariant the host build is checked for (FailedPrecondition naming the invariant).
+  Status validate_uploaded(const ForwardMetadata& m, const PagedCacheManager& pages,
+                           ForwardMetadata* out) const;
   Status commit_step(const kernels::OpTable& ops, const ForwardMetadata& m,
                      kernels::StepCommitTarget target, const int32_t* accepted,
                      const int32_t* emitted, const int32_t* shift_accepted,

@@ -164,7 +164,10 @@ TEST(DeviceCommit, OverlappedStepsEqualReadingEveryStep) {
     auto m = testing::tiny_model(d, 4, 0, {1, 2, 4});
     for (const SamplingParams& s : {SamplingParams{}, SamplingParams{0.8f, 0.9f, 50, 1234}}) {
       const std::vector<GenerationRequest> reqs = requests(s);
+      const int64_t waits = m->staging_ring_waits();
       const Finished on = run(*m, reqs, backend(true, true));
+      // Two steps' uploads fit the staging ring: an overlapped step never waits for it.
+      EXPECT_EQ(m->staging_ring_waits(), waits) << "d = " << d;
       const Finished off = run(*m, reqs, backend(true, false));
       const std::string what =
           "d = " + std::to_string(d) + ", T = " + std::to_string(s.temperature);

@@ -41,9 +41,10 @@ size_t page_table_size(const kernels::PageTable& pt) { return size_t(pt.num_rows
 constexpr uint64_t kNeverCopied = ~uint64_t{0};
 size_t words_for_bf16(int64_t count) { return size_t((count + 1) / 2); }
 
-// One slot per forward a speculative step launches back to back (the verify, the draft extend and
-// the d - 1 draft decodes: with the step commit nothing is read between them), at least two.
-int32_t ring_slots(const MetadataConfig& c) { return std::max<int32_t>(2, c.num_draft_tokens + 1); }
+// One slot per forward of two speculative steps (the verify, the draft extend and the d - 1 draft
+// decodes each): with the step commit nothing is read inside a step, and with the overlap a step's
+// uploads are known read only once the step after it has been launched. At least two (d = 0).
+int32_t ring_slots(const MetadataConfig& c) { return 2 * (c.num_draft_tokens + 1); }
 
 }  // namespace
 

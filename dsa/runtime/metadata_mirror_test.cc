@@ -91,7 +91,7 @@ TEST(MetadataMirror, TheStagingRingWaitsOnlyWhenFull) {
   const MetadataConfig c = testing::small_config(3);
   PagedCacheManager pages(c.num_pages, c.num_rows, c.page_table_width);
   MetadataMirror mirror(kernels::Backend::kCpu, c, 8);
-  ASSERT_EQ(mirror.staging_slots(), 4);  // d + 1 for d = 3
+  ASSERT_EQ(mirror.staging_slots(), 8);  // two steps of d + 1 forwards for d = 3
   auto a = pages.open_request();
   ASSERT_TRUE(a.ok() && pages.reserve(*a, 40).ok());
   ForwardBatch fb;
@@ -101,7 +101,7 @@ TEST(MetadataMirror, TheStagingRingWaitsOnlyWhenFull) {
   ForwardMetadata meta(c);
   ASSERT_TRUE(build_forward_metadata(fb, c, pages.page_table(), meta).ok());
   const std::vector<int32_t> rows = {0};
-  for (int32_t i = 0; i < 4; ++i) {
+  for (int32_t i = 0; i < mirror.staging_slots(); ++i) {
     const std::vector<int32_t> tokens = {10 + i, 0};
     ASSERT_TRUE(mirror.upload(meta, pages, tokens, {}, rows).ok());
     EXPECT_EQ(mirror.tokens()[0], 10 + i);
@@ -110,7 +110,7 @@ TEST(MetadataMirror, TheStagingRingWaitsOnlyWhenFull) {
   }
   EXPECT_EQ(mirror.ring_waits(), 0);
   const std::vector<int32_t> tokens = {7, 0};
-  ASSERT_TRUE(mirror.upload(meta, pages, tokens).ok());  // a fifth: the ring is full
+  ASSERT_TRUE(mirror.upload(meta, pages, tokens).ok());  // one more: the ring is full
   EXPECT_EQ(mirror.ring_waits(), 1);
   EXPECT_EQ(mirror.hidden_rows()[0], -1);
   const std::vector<bf16> hidden(16, float_to_bf16(1.f));

@@ -173,13 +173,8 @@ Status Engine::decode_phase(const std::vector<RequestState*>& running) {
     }
     mtp_reqs[b].sample_first = a;
     mtp_reqs[b].sample_count = 1;
-    metrics_.accept.add(a);
-    ++metrics_.verify_steps;
-    r.accept_lengths.push_back(a + 1);
-    r.committed += a + 1;
-    r.pending = y;
+    commit_on_host(r, acc);
     committed.push_back(r.committed);
-    emit(r, acc.emitted);
   }
   metrics_.times.accept_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_accept).count() -

@@ -105,31 +105,20 @@ Status Engine::device_committed_step(const std::vector<RequestState*>& reqs,
     metrics_.shifted_steps += shifted ? 1 : 0;
   }
 
-  if (overlap) {
-    // Left in flight: its counts come back behind a marker, read by the next step (after it has
-    // launched its own forwards) or whenever the engine needs them on the host.
-    DSA_ASSIGN_OR_RETURN(const model::AcceptTicket ticket, model_.readback_acceptance());
-    InFlightDecode next;
-    next.accept = ticket;
-    next.launch = -1;
-    for (RequestState* r : reqs) {
-      r->in_flight += 1;
-      next.ids.push_back(r->id);
-    }
-    DSA_RETURN_IF_ERROR(finish_in_flight());  // the step before, if any
-    in_flight_ = std::move(next);
-    return ok_status();
+  // The step's one read: its counts come back behind a marker. Overlapped, it is left in flight
+  // and read by the next step (after that one has launched its own forwards) or whenever the
+  // engine needs it on the host; otherwise at once.
+  DSA_ASSIGN_OR_RETURN(const model::AcceptTicket ticket, model_.readback_acceptance());
+  InFlightDecode next;
+  next.accept = ticket;
+  next.launch = -1;
+  for (RequestState* r : reqs) {
+    r->in_flight += 1;
+    next.ids.push_back(r->id);
   }
-  // The step's one read, then the host's commit (as decode_phase's).
-  model::VerifyAcceptance v;
-  DSA_RETURN_IF_ERROR(model_.read_acceptance(&v));
-  const std::vector<AcceptResult> decided = accept_results(v);
-  const auto t_accept = std::chrono::steady_clock::now();
-  const double emit_before = metrics_.times.emit_s;
-  for (size_t b = 0; b < reqs.size(); ++b) commit_on_host(*reqs[b], decided[b]);
-  metrics_.times.accept_s +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_accept).count() -
-      (metrics_.times.emit_s - emit_before);
+  if (!overlap) return finish_speculative(next);
+  DSA_RETURN_IF_ERROR(finish_in_flight());  // the step before, if any
+  in_flight_ = std::move(next);
   return ok_status();
 }
 

@@ -78,7 +78,7 @@ struct EngineOptions {
   // Tokens are the same as without it; each is emitted one step later. With d > 0 and the step
   // committed on the device (device_commit), the same for a speculative step over the same
   // requests as the one in flight: it is built as if that step accepted nothing and moved by its
-  // counts on the backend (overlapped_spec.cc). false: every step reads its tokens before the next
+  // counts on the backend (device_commit.cc). false: every step reads its tokens before the next
   // is launched (`--disable-overlap-schedule`).
   bool overlap = true;
   // The step commit (SPEC.md §6.7, docs/device_committed_step.md): a speculative step whose
@@ -183,8 +183,8 @@ class Engine {
   // Whether the speculative step over `reqs` may be launched before the one in flight is read:
   // the same requests in the same order, their drafts kept where that step's chain left them.
   bool shifts_in_flight(const std::vector<RequestState*>& reqs) const;
-  // The commit of a speculative step's counts and tokens on the host (read or collected):
-  // accept statistics, committed length, the pending token, the emitted tokens.
+  // The commit of a speculative step's counts and tokens on the host (every path: host rules,
+  // read first, collected): accept statistics, committed length, the pending token, emission.
   void commit_on_host(RequestState& r, const AcceptResult& acc);
   // Whether a speculative step over requests decided on the backend commits on the device.
   bool commits_on_device() const;

@@ -97,6 +97,7 @@ class BackendAcceptance {
   // The last launch's outputs where the op wrote them (backend memory): accepted [B], emitted
   // [B, d + 1]; they stay until the launch after the next. previous_*: the launch before it.
   int32_t last_requests() const { return int32_t(slots_[last()].b); }
+  int32_t last_drafts() const { return int32_t(slots_[last()].n) - 1; }  // d (-1: none launched)
   const int32_t* accepted() const { return slots_[last()].out.data(); }
   const int32_t* emitted() const { return accepted() + slots_[last()].b; }
   int32_t previous_requests() const { return int32_t(slots_[1 - last()].b); }

@@ -474,17 +474,17 @@ Status DsaModel::stage_from_backend(const ForwardInputs& in) {
     // First: the gathers below read the patched hidden rows and skip the patched token rows.
     // The verify's shift is the last acceptance; the others' counts are the last and their shift
     // the one before (AcceptedPatch, ForwardInputs::shifted).
+    const int32_t d = acceptance_.last_drafts();
     const bool verify = in.accepted_patch == AcceptedPatch::kVerify;
     const int32_t own = verify ? h.num_requests : acceptance_.last_requests();
     const int32_t before = !in.shifted ? h.num_requests
                            : verify    ? acceptance_.last_requests()
                                        : acceptance_.previous_requests();
-    if (accepted_d_ < 1 || own != h.num_requests || before != h.num_requests ||
-        (verify && !in.shifted)) {
+    if (d < 1 || own != h.num_requests || before != h.num_requests || (verify && !in.shifted)) {
       return invalid_argument(fmt::format(
           "forward: patched from the acceptance launches (d = {}; the last of {} requests, the one "
           "before of {}{}), but this forward has {} requests",
-          accepted_d_, acceptance_.last_requests(), acceptance_.previous_requests(),
+          d, acceptance_.last_requests(), acceptance_.previous_requests(),
           in.shifted ? ", shifted" : "", h.num_requests));
     }
     using kernels::StepCommitTarget;
@@ -501,7 +501,7 @@ Status DsaModel::stage_from_backend(const ForwardInputs& in) {
     DSA_RETURN_IF_ERROR(
         mirror_.commit_step(ops_, meta_, target, verify ? nullptr : acceptance_.accepted(),
                             verify ? nullptr : acceptance_.emitted(), shift_accepted, shift_emitted,
-                            accepted_d_, in.accepted_patch == AcceptedPatch::kFirstDraftDecode));
+                            d, in.accepted_patch == AcceptedPatch::kFirstDraftDecode));
     // Checked mode: the device-built metadata meets the invariants the host build is checked
     // for (SPEC.md §4.6), read back here (a synchronisation: checked mode trades speed for it).
     if (checked_mode()) {
@@ -663,7 +663,6 @@ Status DsaModel::launch_acceptance(int32_t vocab, int32_t d, std::span<const int
                                            drafts, params, first_position,
                                            {drafts_.data(), draft_count_, draft_rows}, shifted));
   }
-  accepted_d_ = d;
   timing_.sample_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return ok_status();
 }

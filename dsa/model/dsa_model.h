@@ -361,7 +361,6 @@ class DsaModel {
   int32_t last_rows_pad_ = 0;
   runtime::Buffer<int32_t> drafts_;
   int32_t draft_count_ = 0, drafts_written_ = 0;
-  int32_t accepted_d_ = 0;  // d of the last acceptance launched (what a patch reads)
   runtime::Buffer<int32_t> iota_;
 };
 

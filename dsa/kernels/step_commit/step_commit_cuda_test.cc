@@ -24,10 +24,13 @@ using testing::host;
 // Runs step_commit_cuda on device copies of `c`'s buffers and copies every buffer back into `c`.
 Status run_on_device(StepCommitCase& c) {
   std::vector<std::vector<int32_t>*> all = {
-      &c.accepted,     &c.emitted,    &c.tokens,   &c.token_rows,  &c.sample_row, &c.row_len,
-      &c.row_topk_len, &c.row_req,    &c.row_page, &c.positions,   &c.write_slot, &c.ks,
-      &c.ke,           &c.req_kv_len, &c.req_slot, &c.hidden_rows, &c.page_table};
+      &c.accepted,   &c.emitted,        &c.tokens,        &c.token_rows,
+      &c.sample_row, &c.row_len,        &c.row_topk_len,  &c.row_req,
+      &c.row_page,   &c.positions,      &c.write_slot,    &c.ks,
+      &c.ke,         &c.req_kv_len,     &c.req_slot,      &c.hidden_rows,
+      &c.page_table, &c.shift_accepted, &c.shift_emitted, &c.first_position};
   std::vector<cuda::DeviceBuffer<int32_t>> d;
+  // dev(v, 1): an empty vector still gets a (one-element) buffer; `on` maps it to null below.
   for (std::vector<int32_t>* v : all) d.push_back(dev(*v, 1));
   StepCommitParams p = c.params();  // host pointers, replaced one for one
   const auto on = [&](const std::vector<int32_t>& v) {

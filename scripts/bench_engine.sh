@@ -11,8 +11,11 @@
 # reads per step. RUNS="on:device" (say) restricts the graph / sampling variants run;
 # OVERLAP="on off" runs each also with --disable-overlap-schedule (default: on only);
 # COMMIT="on off" each d > 0 run also with --disable-device-commit (default: on only). The commit
-# column gives the steps committed on the device (d > 0), or off.
-# Usage: [BREAKDOWN=1] [BATCHES="1 8 32"] [DRAFTS="0 3"] [RUNS="on:device on:host off:device"]
+# column gives the steps committed on the device (d > 0), or off. PROFILE=1 runs with
+# --profile-device-time and follows each row with the device's time per decode step: the step,
+# its forwards (each kind's mean), the rest (acceptance, sampling, copies, GPU idle inside the
+# step), step / forwards, and the device time between steps.
+# Usage: [BREAKDOWN=1] [PROFILE=1] [BATCHES="1 8 32"] [DRAFTS="0 3"] [RUNS="on:device on:host off:device"]
 #        [OVERLAP="on off"] [COMMIT="on off"] scripts/bench_engine.sh BUILD_DIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +39,7 @@ for batch in ${BATCHES:-1 8 32}; do
       [ "$overlap" = off ] && flag+=(--disable-overlap-schedule)
       [ "$commit" = off ] && flag+=(--disable-device-commit)
       [ "$graphs" = off ] && flag+=(--disable-cuda-graph)
+      [ "${PROFILE:-0}" = 1 ] && flag+=(--profile-device-time)
       [ "$d" -gt 0 ] && flag+=(--speculative-algorithm NEXTN --speculative-num-steps "$d")
       json=$("$dsa" generate --model models/tiny-dsa --prompts-file "$tmp/batch.txt" \
         --max-new-tokens 128 --device cuda --json \
@@ -62,6 +66,13 @@ if os.environ.get("BREAKDOWN") == "1" and "host_breakdown_ms_per_step" in j:
     print(f"    TTFT ms p50 {j.get('ttft_ms_p50', 0):.2f} | host ms/step: {parts} | step {h['step']:.4f}, host without wait "
           f"{h['host_without_wait']:.4f} | reads/step {j['readbacks_per_step']:.2f}, staged B/step {j.get('staged_bytes_per_step', 0):.0f}, "
           f"bytes/step {j['readback_bytes_per_step']:.0f}")
+if "device_time" in j:
+    t = j["device_time"]
+    kinds = ", ".join(f"{k['model']} {k['mode']} {k['ms_each']:.4f} x{k['forwards']}" for k in t["kinds"])
+    ratio = t["step_ms"] / t["forwards_ms_per_step"] if t["forwards_ms_per_step"] > 0 else 0
+    print(f"    device ms/step: step {t['step_ms']:.4f} = forwards {t['forwards_ms_per_step']:.4f} + rest "
+          f"{t['other_ms_per_step']:.4f} (step / forwards {ratio:.3f}); between steps {t['between_steps_ms']:.4f} | "
+          f"per forward: {kinds}")
 PY
      done
      done

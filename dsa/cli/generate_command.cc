@@ -43,6 +43,7 @@ struct GenerateArgs {
   bool ignore_eos = false;
   bool json = false;
   bool progress = false;
+  bool profile_device_time = false;
   std::optional<int64_t> random_prompt_len;  // random token-id prompts (benchmarks)
   int64_t num_prompts = 1;                   // how many, with random_prompt_len
 };
@@ -210,6 +211,12 @@ StatusOr<int> run(const GenerateArgs& a) {
   // cuda: FailedPrecondition without a device, Unimplemented in a host-only build.
   DSA_ASSIGN_OR_RETURN(const kernels::OpTable* ops, kernels::ops_for(setup.backend));
   model::ModelOptions mo = setup.model;
+  mo.profile_device_time = a.profile_device_time;
+  if (a.profile_device_time && setup.dp_size > 1) {
+    return invalid_argument(fmt::format(
+        "--profile-device-time with --dp-size = {}: profiles one engine only (use --dp-size 1)",
+        setup.dp_size));
+  }
   if (a.progress || isatty(STDERR_FILENO)) mo.on_load_progress = print_load_progress;
   BenchmarkModes modes;
   modes.simulated_accept_length = setup.simulate_accept_length;
@@ -310,7 +317,9 @@ StatusOr<int> run(const GenerateArgs& a) {
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);
     dp.steps[0] = eng.metrics().steps;
-    report.summary(eng.metrics(), model->timing(), model->graph_stats(), model->cache_plan(), dp);
+    DSA_ASSIGN_OR_RETURN(const model::DeviceTime device_time, model->device_time());
+    report.summary(eng.metrics(), model->timing(), model->graph_stats(), model->cache_plan(), dp,
+                   model->profiling_device_time() ? &device_time : nullptr);
   }
   if (g_signal != 0) {
     fmt::print(stderr, "dsa generate: interrupted ({}): {} of {} requests finished and written\n",
@@ -362,6 +371,10 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       "Print checkpoint loading progress on stderr (on by default when it is a terminal)");
   cmd->add_flag("--json", a->json,
                 "One JSON object per request as it finishes, then a summary object");
+  cmd->add_flag("--profile-device-time", a->profile_device_time,
+                "Time every decode step and forward on the device (timing events on the stream, "
+                "read after the run; adds a few microseconds of host time per forward) and "
+                "report them: the summary's device_time (with --json) or a table");
   cmd->callback([a, exit_code] {
     StatusOr<int> rc = run(*a);
     if (!rc.ok()) {

@@ -151,11 +151,35 @@ json host_breakdown(const engine::EngineMetrics& m, const model::ForwardTiming& 
               {"host_without_wait", per(t.total_s - ft.wait_s)}};
 }
 
+// --profile-device-time: the decode steps' device time per step, split into the forwards' and
+// the rest (acceptance, sampling, drafts, copies between forwards, and the GPU idle inside the
+// step), the time between decode steps, and each kind of forward's mean time.
+json device_time_json(const model::DeviceTime& t) {
+  const double n = double(std::max<int64_t>(1, t.steps.spans));
+  json kinds = json::array();
+  for (runtime::ModelKind model : {runtime::ModelKind::kTarget, runtime::ModelKind::kMtp}) {
+    for (runtime::ForwardMode mode : runtime::kAllForwardModes) {
+      const runtime::DeviceTimeline::Total& k = t.by_kind[model::ForwardTiming::index(model, mode)];
+      if (k.spans == 0) continue;
+      kinds.push_back({{"model", runtime::model_name(model)},
+                       {"mode", runtime::mode_name(mode)},
+                       {"forwards", k.spans},
+                       {"ms_each", k.ms / double(k.spans)}});
+    }
+  }
+  return json{{"decode_steps", t.steps.spans},
+              {"step_ms", t.steps.ms / n},
+              {"forwards_ms_per_step", t.steps.inner_ms / n},
+              {"other_ms_per_step", (t.steps.ms - t.steps.inner_ms) / n},
+              {"between_steps_ms", t.steps.spans > 1 ? t.steps.between_ms / (n - 1) : 0.0},
+              {"kinds", kinds}};
+}
+
 }  // namespace
 
 void GenerateReport::summary(const engine::EngineMetrics& m, const model::ForwardTiming& ft,
                              const runtime::GraphStats& gs, const model::CachePlan& cache,
-                             const DpSummary& dp) {
+                             const DpSummary& dp, const model::DeviceTime* device_time) {
   const double secs = seconds_since(t0_);
   const double steps = double(std::max<int64_t>(1, m.steps));
   const double tokens_per_s = secs > 0 ? double(m.emitted) / secs : 0;
@@ -225,6 +249,7 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
                                 {"weight_bytes", cache.weight_bytes},
                                 {"output_bytes", cache.output_bytes},
                                 {"mem_fraction_static", cache.mem_fraction_static}};
+    if (device_time != nullptr) j["summary"]["device_time"] = device_time_json(*device_time);
     const std::vector<std::string> banner = benchmark_banner(modes_);
     if (!banner.empty()) j["summary"]["warnings"] = banner;
     fmt::print("{}\n", dump(j));
@@ -263,6 +288,21 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
     for (int64_t n : dp.steps) fmt::print(" {}", n);
     fmt::print("; requests per rank");
     for (int64_t n : dp.requests) fmt::print(" {}", n);
+    fmt::print("]\n");
+  }
+  if (device_time != nullptr) {
+    const json t = device_time_json(*device_time);
+    fmt::print(
+        "[device time: {} decode steps, {:.3f} ms per step = forwards {:.3f} + the rest {:.3f}; "
+        "{:.3f} ms between steps; per forward:",
+        t["decode_steps"].get<int64_t>(), t["step_ms"].get<double>(),
+        t["forwards_ms_per_step"].get<double>(), t["other_ms_per_step"].get<double>(),
+        t["between_steps_ms"].get<double>());
+    for (const json& k : t["kinds"]) {
+      fmt::print(" {} {} {:.3f} ms ({})", k["model"].get<std::string>(),
+                 k["mode"].get<std::string>(), k["ms_each"].get<double>(),
+                 k["forwards"].get<int64_t>());
+    }
     fmt::print("]\n");
   }
   if (failed_ > 0) fmt::print("[{} of {} requests failed]\n", failed_, prompts_.size());

@@ -46,8 +46,10 @@ class GenerateReport {
   // A request the engine refused when it was added.
   void refused(size_t index, const Status& why);
   // m, ft, gs: of every rank together (merged); cache: one rank's (each has its own).
+  // device_time: --profile-device-time's figures, or null.
   void summary(const engine::EngineMetrics& m, const model::ForwardTiming& ft,
-               const runtime::GraphStats& gs, const model::CachePlan& cache, const DpSummary& dp);
+               const runtime::GraphStats& gs, const model::CachePlan& cache, const DpSummary& dp,
+               const model::DeviceTime* device_time = nullptr);
 
   size_t num_written() const { return written_; }
   size_t num_failed() const { return failed_; }

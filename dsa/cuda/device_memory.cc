@@ -90,6 +90,20 @@ void destroy_marker(void* marker) {
   if (marker != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(marker));
 }
 
+StatusOr<void*> create_timing_marker() {
+  cudaEvent_t e = nullptr;
+  DSA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+  return static_cast<void*>(e);
+}
+
+StatusOr<double> elapsed_ms(void* from, void* to) {
+  DSA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(static_cast<cudaEvent_t>(to)));
+  float ms = 0;
+  DSA_CUDA_RETURN_IF_ERROR(
+      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)));
+  return double(ms);
+}
+
 Status record_marker(void* marker) {
   DSA_CUDA_RETURN_IF_ERROR(cudaEventRecord(static_cast<cudaEvent_t>(marker), current_stream()));
   return ok_status();

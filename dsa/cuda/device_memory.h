@@ -34,5 +34,9 @@ StatusOr<void*> create_marker();
 void destroy_marker(void* marker);
 Status record_marker(void* marker);  // the point: what is issued on the current stream so far
 Status wait_marker(void* marker);    // returns once the work before the recorded point is done
+// The same with timing (--profile-device-time): recorded with record_marker, destroyed with
+// destroy_marker; elapsed_ms waits for `to` and gives the GPU time between the two points.
+StatusOr<void*> create_timing_marker();
+StatusOr<double> elapsed_ms(void* from, void* to);
 
 }  // namespace dsa::cuda

@@ -325,7 +325,11 @@ Status Engine::step() {
   // The running set is copied: the phases do not change it, and retiring below does.
   const std::vector<RequestState*> running = scheduler_.running();
   DSA_RETURN_IF_ERROR(prefill_phase(running));
-  DSA_RETURN_IF_ERROR(decode_phase(running));
+  // --profile-device-time: the decode phase's span on the device timeline (a no-op otherwise).
+  DSA_RETURN_IF_ERROR(model_.open_step_span());
+  const Status decoded = decode_phase(running);
+  DSA_RETURN_IF_ERROR(model_.close_step_span());
+  DSA_RETURN_IF_ERROR(decoded);
   metrics_.readbacks += ft.readbacks - readbacks;
   metrics_.readback_bytes += ft.readback_bytes - readback_bytes;
   metrics_.staged_bytes += ft.staged_bytes - staged_bytes;

@@ -197,6 +197,11 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
   }
   DSA_RETURN_IF_ERROR(m->allocate_outputs());
   if (options.cuda_graphs) DSA_RETURN_IF_ERROR(m->capture_graphs());
+  if (options.profile_device_time) {
+    // Label 0: the decode steps; 1 + ForwardTiming::index: the forwards.
+    m->timeline_ = std::make_unique<runtime::DeviceTimeline>(
+        runtime::memory_ops(ops.backend), int32_t(1 + 2 * ForwardTiming::kModes));
+  }
   return m;
 }
 
@@ -381,6 +386,26 @@ Status DsaModel::sync_and_check(std::string_view context) {
 }
 
 Status DsaModel::wait() { return sync_and_check("forward"); }
+
+Status DsaModel::open_step_span() {
+  if (!timeline_) return ok_status();
+  forwards_at_step_open_ = timing_.forwards;
+  return timeline_->open(0);
+}
+
+Status DsaModel::close_step_span() {
+  if (!timeline_) return ok_status();
+  return timeline_->close(0, timing_.forwards > forwards_at_step_open_);
+}
+
+StatusOr<DeviceTime> DsaModel::device_time() {
+  DeviceTime t;
+  if (!timeline_) return t;
+  DSA_RETURN_IF_ERROR(timeline_->resolve());
+  t.steps = timeline_->total(0);
+  for (size_t i = 0; i < t.by_kind.size(); ++i) t.by_kind[i] = timeline_->total(int32_t(1 + i));
+  return t;
+}
 
 Status DsaModel::stage(const ForwardInputs& in) {
   const runtime::MetadataHeader& h = meta_.header;
@@ -592,13 +617,21 @@ Status DsaModel::forward(runtime::ForwardBatch batch, const ForwardInputs& in, F
   clock::time_point ts;
   {
     runtime::DeferDeviceErrors defer(ops_.backend);
-    const int64_t staged_before = mirror_.staged_bytes();
-    DSA_RETURN_IF_ERROR(stage(in));
-    timing_.staged_bytes += mirror_.staged_bytes() - staged_before;
-    ts = clock::now();
-    DSA_ASSIGN_OR_RETURN(const bool replayed,
-                         graphs_.run(meta_.header, [&] { return body(batch.model, meta_); }));
-    timing_.replays += replayed ? 1 : 0;
+    // On the device timeline the forward is its staging copies, gathers, patches and launch.
+    const int32_t span = 1 + int32_t(ForwardTiming::index(batch.model, batch.mode));
+    if (timeline_) DSA_RETURN_IF_ERROR(timeline_->open(span));
+    const Status launched = [&]() -> Status {
+      const int64_t staged_before = mirror_.staged_bytes();
+      DSA_RETURN_IF_ERROR(stage(in));
+      timing_.staged_bytes += mirror_.staged_bytes() - staged_before;
+      ts = clock::now();
+      DSA_ASSIGN_OR_RETURN(const bool replayed,
+                           graphs_.run(meta_.header, [&] { return body(batch.model, meta_); }));
+      timing_.replays += replayed ? 1 : 0;
+      return ok_status();
+    }();
+    if (timeline_) DSA_RETURN_IF_ERROR(timeline_->close(span, launched.ok()));
+    DSA_RETURN_IF_ERROR(launched);
   }
   last_rows_pad_ = meta_.header.rows_pad;  // what hidden_out_ holds once this body has run
   const auto t1 = clock::now();

@@ -43,6 +43,7 @@
 #include "dsa/model/weight_store.h"
 #include "dsa/model/weight_stream.h"
 #include "dsa/runtime/attention_step.h"
+#include "dsa/runtime/device_timeline.h"
 #include "dsa/runtime/forward_batch.h"
 #include "dsa/runtime/forward_metadata.h"
 #include "dsa/runtime/forward_mode.h"
@@ -87,6 +88,9 @@ struct ModelOptions {
   // Tests: fill the workspace's uninitialised takes with a NaN byte pattern (runtime/workspace.h)
   // instead of leaving them, so a buffer some consumer reads unwritten changes the outputs.
   bool poison_workspace = false;
+  // --profile-device-time: the GPU time of every forward and decode step, by timing markers on
+  // the stream (runtime/device_timeline.h; device_time()). Off: nothing recorded.
+  bool profile_device_time = false;
   // Expert parallelism of the routed experts (model/expert_parallel.h, docs/multi_gpu.md): this
   // model is rank ep_rank of ep_size ranks that split them, over ep_group (outlives the model;
   // every rank runs every forward). All experts are still loaded; a rank computes only its own.
@@ -138,6 +142,15 @@ struct ForwardTiming {
       by_kind[i].total_s += other.by_kind[i].total_s;
     }
   }
+};
+
+// The GPU time of a run's decode steps and forwards (ModelOptions::profile_device_time): the
+// engine's decode steps (open_step_span .. close_step_span) and each forward's staging and launch,
+// per (model, mode) as ForwardTiming::by_kind. A step's inner_ms is its forwards' time; the rest
+// of its time is the work between them (acceptance, sampling, drafts, copies) and the GPU's idle.
+struct DeviceTime {
+  runtime::DeviceTimeline::Total steps;
+  std::array<runtime::DeviceTimeline::Total, 2 * ForwardTiming::kModes> by_kind{};
 };
 
 // Output of one forward: final hidden states of every row and fp32 logits of the sampled rows,
@@ -251,6 +264,14 @@ class DsaModel {
   // forwards surface here or at the next read).
   Status wait();
 
+  // A decode step's span on the device timeline (no-ops unless options().profile_device_time); a
+  // step in which no forward was launched is dropped. device_time() waits for the work of every
+  // closed span: call it after the run (nullopt-like zeros when profiling is off).
+  Status open_step_span();
+  Status close_step_span();
+  StatusOr<DeviceTime> device_time();
+  bool profiling_device_time() const { return timeline_ != nullptr; }
+
   kernels::Backend backend() const { return ops_.backend; }
   // Acceptance (SPEC.md §6.2, §6.3) of the drafts of the last forward, a TARGET_VERIFY whose first
   // B (d + 1) sampled rows are the B real requests' verify rows, by the op table's accept_drafts
@@ -349,6 +370,8 @@ class DsaModel {
   OverlappedSampler sampler_;
   runtime::GraphRunner graphs_;
   ForwardTiming timing_;
+  std::unique_ptr<runtime::DeviceTimeline> timeline_;  // profile_device_time only
+  int64_t forwards_at_step_open_ = 0;
   CachePlan cache_plan_;
   StreamStats load_stats_;
   std::vector<int32_t> padded_tokens_;  // a padded forward's token rows (reused)

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,6 +59,21 @@ int host_marker_token = 0;
 StatusOr<void*> host_create_marker() { return static_cast<void*>(&host_marker_token); }
 void host_destroy_marker(void*) {}
 Status host_marker_op(void*) { return ok_status(); }
+// A timing marker on the host: the clock when it was recorded.
+using HostClock = std::chrono::steady_clock;
+StatusOr<void*> host_create_timing_marker() {
+  return static_cast<void*>(new HostClock::time_point);
+}
+void host_destroy_timing_marker(void* m) { delete static_cast<HostClock::time_point*>(m); }
+Status host_record_timing_marker(void* m) {
+  *static_cast<HostClock::time_point*>(m) = HostClock::now();
+  return ok_status();
+}
+StatusOr<double> host_elapsed_ms(void* from, void* to) {
+  return std::chrono::duration<double, std::milli>(*static_cast<HostClock::time_point*>(to) -
+                                                   *static_cast<HostClock::time_point*>(from))
+      .count();
+}
 
 // cgroup v2's memory.max - memory.current for this process's group (containers), 0 = no limit.
 size_t cgroup_headroom() {
@@ -126,7 +142,11 @@ const MemoryOps& memory_ops(kernels::Backend backend) {
                               host_create_marker,
                               host_destroy_marker,
                               host_marker_op,
-                              host_marker_op};
+                              host_marker_op,
+                              host_create_timing_marker,
+                              host_destroy_timing_marker,
+                              host_record_timing_marker,
+                              host_elapsed_ms};
   if (backend == kernels::Backend::kCpu) return host;
 #if defined(DSA_HAVE_CUDA)
   return cuda_memory_ops();
@@ -146,7 +166,11 @@ const MemoryOps& memory_ops(kernels::Backend backend) {
       []() -> StatusOr<void*> { return no_cuda(); },
       [](void*) {},
       [](void*) { return no_cuda(); },
-      [](void*) { return no_cuda(); }};
+      [](void*) { return no_cuda(); },
+      []() -> StatusOr<void*> { return no_cuda(); },
+      [](void*) {},
+      [](void*) { return no_cuda(); },
+      [](void*, void*) -> StatusOr<double> { return no_cuda(); }};
   return none;
 #endif
 }

@@ -37,6 +37,14 @@ struct MemoryOps {
   void (*destroy_marker)(void* marker);
   Status (*record_marker)(void* marker);  // after everything issued so far
   Status (*wait_marker)(void* marker);    // until the work before the recorded point is done
+  // Markers that also time (runtime/device_timeline.h, --profile-device-time): a CUDA event with
+  // timing; on the CPU the host clock at the record (the ops before it have completed). Recorded
+  // with record_timing_marker, freed with destroy_timing_marker; elapsed_ms waits for `to` and
+  // gives the milliseconds from `from` to `to`.
+  StatusOr<void*> (*create_timing_marker)();
+  void (*destroy_timing_marker)(void* marker);
+  Status (*record_timing_marker)(void* marker);
+  StatusOr<double> (*elapsed_ms)(void* from, void* to);
 };
 
 // CUDA in a host-only build: every entry returns Unimplemented.

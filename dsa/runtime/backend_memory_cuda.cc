@@ -34,7 +34,11 @@ const MemoryOps& cuda_memory_ops() {
                                cuda::create_marker,
                                cuda::destroy_marker,
                                cuda::record_marker,
-                               cuda::wait_marker};
+                               cuda::wait_marker,
+                               cuda::create_timing_marker,
+                               cuda::destroy_marker,
+                               cuda::record_marker,
+                               cuda::elapsed_ms};
   return table;
 }
 

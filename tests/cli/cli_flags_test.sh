@@ -161,6 +161,35 @@ r["text"].encode("utf-8")
 done
 echo "ok  sampled --json: 24 runs parse"
 
+# --profile-device-time: the summary's device_time splits each decode step into its forwards and
+# the rest; every forward the step runs is there (a d = 3 step: the verify, the draft extend and
+# the draft decodes), and the forwards fit inside the steps.
+out=$(run --prompts-file <(printf 'And the king\nIn the beginning\n') --max-new-tokens 12 \
+  --speculative-algorithm NEXTN --speculative-num-steps 3 --json --profile-device-time 2>"$tmp/err")
+rc=$?
+if [ "$rc" -ne 0 ] || ! python3 -c '
+import json, sys
+s = json.loads(sys.stdin.read().splitlines()[-1])["summary"]
+t = s["device_time"]
+assert t["decode_steps"] > 0 and t["step_ms"] > 0, t
+assert 0 < t["forwards_ms_per_step"] <= t["step_ms"] + 1e-9, t
+assert abs(t["forwards_ms_per_step"] + t["other_ms_per_step"] - t["step_ms"]) < 1e-6, t
+kinds = {(k["model"], k["mode"]): k for k in t["kinds"]}
+for k in (("target", "target_verify"), ("mtp", "draft_extend"), ("mtp", "decode")):
+    assert k in kinds and kinds[k]["ms_each"] > 0, (k, kinds)
+assert kinds[("target", "target_verify")]["forwards"] == t["decode_steps"], (kinds, t)
+' <<<"$out"; then
+  echo "FAIL (rc=$rc): --profile-device-time: $(tail -c 600 <<<"$out") $(cat "$tmp/err")"
+  fail=1
+else
+  echo "ok  --profile-device-time: device_time per step and per forward"
+fi
+if run --prompt "And" --max-new-tokens 2 --profile-device-time --dp-size 2 >/dev/null 2>"$tmp/err" ||
+  ! grep -q "profile-device-time with --dp-size = 2" "$tmp/err"; then
+  echo "FAIL: --profile-device-time --dp-size 2 not refused by name: $(cat "$tmp/err")"
+  fail=1
+fi
+
 # A prompts file mixing good and bad prompts: the good ones complete, the bad one is reported.
 {
   echo "And the king said unto"

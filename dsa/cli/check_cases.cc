@@ -105,6 +105,10 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
       [o](uint64_t s) { return check_rmsnorm(o->rmsnorm, 37, 7168, s); });
   add("residual_add", kV, "T=37 D=7168",
       [o](uint64_t s) { return check_residual_add(o->residual_add, 37, 7168, s); });
+  add("add_rmsnorm", kS, "T=37 D=100",
+      [o](uint64_t s) { return check_add_rmsnorm(o->add_rmsnorm, 37, 100, s); });
+  add("add_rmsnorm", kV, "T=37 D=7168",
+      [o](uint64_t s) { return check_add_rmsnorm(o->add_rmsnorm, 37, 7168, s); });
   add("layernorm", kV, "T=64 D=128",
       [o](uint64_t s) { return check_layernorm(o->layernorm, 64, 128, s); });
   add("rope", kS, "T=33 H=16", [o](uint64_t s) { return check_rope(o->rope, 33, 16, s); });

@@ -24,6 +24,7 @@ const OpTable& cpu_ops() {
       .embedding = embedding_ref,
       .rmsnorm = rmsnorm_ref,
       .residual_add = residual_add_ref,
+      .add_rmsnorm = add_rmsnorm_ref,
       .layernorm = layernorm_ref,
       .rope = rope_ref,
       .hadamard = hadamard_ref,

@@ -55,6 +55,8 @@ struct OpTable {
   Status (*embedding)(const EmbeddingParams&);
   Status (*rmsnorm)(const RmsNormParams&);
   Status (*residual_add)(const ResidualAddParams&);
+  // residual_add then rmsnorm of the updated h in one launch (bit-identical to the pair).
+  Status (*add_rmsnorm)(const AddRmsNormParams&);
   Status (*layernorm)(const LayerNormParams&);
   Status (*rope)(const RopeParams&);
   Status (*hadamard)(const HadamardParams&);

@@ -22,6 +22,7 @@ const OpTable& cuda_op_table() {
       .embedding = embedding_cuda,
       .rmsnorm = rmsnorm_cuda,
       .residual_add = residual_add_cuda,
+      .add_rmsnorm = add_rmsnorm_cuda,
       .layernorm = layernorm_cuda,
       .rope = rope_cuda,
       .hadamard = hadamard_cuda,

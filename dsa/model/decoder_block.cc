@@ -53,24 +53,40 @@ Status run_linear(const kernels::OpTable& ops, const WeightStore& store, const L
   return ops.linear(p);
 }
 
+Status norm_residual(const BlockContext& c, ResidualStream& r, const std::vector<bf16>& w, bf16* y,
+                     int32_t rows, int64_t y_stride) {
+  const int32_t D = int32_t(c.config.hidden_size);
+  if (!r.pending) return block_rmsnorm(c, r.h, 0, w, y, rows, D, y_stride);
+  kernels::AddRmsNormParams p;
+  p.h = r.h;
+  p.add = r.branch;
+  p.weight = c.weights.get(w);
+  p.y = y;
+  p.num_tokens = rows;
+  p.dim = D;
+  p.y_stride = y_stride;
+  p.eps = static_cast<float>(c.config.rms_norm_eps);
+  r.pending = false;
+  return c.ops.add_rmsnorm(p);
+}
+
 Status run_decoder_block(const BlockContext& c, const DecoderLayerWeights& w,
-                         const runtime::LayerCaches& caches, bf16* h) {
+                         const runtime::LayerCaches& caches, ResidualStream& r) {
   runtime::Workspace::Frame frame(c.ws);
   const int32_t rows = c.meta.header.rows_pad;
   const int32_t D = int32_t(c.config.hidden_size);
   DSA_ASSIGN_OR_RETURN(bf16 * x, c.ws.take_uninit<bf16>(size_t(rows) * D));
-  DSA_ASSIGN_OR_RETURN(bf16 * branch, c.ws.take_uninit<bf16>(size_t(rows) * D));
-  kernels::ResidualAddParams add{h, branch, rows, D};
-  DSA_RETURN_IF_ERROR(block_rmsnorm(c, h, 0, w.input_norm, x, rows, D));
-  DSA_RETURN_IF_ERROR(mla_attention(c, w.attn, caches, x, rows, branch));
-  DSA_RETURN_IF_ERROR(c.ops.residual_add(add));
-  DSA_RETURN_IF_ERROR(block_rmsnorm(c, h, 0, w.post_attention_norm, x, rows, D));
+  DSA_RETURN_IF_ERROR(norm_residual(c, r, w.input_norm, x, rows));
+  DSA_RETURN_IF_ERROR(mla_attention(c, w.attn, caches, x, rows, r.branch));
+  r.pending = true;
+  DSA_RETURN_IF_ERROR(norm_residual(c, r, w.post_attention_norm, x, rows));
   if (w.moe) {
-    DSA_RETURN_IF_ERROR(moe(c, *w.moe, x, rows, branch));
+    DSA_RETURN_IF_ERROR(moe(c, *w.moe, x, rows, r.branch));
   } else {
-    DSA_RETURN_IF_ERROR(mlp(c, *w.mlp, x, rows, branch));
+    DSA_RETURN_IF_ERROR(mlp(c, *w.mlp, x, rows, r.branch));
   }
-  return c.ops.residual_add(add);
+  r.pending = true;
+  return ok_status();
 }
 
 }  // namespace dsa::model

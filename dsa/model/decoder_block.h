@@ -44,8 +44,23 @@ struct BlockContext {
 Status run_linear(const kernels::OpTable& ops, const WeightStore& store, const LinearWeight& w,
                   const bf16* x, int32_t rows, bf16* y, float* y_f32 = nullptr);
 
-// Runs one block in place on h [rows_pad, hidden] (backend memory).
+// The residual stream of a forward's blocks (backend memory, [rows_pad, hidden] each): h, and the
+// branch output of the last block not yet added to it. A block leaves its FFN's output pending,
+// and the next norm of h (the next block's input norm, or the final norm) adds it in the same
+// launch (add_rmsnorm): one kernel fewer per layer, bit-identical to adding first.
+struct ResidualStream {
+  bf16* h = nullptr;
+  bf16* branch = nullptr;  // a [rows_pad, hidden] buffer that outlives the blocks
+  bool pending = false;    // branch is still to be added to h
+};
+
+// y = RMSNorm(h) with weight w, adding the pending branch into h first (then none is pending).
+Status norm_residual(const BlockContext& ctx, ResidualStream& r, const std::vector<bf16>& w,
+                     bf16* y, int32_t rows, int64_t y_stride = 0);
+
+// Runs one block on the residual stream: h takes the attention's output, and the FFN's output is
+// left pending in r.branch.
 Status run_decoder_block(const BlockContext& ctx, const DecoderLayerWeights& w,
-                         const runtime::LayerCaches& caches, bf16* h);
+                         const runtime::LayerCaches& caches, ResidualStream& r);
 
 }  // namespace dsa::model

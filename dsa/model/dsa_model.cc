@@ -314,13 +314,16 @@ Status DsaModel::target_body(const runtime::ForwardMetadata& meta) {
   const int32_t rows = meta.header.rows_pad;
   DSA_ASSIGN_OR_RETURN(bf16 * h, embed(weights_.embed, rows));
   const BlockContext ctx = block_context(meta);
+  DSA_ASSIGN_OR_RETURN(bf16 * branch, ws_.take_uninit<bf16>(sz(rows) * sz(config_.hidden_size)));
+  ResidualStream r{h, branch};
   for (size_t l = 0; l < weights_.layers.size(); ++l) {
-    DSA_RETURN_IF_ERROR(run_decoder_block(ctx, weights_.layers[l], caches_.layer(int32_t(l)), h)
+    DSA_RETURN_IF_ERROR(run_decoder_block(ctx, weights_.layers[l], caches_.layer(int32_t(l)), r)
                             .with_context(fmt::format("layer {}", l)));
   }
-  // The final norm writes straight into the hidden-state output (no copy there in head()).
+  // The final norm (with the last block's pending add) writes straight into the hidden-state
+  // output (no copy there in head()).
   bf16* normed = hidden_out_.data();
-  DSA_RETURN_IF_ERROR(rmsnorm(h, weights_.final_norm, normed, rows));
+  DSA_RETURN_IF_ERROR(norm_residual(ctx, r, weights_.final_norm, normed, rows));
   return head(meta, normed, normed, weights_.lm_head);
 }
 
@@ -336,15 +339,19 @@ Status DsaModel::mtp_body(const runtime::ForwardMetadata& meta) {
   DSA_ASSIGN_OR_RETURN(bf16 * h, ws_.take_uninit<bf16>(sz(rows) * D));
   DSA_RETURN_IF_ERROR(run_linear(ops_, store_, m.eh_proj, cat, rows, h));
   const int32_t mtp_layer = int32_t(config_.num_hidden_layers);
-  DSA_RETURN_IF_ERROR(run_decoder_block(block_context(meta), m.block, caches_.layer(mtp_layer), h)
-                          .with_context("mtp layer"));
+  const BlockContext ctx = block_context(meta);
+  DSA_ASSIGN_OR_RETURN(bf16 * branch, ws_.take_uninit<bf16>(sz(rows) * D));
+  ResidualStream r{h, branch};
+  DSA_RETURN_IF_ERROR(
+      run_decoder_block(ctx, m.block, caches_.layer(mtp_layer), r).with_context("mtp layer"));
   // Post-norm chain hidden: the norm writes straight into the hidden-state output, as in target.
+  // Pre-norm: h, which the norm's pending add has completed.
   const bool post_norm = options_.mtp_chain_hidden == MtpChainHidden::kPostNorm;
   bf16* normed = hidden_out_.data();
   if (!post_norm) {
     DSA_ASSIGN_OR_RETURN(normed, ws_.take_uninit<bf16>(sz(rows) * D));
   }
-  DSA_RETURN_IF_ERROR(rmsnorm(h, m.shared_head_norm, normed, rows));
+  DSA_RETURN_IF_ERROR(norm_residual(ctx, r, m.shared_head_norm, normed, rows));
   return head(meta, normed, post_norm ? normed : h, weights_.mtp_head());
 }
 

@@ -56,11 +56,11 @@ class DeviceTimeline {
 
   const MemoryOps& mem_;
   std::vector<Total> totals_;
-  std::vector<Span> spans_;           // since the last resolve, in open order
-  std::vector<int32_t> open_;         // indices in spans_ of the open spans, innermost last
-  std::vector<void*> free_markers_;   // recorded and resolved: reusable
-  std::vector<void*> last_close_;     // per label: the close marker of its last resolved span
-  std::vector<void*> all_markers_;    // every marker made (freed by the destructor)
+  std::vector<Span> spans_;          // since the last resolve, in open order
+  std::vector<int32_t> open_;        // indices in spans_ of the open spans, innermost last
+  std::vector<void*> free_markers_;  // recorded and resolved: reusable
+  std::vector<void*> last_close_;    // per label: the close marker of its last resolved span
+  std::vector<void*> all_markers_;   // every marker made (freed by the destructor)
 };
 
 }  // namespace dsa::runtime

@@ -2,6 +2,9 @@
 //   rmsnorm:      y = x * (mean(x^2) + eps)^-1/2 * w, bf16 in, bf16 out (class T, <= 1 bf16 ulp
 //                 from the correctly rounded value; the reference IS the correctly rounded value).
 //   residual_add: h += x, computed in fp32 from the two bf16 operands, rounded once (RNE).
+//   add_rmsnorm:  residual_add then rmsnorm of the updated h, in one op: the decoder layer's
+//                 `h += branch; x = norm(h)` pair in one launch instead of two (at small batch a
+//                 forward is bound by launch latency, not bytes).
 #pragma once
 
 #include <cstdint>
@@ -48,5 +51,30 @@ Status validate(const ResidualAddParams& p);
 Status residual_add_ref(const ResidualAddParams& p);
 // CUDA backend (device pointers): bit-identical to residual_add_ref.
 Status residual_add_cuda(const ResidualAddParams& p);
+
+struct AddRmsNormParams {
+  bf16* h = nullptr;             // [T, D] bf16 residual stream, row stride D, updated in place
+  const bf16* add = nullptr;     // [T, D] bf16 branch output added to h, row stride D
+  const bf16* weight = nullptr;  // [D] bf16 norm weight
+  // [T, D] bf16 norm of the updated h, row stride y_stride. Its own buffer: it may not overlap h
+  // or add (the CUDA kernel writes y while other rows of h and add are still being read).
+  bf16* y = nullptr;
+  int32_t num_tokens = 0;  // T
+  int32_t dim = 0;         // D
+  int64_t y_stride = 0;    // elements between output rows; 0 = dim
+  float eps = 1e-6f;       // rms_norm_eps
+};
+
+// Host checks (InvalidArgument): T >= 0, D >= 1, y_stride 0 or >= D, eps finite and > 0,
+// pointers, and y's rows overlapping neither h nor add.
+Status validate(const AddRmsNormParams& p);
+
+// CPU reference: residual_add_ref on (h, add), then rmsnorm_ref from the updated h into y, so h is
+// bit-identical to residual_add_ref's and y to rmsnorm_ref's on that h, by construction.
+Status add_rmsnorm_ref(const AddRmsNormParams& p);
+// CUDA backend (device pointers), one launch: h bit-identical to residual_add_cuda's, y
+// bit-identical to rmsnorm_cuda's on the updated h with the same y and y_stride (the same kernel
+// path, thread count and reduction order), so within 1 bf16 ulp of add_rmsnorm_ref's y.
+Status add_rmsnorm_cuda(const AddRmsNormParams& p);
 
 }  // namespace dsa::kernels

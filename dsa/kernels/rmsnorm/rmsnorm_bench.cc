@@ -1,7 +1,7 @@
-// RMSNorm and residual-add benchmark at V3.2 widths (SPEC.md §10: memory-bound, bytes = each
-// input read once + each output written once). Inputs rotate over several copies so repeated
-// launches do not run from L2. Prints one line per shape: µs (median of 50), bytes, TB/s and the
-// fraction of the measured H200 copy bandwidth.
+// RMSNorm, residual-add and fused add + RMSNorm benchmark at V3.2 widths (SPEC.md §10:
+// memory-bound, bytes = each input read once + each output written once). Inputs rotate over
+// several copies so repeated launches do not run from L2. Prints one line per op and shape: µs
+// (median of 50), bytes, TB/s and the fraction of the measured H200 copy bandwidth.
 //   usage: rmsnorm_bench
 #include <cuda_runtime.h>
 
@@ -70,6 +70,28 @@ Status bench_shape(int32_t tokens, int32_t dim, dsa::testing::Rng& rng) {
               },
               stream));
   report("residual_add", tokens, dim, us, 3.0 * n * sizeof(bf16));
+
+  // The fused pair: h (ys) += add (xs), then the norm of h into a third set of rows.
+  std::vector<DeviceBuffer<bf16>> outs;
+  for (size_t c = 0; c < copies; ++c) {
+    DSA_ASSIGN_OR_RETURN(auto o, DeviceBuffer<bf16>::alloc(n));
+    outs.push_back(std::move(o));
+  }
+  i = 0;
+  DSA_ASSIGN_OR_RETURN(us, dsa::cuda::median_us(
+                               [&] {
+                                 const size_t c = i++ % copies;
+                                 dsa::kernels::AddRmsNormParams p;
+                                 p.h = ys[c].data();
+                                 p.add = xs[c].data();
+                                 p.weight = w.data();
+                                 p.y = outs[c].data();
+                                 p.num_tokens = tokens;
+                                 p.dim = dim;
+                                 return dsa::kernels::add_rmsnorm_cuda(p);
+                               },
+                               stream));
+  report("add_rmsnorm", tokens, dim, us, 4.0 * n * sizeof(bf16) + dim * sizeof(bf16));
   return dsa::ok_status();
 }
 

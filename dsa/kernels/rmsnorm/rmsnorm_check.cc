@@ -94,4 +94,64 @@ Status check_residual_add(ResidualAddFn op, int32_t tokens, int32_t dim, uint64_
   return ok_status();
 }
 
+Status check_add_rmsnorm(AddRmsNormFn op, int32_t tokens, int32_t dim, uint64_t seed) {
+  DSA_RETURN_IF_ERROR(require_shape("check_add_rmsnorm", tokens, dim));
+  testing::Rng rng(seed);
+  const size_t n = size_t(tokens) * dim;
+  const int64_t y_stride = dim + 5;  // a gap after each output row, which must stay poisoned
+  std::vector<bf16> h(n), add(n);
+  for (int32_t t = 0; t < tokens; ++t) {
+    const float scale = std::ldexp(1.f, int(rng.randint(-6, 6)));
+    for (int32_t d = 0; d < dim; ++d) {
+      h[size_t(t) * dim + d] = float_to_bf16(rng.normal() * scale);
+      const float add_scale = scale * std::ldexp(1.f, int(rng.randint(-8, 2)));
+      add[size_t(t) * dim + d] = float_to_bf16(rng.normal() * add_scale);
+    }
+  }
+  std::vector<bf16> w = rng.bf16_vector(size_t(dim), 0.5f);
+  const bf16 poison = float_to_bf16(NAN);
+  std::vector<bf16> y(size_t(tokens) * y_stride, poison);
+  const std::vector<bf16> h0 = h;
+
+  AddRmsNormParams p;
+  p.h = h.data();
+  p.add = add.data();
+  p.weight = w.data();
+  p.y = y.data();
+  p.num_tokens = tokens;
+  p.dim = dim;
+  p.y_stride = y_stride;
+  DSA_RETURN_IF_ERROR(op(p));
+
+  std::vector<bf16> want_h(n);
+  for (size_t i = 0; i < n; ++i) {
+    // The exact sum in double, then fp32 (the one fp32 add), then bf16, as in check_residual_add.
+    const double exact = double{bf16_to_float(h0[i])} + double{bf16_to_float(add[i])};
+    want_h[i] = float_to_bf16(static_cast<float>(exact));
+    if (h[i].bits != want_h[i].bits) {
+      return internal_error(fmt::format("add_rmsnorm: h[{}][{}] = {}, expected {}", i / dim,
+                                        i % dim, bf16_to_float(h[i]), bf16_to_float(want_h[i])));
+    }
+  }
+  for (int32_t t = 0; t < tokens; ++t) {
+    for (int64_t j = 0; j < y_stride; ++j) {
+      const bf16 got = y[size_t(t) * y_stride + j];
+      if (j >= dim) {
+        if (got.bits != poison.bits) {
+          return internal_error(
+              fmt::format("add_rmsnorm: y[{}][{}] written (gap, dim {})", t, j, dim));
+        }
+        continue;
+      }
+      const bf16 want =
+          expected_rms(&want_h[size_t(t) * dim], w.data(), dim, static_cast<int32_t>(j), p.eps);
+      if (bf16_ulp_distance(got, want) > 1) {
+        return internal_error(fmt::format("add_rmsnorm: y[{}][{}] = {}, expected {} (> 1 bf16 ulp)",
+                                          t, j, bf16_to_float(got), bf16_to_float(want)));
+      }
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace dsa::kernels

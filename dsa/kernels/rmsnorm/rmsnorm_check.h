@@ -1,4 +1,5 @@
-// `dsa check` entries for RMSNorm and the residual add (SPEC.md §8.3, §8.6). No gtest dependency.
+// `dsa check` entries for RMSNorm, the residual add and the two fused (SPEC.md §8.3, §8.6). No
+// gtest dependency.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@ namespace dsa::kernels {
 
 using RmsNormFn = Status (*)(const RmsNormParams&);
 using ResidualAddFn = Status (*)(const ResidualAddParams&);
+using AddRmsNormFn = Status (*)(const AddRmsNormParams&);
 
 // Runs `op` on `tokens` random rows of width `dim` (row scales spread over 2^-6..2^6, strided
 // input, NaN-poisoned output) and compares every value with an independent long-double
@@ -19,5 +21,11 @@ Status check_rmsnorm(RmsNormFn op, int32_t tokens, int32_t dim, uint64_t seed);
 // Runs `op` on random (h, x) pairs of mixed magnitudes and requires bit equality with the exact
 // sum rounded to fp32 and then to bf16.
 Status check_residual_add(ResidualAddFn op, int32_t tokens, int32_t dim, uint64_t seed);
+
+// Runs `op` on random (h, add) rows (row scales 2^-6..2^6, add 2^-8..2^2 of its row's scale so the
+// add often rounds; strided, NaN-poisoned output) and requires h bit-equal to the exact sum
+// rounded to fp32 then bf16, y within 1 bf16 ulp of the long-double norm of that h, and the gap
+// between output rows untouched.
+Status check_add_rmsnorm(AddRmsNormFn op, int32_t tokens, int32_t dim, uint64_t seed);
 
 }  // namespace dsa::kernels

@@ -4,6 +4,9 @@
 //                 (deterministic), then y = x * inv_rms * w in fp32, rounded once to bf16.
 //   residual_add: elementwise h = bf16(float(h) + float(x)), one fp32 add (no contraction is
 //                 possible: there is no product), one RNE rounding: bit-identical to the CPU.
+//   add_rmsnorm:  the two in one kernel: each block adds its row, stores the rounded sums to h
+//                 and normalises them with rmsnorm's own row code and launch shape, so h and y
+//                 are bit-identical to residual_add_cuda followed by rmsnorm_cuda.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -44,18 +47,72 @@ __device__ float inv_rms(float sum_sq, int32_t dim, float eps) {
   return 1.0f / sqrtf(sum_sq / static_cast<float>(dim) + eps);
 }
 
+// h + a in fp32, rounded once (RNE): residual_add's rule. __fadd_rn keeps the add out of any
+// contraction, so every kernel here that adds rounds the same bits.
+__device__ __forceinline__ bf16 add_rounded(bf16 h, bf16 a) {
+  return float_to_bf16(__fadd_rn(bf16_to_float(h), bf16_to_float(a)));
+}
+
+// Where a norm kernel's row comes from. The row bodies below are written once over a source, so
+// add_rmsnorm runs rmsnorm's very reduction and its y is rmsnorm's y on the h it leaves, bit for
+// bit (what the unfused pair would give).
+//   NormInput:  rmsnorm's x, read as it is.
+//   AddedInput: add_rmsnorm's h + add, each element rounded once and stored back to h as it is
+//               read, so the norm sees exactly the values residual_add leaves in h.
+// vec(t, v) is vector v (8 elements) of row t; first(t, d) element d, read by the thread that
+// owns it; again(t, d) the same element in the scalar kernel's second pass, by the same thread.
+struct NormInput {
+  const bf16* x;
+  int64_t stride;
+  __device__ uint4 vec(int64_t t, int32_t v) const {
+    return reinterpret_cast<const uint4*>(x + t * stride)[v];
+  }
+  __device__ bf16 first(int64_t t, int32_t d) const { return x[t * stride + d]; }
+  __device__ bf16 again(int64_t t, int32_t d) const { return x[t * stride + d]; }
+};
+
+struct AddedInput {
+  bf16* h;
+  const bf16* add;
+  int64_t stride;  // D: h and add are dense [T, D]
+  // add 16-byte aligned. The kernel path is chosen on h, y and w alone (as rmsnorm_cuda chooses
+  // it on the updated h), so an unaligned add must not move it: its 8 values are then read singly.
+  bool add_vec;
+  __device__ uint4 vec(int64_t t, int32_t v) const {
+    uint4* hv = reinterpret_cast<uint4*>(h + t * stride) + v;
+    const bf16* ar = add + t * stride + int64_t{v} * kVecElems;
+    uint4 a = *hv, b;
+    bf16* be = reinterpret_cast<bf16*>(&b);
+    if (add_vec) {
+      b = *reinterpret_cast<const uint4*>(ar);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kVecElems; ++j) be[j] = ar[j];
+    }
+    bf16* ae = reinterpret_cast<bf16*>(&a);
+#pragma unroll
+    for (int j = 0; j < kVecElems; ++j) ae[j] = add_rounded(ae[j], be[j]);
+    *hv = a;
+    return a;
+  }
+  __device__ bf16 first(int64_t t, int32_t d) const {
+    const int64_t i = t * stride + d;
+    const bf16 s = add_rounded(h[i], add[i]);
+    h[i] = s;
+    return s;
+  }
+  // Stored by this thread in its first pass: read back, not added a second time.
+  __device__ bf16 again(int64_t t, int32_t d) const { return h[t * stride + d]; }
+};
+
 // One block computes one row t: y[t, 0:D] = x[t, 0:D] * inv_rms(x[t]) * w[0:D], with D = 8 * nvec
 // and every row start 16-byte aligned. Thread i owns vectors i, i + blockDim, ... (kVec of them,
-// kept in registers between the reduction and the write, so y may alias x).
-template <int kVec>
-__global__ void __launch_bounds__(1024)
-    rmsnorm_vec_kernel(const bf16* x, const bf16* __restrict__ w, bf16* y, int32_t nvec,
-                       int64_t x_stride, int64_t y_stride, float eps) {
-  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
-  cuda::pdl_trigger();
+// kept in registers between the reduction and the write, so y may alias rmsnorm's x).
+template <int kVec, typename Input>
+__device__ __forceinline__ void norm_row_vec(const Input& in, const bf16* __restrict__ w, bf16* y,
+                                             int32_t nvec, int64_t y_stride, float eps) {
   __shared__ float scratch[33];
   const int64_t t = blockIdx.x;
-  const uint4* xr = reinterpret_cast<const uint4*>(x + t * x_stride);
   const uint4* wr = reinterpret_cast<const uint4*>(w);
   uint4 cache[kVec];
   float sum_sq = 0.f;
@@ -63,7 +120,7 @@ __global__ void __launch_bounds__(1024)
   for (int k = 0; k < kVec; ++k) {
     const int v = threadIdx.x + k * blockDim.x;
     if (v < nvec) {
-      cache[k] = xr[v];
+      cache[k] = in.vec(t, v);
       const bf16* e = reinterpret_cast<const bf16*>(&cache[k]);
 #pragma unroll
       for (int j = 0; j < kVecElems; ++j) {
@@ -92,24 +149,58 @@ __global__ void __launch_bounds__(1024)
 }
 
 // Any layout (odd D, unaligned strides or pointers): one block per row, scalar loads, two passes.
-// Thread i reads and writes only elements i, i + blockDim, ..., so y may alias x.
-__global__ void __launch_bounds__(1024)
-    rmsnorm_scalar_kernel(const bf16* x, const bf16* __restrict__ w, bf16* y, int32_t dim,
-                          int64_t x_stride, int64_t y_stride, float eps) {
-  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
-  cuda::pdl_trigger();
+// Thread i reads and writes only elements i, i + blockDim, ..., so y may alias rmsnorm's x.
+template <typename Input>
+__device__ __forceinline__ void norm_row_scalar(const Input& in, const bf16* __restrict__ w,
+                                                bf16* y, int32_t dim, int64_t y_stride, float eps) {
   __shared__ float scratch[33];
   const int64_t t = blockIdx.x;
-  const bf16* xr = x + t * x_stride;
   float sum_sq = 0.f;
   for (int32_t d = threadIdx.x; d < dim; d += blockDim.x) {
-    const float f = bf16_to_float(xr[d]);
+    const float f = bf16_to_float(in.first(t, d));
     sum_sq = fmaf(f, f, sum_sq);
   }
   const float r = inv_rms(block_sum(sum_sq, scratch), dim, eps);
   bf16* yr = y + t * y_stride;
   for (int32_t d = threadIdx.x; d < dim; d += blockDim.x)
-    yr[d] = float_to_bf16(bf16_to_float(xr[d]) * r * bf16_to_float(w[d]));
+    yr[d] = float_to_bf16(bf16_to_float(in.again(t, d)) * r * bf16_to_float(w[d]));
+}
+
+// The kernels: one per op and path (so each has its own name in a profile), each the PDL prologue
+// and then the shared row body.
+template <int kVec>
+__global__ void __launch_bounds__(1024)
+    rmsnorm_vec_kernel(const bf16* x, const bf16* __restrict__ w, bf16* y, int32_t nvec,
+                       int64_t x_stride, int64_t y_stride, float eps) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
+  norm_row_vec<kVec>(NormInput{x, x_stride}, w, y, nvec, y_stride, eps);
+}
+
+__global__ void __launch_bounds__(1024)
+    rmsnorm_scalar_kernel(const bf16* x, const bf16* __restrict__ w, bf16* y, int32_t dim,
+                          int64_t x_stride, int64_t y_stride, float eps) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
+  norm_row_scalar(NormInput{x, x_stride}, w, y, dim, y_stride, eps);
+}
+
+template <int kVec>
+__global__ void __launch_bounds__(1024)
+    add_rmsnorm_vec_kernel(bf16* h, const bf16* add, bool add_vec, const bf16* __restrict__ w,
+                           bf16* y, int32_t nvec, int64_t y_stride, float eps) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
+  norm_row_vec<kVec>(AddedInput{h, add, int64_t{nvec} * kVecElems, add_vec}, w, y, nvec, y_stride,
+                     eps);
+}
+
+__global__ void __launch_bounds__(1024)
+    add_rmsnorm_scalar_kernel(bf16* h, const bf16* add, const bf16* __restrict__ w, bf16* y,
+                              int32_t dim, int64_t y_stride, float eps) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
+  norm_row_scalar(AddedInput{h, add, dim, false}, w, y, dim, y_stride, eps);
 }
 
 // h[i] = bf16(float(h[i]) + float(x[i])) for i in [0, n); 8 elements per thread per step when
@@ -128,23 +219,62 @@ __global__ void residual_add_kernel(bf16* h, const bf16* __restrict__ x, int64_t
       bf16* ae = reinterpret_cast<bf16*>(&a);
       const bf16* be = reinterpret_cast<const bf16*>(&b);
 #pragma unroll
-      for (int j = 0; j < kVecElems; ++j)
-        ae[j] = float_to_bf16(__fadd_rn(bf16_to_float(ae[j]), bf16_to_float(be[j])));
+      for (int j = 0; j < kVecElems; ++j) ae[j] = add_rounded(ae[j], be[j]);
       hv[i] = a;
     }
     return;
   }
-  for (int64_t i = first; i < n; i += stride)
-    h[i] = float_to_bf16(__fadd_rn(bf16_to_float(h[i]), bf16_to_float(x[i])));
+  for (int64_t i = first; i < n; i += stride) h[i] = add_rounded(h[i], x[i]);
+}
+
+// A norm launch, decided from the row layout alone: the path, the block size and (vector path)
+// the vectors each thread caches — together they fix the order of the sum of squares.
+// add_rmsnorm decides it for the h it leaves (x = h, x_stride = D), exactly as rmsnorm_cuda would
+// after residual_add_cuda, which is what makes the fused y bit-identical to the unfused pair's.
+struct NormShape {
+  bool vec = false;  // 16-byte vector kernel; else the scalar kernel
+  int threads = 0;
+  int slot = 0;  // vector path: kVec = 1, 2, 4, 8 for slot 0..3
+};
+
+NormShape norm_shape(int32_t dim, int64_t xs, int64_t ys, const void* x, const void* y,
+                     const void* w) {
+  const bool vec_ok = dim % kVecElems == 0 && xs % kVecElems == 0 && ys % kVecElems == 0 &&
+                      cuda::is_aligned(x, 16) && cuda::is_aligned(y, 16) && cuda::is_aligned(w, 16);
+  const int32_t nvec = dim / kVecElems;
+  // Up to 256 threads with at most 4 cached vectors each (D <= 8192, every V3.2 norm), then up to
+  // 1024 threads with 8 (D <= 65536); wider rows take the scalar path.
+  if (vec_ok && nvec <= 1024 * 8) {
+    int threads = nvec <= 256 * 4 ? 256 : 1024;
+    const int per = (nvec + threads - 1) / threads;
+    if (per <= 1) threads = ((nvec + 31) / 32) * 32;
+    return {true, threads, per <= 1 ? 0 : per <= 2 ? 1 : per <= 4 ? 2 : 3};
+  }
+  return {false, dim >= 1024 ? 1024 : ((dim + 31) / 32) * 32, 0};
+}
+
+cuda::LaunchShape launch_shape(int32_t rows, const NormShape& s) {
+  return cuda::LaunchShape{dim3(rows), dim3(s.threads), size_t(0), cuda::current_stream()};
 }
 
 template <int kVec>
-Status launch_vec(const RmsNormParams& p, int threads, int32_t nvec, int64_t xs, int64_t ys) {
-  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
-      cuda::LaunchShape{dim3(p.num_tokens), dim3(threads), size_t(0), cuda::current_stream()},
-      rmsnorm_vec_kernel<kVec>, p.x, p.weight, p.y, nvec, xs, ys, p.eps));
-  return ok_status();
+cudaError_t launch_rmsnorm_vec(const RmsNormParams& p, const NormShape& s, int64_t xs, int64_t ys) {
+  return cuda::launch(launch_shape(p.num_tokens, s), rmsnorm_vec_kernel<kVec>, p.x, p.weight, p.y,
+                      p.dim / kVecElems, xs, ys, p.eps);
 }
+
+template <int kVec>
+cudaError_t launch_add_rmsnorm_vec(const AddRmsNormParams& p, const NormShape& s, int64_t ys) {
+  return cuda::launch(launch_shape(p.num_tokens, s), add_rmsnorm_vec_kernel<kVec>, p.h, p.add,
+                      cuda::is_aligned(p.add, 16), p.weight, p.y, p.dim / kVecElems, ys, p.eps);
+}
+
+// The vector launchers by NormShape::slot.
+constexpr cudaError_t (*kRmsNormVec[])(const RmsNormParams&, const NormShape&, int64_t, int64_t) = {
+    launch_rmsnorm_vec<1>, launch_rmsnorm_vec<2>, launch_rmsnorm_vec<4>, launch_rmsnorm_vec<8>};
+constexpr cudaError_t (*kAddRmsNormVec[])(const AddRmsNormParams&, const NormShape&, int64_t) = {
+    launch_add_rmsnorm_vec<1>, launch_add_rmsnorm_vec<2>, launch_add_rmsnorm_vec<4>,
+    launch_add_rmsnorm_vec<8>};
 
 }  // namespace
 
@@ -153,37 +283,28 @@ Status rmsnorm_cuda(const RmsNormParams& p) {
   if (p.num_tokens == 0) return ok_status();
   const int64_t xs = p.x_stride == 0 ? p.dim : p.x_stride;
   const int64_t ys = p.y_stride == 0 ? p.dim : p.y_stride;
-  const bool vec_ok = p.dim % kVecElems == 0 && xs % kVecElems == 0 && ys % kVecElems == 0 &&
-                      cuda::is_aligned(p.x, 16) && cuda::is_aligned(p.y, 16) &&
-                      cuda::is_aligned(p.weight, 16);
-  const int32_t nvec = p.dim / kVecElems;
-  // Up to 256 threads with at most 4 cached vectors each (D <= 8192, every V3.2 norm), then up to
-  // 1024 threads with 8 (D <= 65536); wider rows take the scalar path.
-  if (vec_ok && nvec <= 1024 * 8) {
-    int threads = nvec <= 256 * 4 ? 256 : 1024;
-    int per = (nvec + threads - 1) / threads;
-    if (per <= 1) threads = ((nvec + 31) / 32) * 32;
-    switch (per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : 8) {
-      case 1:
-        DSA_RETURN_IF_ERROR(launch_vec<1>(p, threads, nvec, xs, ys));
-        break;
-      case 2:
-        DSA_RETURN_IF_ERROR(launch_vec<2>(p, threads, nvec, xs, ys));
-        break;
-      case 4:
-        DSA_RETURN_IF_ERROR(launch_vec<4>(p, threads, nvec, xs, ys));
-        break;
-      default:
-        DSA_RETURN_IF_ERROR(launch_vec<8>(p, threads, nvec, xs, ys));
-        break;
-    }
+  const NormShape s = norm_shape(p.dim, xs, ys, p.x, p.y, p.weight);
+  if (s.vec) {
+    DSA_CUDA_RETURN_IF_ERROR(kRmsNormVec[s.slot](p, s, xs, ys));
   } else {
-    const int threads = p.dim >= 1024 ? 1024 : ((p.dim + 31) / 32) * 32;
-    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
-        cuda::LaunchShape{dim3(p.num_tokens), dim3(threads), size_t(0), cuda::current_stream()},
-        rmsnorm_scalar_kernel, p.x, p.weight, p.y, p.dim, xs, ys, p.eps));
+    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(launch_shape(p.num_tokens, s), rmsnorm_scalar_kernel, p.x,
+                                          p.weight, p.y, p.dim, xs, ys, p.eps));
   }
   return cuda::launch_error("rmsnorm");
+}
+
+Status add_rmsnorm_cuda(const AddRmsNormParams& p) {
+  DSA_RETURN_IF_ERROR(validate(p));
+  if (p.num_tokens == 0) return ok_status();
+  const int64_t ys = p.y_stride == 0 ? p.dim : p.y_stride;
+  const NormShape s = norm_shape(p.dim, p.dim, ys, p.h, p.y, p.weight);
+  if (s.vec) {
+    DSA_CUDA_RETURN_IF_ERROR(kAddRmsNormVec[s.slot](p, s, ys));
+  } else {
+    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(launch_shape(p.num_tokens, s), add_rmsnorm_scalar_kernel,
+                                          p.h, p.add, p.weight, p.y, p.dim, ys, p.eps));
+  }
+  return cuda::launch_error("add_rmsnorm");
 }
 
 Status residual_add_cuda(const ResidualAddParams& p) {

@@ -1,4 +1,7 @@
 #include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dsa/core/thread_pool.h"
@@ -11,8 +14,21 @@ namespace dsa::kernels {
 namespace {
 constexpr std::string_view kOp = "rmsnorm";
 constexpr std::string_view kAddOp = "residual_add";
+constexpr std::string_view kFusedOp = "add_rmsnorm";
 
 int64_t stride_or_dim(int64_t stride, int32_t dim) { return stride == 0 ? dim : stride; }
+
+// Whether the bf16 spans [a, a + a_elems) and [b, b + b_elems) share a byte. Compared as
+// integers (the pointers usually come from different allocations), ends saturated (a stride
+// near INT64_MAX passes the validation).
+bool overlaps(const bf16* a, int64_t a_elems, const bf16* b, int64_t b_elems) {
+  const auto end = [](uintptr_t p, int64_t elems) {
+    const uintptr_t bytes = uintptr_t(elems) * sizeof(bf16);
+    return bytes > UINTPTR_MAX - p ? UINTPTR_MAX : p + bytes;
+  };
+  const auto a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
+  return a0 < end(b0, b_elems) && b0 < end(a0, a_elems);
+}
 }  // namespace
 
 Status validate(const RmsNormParams& p) {
@@ -67,6 +83,54 @@ Status residual_add_ref(const ResidualAddParams& p) {
     p.h[i] = float_to_bf16(sum);
   }
   return ok_status();
+}
+
+Status validate(const AddRmsNormParams& p) {
+  DSA_RETURN_IF_ERROR(require_in(kFusedOp, "num_tokens", p.num_tokens, 0, INT32_MAX));
+  DSA_RETURN_IF_ERROR(require_in(kFusedOp, "dim", p.dim, 1, INT32_MAX));
+  if (!(std::isfinite(p.eps) && p.eps > 0.f)) {
+    return invalid_argument(fmt::format("{}: eps = {}: must be finite and > 0", kFusedOp, p.eps));
+  }
+  const int64_t ys = stride_or_dim(p.y_stride, p.dim);
+  DSA_RETURN_IF_ERROR(require_in(kFusedOp, "y_stride", ys, p.dim, INT64_MAX));
+  if (p.num_tokens == 0) return ok_status();
+  DSA_RETURN_IF_ERROR(require_pointer(kFusedOp, "h", p.h));
+  DSA_RETURN_IF_ERROR(require_pointer(kFusedOp, "add", p.add));
+  DSA_RETURN_IF_ERROR(require_pointer(kFusedOp, "weight", p.weight));
+  DSA_RETURN_IF_ERROR(require_pointer(kFusedOp, "y", p.y));
+  // Unlike rmsnorm, y may not be the input: one block's y row could be another's h row still
+  // being read, and y == h would leave h holding the norm instead of the residual stream. y's
+  // span runs from its first row to the end of its last (conservative: the gaps count).
+  const int64_t hn = int64_t{p.num_tokens} * p.dim;
+  int64_t yn = 0;
+  if (__builtin_mul_overflow(int64_t{p.num_tokens} - 1, ys, &yn) ||
+      __builtin_add_overflow(yn, int64_t{p.dim}, &yn)) {
+    yn = INT64_MAX;
+  }
+  for (auto [name, buf] : {std::pair<std::string_view, const bf16*>{"h", p.h}, {"add", p.add}}) {
+    if (overlaps(p.y, yn, buf, hn)) {
+      return invalid_argument(
+          fmt::format("{}: y = {} overlaps {} = {}: y must be a buffer of its own", kFusedOp,
+                      fmt::ptr(p.y), name, fmt::ptr(buf)));
+    }
+  }
+  return ok_status();
+}
+
+Status add_rmsnorm_ref(const AddRmsNormParams& p) {
+  DSA_RETURN_IF_ERROR(validate(p));
+  if (p.num_tokens == 0) return ok_status();
+  // Literally the unfused sequence, so the two can never drift apart.
+  DSA_RETURN_IF_ERROR(residual_add_ref({p.h, p.add, p.num_tokens, p.dim}));
+  RmsNormParams n;
+  n.x = p.h;
+  n.weight = p.weight;
+  n.y = p.y;
+  n.num_tokens = p.num_tokens;
+  n.dim = p.dim;
+  n.y_stride = p.y_stride;
+  n.eps = p.eps;
+  return rmsnorm_ref(n);
 }
 
 }  // namespace dsa::kernels

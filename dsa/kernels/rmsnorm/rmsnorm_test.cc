@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/rmsnorm/rmsnorm_check.h"
+#include "dsa/testing/first_difference.h"
 #include "dsa/testing/random.h"
 
 namespace dsa::kernels {
@@ -209,6 +211,185 @@ TEST(ResidualAdd, Rejects) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
     EXPECT_NE(s.message().find(c.needle), std::string::npos) << s.to_string();
   }
+}
+
+// ---- add_rmsnorm: residual_add then rmsnorm, fused ----
+
+// Rows of h with scales 2^-6..2^6 and adds 2^-8..2^2 of their row's scale, so the fp32 add rounds
+// to bf16 in many places and the norm sees rounded sums of every magnitude.
+struct AddRows {
+  std::vector<bf16> h, add, w;
+};
+
+AddRows random_add_rows(Rng& rng, int32_t tokens, int32_t dim) {
+  AddRows r;
+  for (int32_t t = 0; t < tokens; ++t) {
+    const float scale = std::ldexp(1.f, int(rng.randint(-6, 6)));
+    for (int32_t d = 0; d < dim; ++d) {
+      r.h.push_back(float_to_bf16(rng.normal() * scale));
+      r.add.push_back(
+          float_to_bf16(rng.normal() * scale * std::ldexp(1.f, int(rng.randint(-8, 2)))));
+    }
+  }
+  r.w = rng.bf16_vector(size_t(dim), 0.5f);
+  return r;
+}
+
+AddRmsNormParams add_params(std::vector<bf16>& h, const std::vector<bf16>& add,
+                            const std::vector<bf16>& w, std::vector<bf16>& y, int32_t tokens,
+                            int64_t y_stride) {
+  AddRmsNormParams p;
+  p.h = h.data();
+  p.add = add.data();
+  p.weight = w.data();
+  p.y = y.data();
+  p.num_tokens = tokens;
+  p.dim = static_cast<int32_t>(w.size());
+  p.y_stride = y_stride;
+  return p;
+}
+
+// The fused reference is the unfused pair bit for bit (h and the whole strided y), on fresh random
+// rows: T = 0 and 1, D not a multiple of 8, V3.2's hidden width, output strides wider than D.
+TEST(AddRmsNorm, EqualsResidualAddThenRmsNorm) {
+  Rng rng(testing::test_seed());
+  const bf16 sentinel{0xFFFF};  // a NaN no finite input produces
+  struct Shape {
+    int32_t tokens, dim;
+    int64_t y_stride;  // 0 = dim
+  } shapes[] = {{0, 64, 0},   {1, 7168, 0},    {1, 7, 0},   {3, 7, 0},    {5, 100, 103},
+                {37, 512, 0}, {4, 7168, 7171}, {9, 13, 20}, {6, 96, 104}, {64, 7168, 0}};
+  for (const Shape& s : shapes) {
+    const std::string what = "T=" + std::to_string(s.tokens) + " D=" + std::to_string(s.dim) +
+                             " ys=" + std::to_string(s.y_stride);
+    const int64_t ys = s.y_stride == 0 ? s.dim : s.y_stride;
+    AddRows r = random_add_rows(rng, s.tokens, s.dim);
+    std::vector<bf16> fused_h = r.h, fused_y(size_t(s.tokens) * ys, sentinel);
+    ASSERT_TRUE(
+        add_rmsnorm_ref(add_params(fused_h, r.add, r.w, fused_y, s.tokens, s.y_stride)).ok())
+        << what;
+
+    std::vector<bf16> pair_h = r.h, pair_y(fused_y.size(), sentinel);
+    ASSERT_TRUE(residual_add_ref({pair_h.data(), r.add.data(), s.tokens, s.dim}).ok()) << what;
+    RmsNormParams n = params(pair_h, r.w, pair_y, s.tokens);
+    n.y_stride = s.y_stride;
+    ASSERT_TRUE(rmsnorm_ref(n).ok()) << what;
+
+    EXPECT_EQ(testing::first_bit_difference(fused_h, pair_h), "") << what << ": h";
+    EXPECT_EQ(testing::first_bit_difference(fused_y, pair_y), "") << what << ": y";
+    for (int32_t t = 0; t < s.tokens; ++t) {
+      for (int64_t j = 0; j < ys; ++j) {
+        const bool gap = j >= s.dim;
+        EXPECT_EQ(fused_y[size_t(t) * ys + j].bits == sentinel.bits, gap)
+            << what << ": y[" << t << "][" << j << "]" << (gap ? " (gap) written" : " not written");
+      }
+    }
+    if (s.tokens > 0) {
+      EXPECT_NE(testing::first_bit_difference(fused_h, r.h), "") << what << ": h not updated";
+    }
+  }
+}
+
+// [2.5, 4] + [0.5, 0] = [3, 4], whose norm is RmsNorm.HandComputedPair's [217 * 2^-8, 145 * 2^-7];
+// the add rounds as residual_add's does: 1 + 2^-8 is a tie and stays at the even 1.0.
+TEST(AddRmsNorm, HandComputed) {
+  auto h = to_bf16({2.5f, 4.f, 1.f, 1.f}), add = to_bf16({0.5f, 0.f, 0x1p-8f, 0.f});
+  auto w = to_bf16({1.f, 1.f});
+  std::vector<bf16> y(4, float_to_bf16(NAN));
+  ASSERT_TRUE(add_rmsnorm_ref(add_params(h, add, w, y, 2, 0)).ok());
+  EXPECT_EQ(bf16_to_float(h[0]), 3.f);
+  EXPECT_EQ(bf16_to_float(h[1]), 4.f);
+  EXPECT_EQ(bf16_to_float(h[2]), 1.f);
+  EXPECT_EQ(bf16_to_float(y[0]), 0.84765625f);
+  EXPECT_EQ(bf16_to_float(y[1]), 1.1328125f);
+  EXPECT_EQ(bf16_to_float(y[2]), 1.f);  // [1, 1]: rms 1, y = w
+  EXPECT_EQ(bf16_to_float(y[3]), 1.f);
+}
+
+// The check entry: h against the exact sum, y against the independent long-double norm.
+TEST(AddRmsNorm, RandomRowsMatchIndependentFormulation) {
+  const uint64_t seed = testing::test_seed();
+  for (auto [tokens, dim] : {std::pair{37, 512}, {1, 7168}, {3, 7}, {9, 100}}) {
+    Status s = check_add_rmsnorm(add_rmsnorm_ref, tokens, dim, seed + dim);
+    EXPECT_TRUE(s.ok()) << "T=" << tokens << " D=" << dim << ": " << s.to_string();
+  }
+}
+
+TEST(AddRmsNorm, ZeroTokensIsNoOpWithoutPointers) {
+  AddRmsNormParams p;
+  p.dim = 16;
+  EXPECT_TRUE(add_rmsnorm_ref(p).ok());
+}
+
+class AddRmsNormRejects : public ::testing::Test {
+ protected:
+  AddRmsNormRejects() : h(8, float_to_bf16(1.f)), add(8, float_to_bf16(1.f)), w(4), y(8) {}
+  void expect(const AddRmsNormParams& p, const std::string& needle) {
+    Status s = add_rmsnorm_ref(p);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    EXPECT_EQ(s.message().rfind("add_rmsnorm: ", 0), 0u) << s.to_string();
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.to_string();
+  }
+  AddRmsNormParams good() { return add_params(h, add, w, y, 2, 0); }
+  std::vector<bf16> h, add, w, y;
+};
+
+TEST_F(AddRmsNormRejects, GoodParamsPass) { EXPECT_TRUE(validate(good()).ok()); }
+TEST_F(AddRmsNormRejects, NegativeTokens) {
+  auto p = good();
+  p.num_tokens = -3;
+  expect(p, "num_tokens = -3");
+}
+TEST_F(AddRmsNormRejects, ZeroDim) {
+  auto p = good();
+  p.dim = 0;
+  expect(p, "dim = 0");
+}
+TEST_F(AddRmsNormRejects, BadEps) {
+  auto p = good();
+  p.eps = 0.f;
+  expect(p, "eps = 0");
+  p.eps = -1e-6f;
+  expect(p, "eps = -1e-06");
+  p.eps = NAN;
+  expect(p, "eps = nan");
+  p.eps = INFINITY;
+  expect(p, "eps = inf");
+}
+TEST_F(AddRmsNormRejects, OutputStrideBelowDim) {
+  auto p = good();
+  p.y_stride = 3;
+  expect(p, "y_stride = 3");
+  p.y_stride = -4;
+  expect(p, "y_stride = -4");
+}
+TEST_F(AddRmsNormRejects, NullPointers) {
+  auto p = good();
+  p.h = nullptr;
+  expect(p, "h is null");
+  p = good();
+  p.add = nullptr;
+  expect(p, "add is null");
+  p = good();
+  p.weight = nullptr;
+  expect(p, "weight is null");
+  p = good();
+  p.y = nullptr;
+  expect(p, "y is null");
+}
+// y in place of h would lose the residual stream; y over add (or any overlap) races in the kernel.
+TEST_F(AddRmsNormRejects, OutputOverlappingAnInput) {
+  auto p = good();
+  p.y = h.data();
+  expect(p, "overlaps h");
+  p.y = h.data() + 7;  // the last element of h is y's first
+  expect(p, "overlaps h");
+  p.y = const_cast<bf16*>(add.data());
+  expect(p, "overlaps add");
+  p = good();
+  p.num_tokens = 1;
+  p.y = h.data() + 4;  // one row: y is h's second row, which this call leaves alone
+  EXPECT_TRUE(validate(p).ok());
 }
 
 }  // namespace

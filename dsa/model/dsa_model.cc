@@ -22,9 +22,6 @@ size_t sz(int64_t v) { return static_cast<size_t>(v); }
 // Upper bounds the runtime's int32 metadata (rows, positions, slot ids) can hold with margin.
 constexpr int32_t kMaxRequestsCap = 4096;
 constexpr int32_t kMaxExtendRowsCap = 1 << 20;
-// The warm-up prefill's length: a short prompt's. It loads every kernel a prefill uses (modules
-// load on first use); cuBLASLt plans are per shape, so other lengths still plan once each.
-constexpr int32_t kWarmUpRows = 64;
 
 StatusOr<runtime::MetadataConfig> metadata_config_for(const ModelConfig& c, const ModelOptions& o) {
   if (o.max_context < 1 || o.max_context > c.max_position_embeddings) {
@@ -200,14 +197,6 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
   }
   DSA_RETURN_IF_ERROR(m->allocate_outputs());
   if (options.cuda_graphs) DSA_RETURN_IF_ERROR(m->capture_graphs());
-  // Not with expert parallelism: every rank runs every forward together, and the ranks load one
-  // after another.
-  const int32_t warm_rows =
-      std::min({kWarmUpRows, options.max_extend_rows, options.max_context - 1});
-  if (options.warm_up && ops.backend == kernels::Backend::kCuda && options.ep_size == 1 &&
-      warm_rows >= 1) {
-    DSA_RETURN_IF_ERROR(m->warm_up_prefill(warm_rows).with_context("warm-up prefill"));
-  }
   if (options.profile_device_time) {
     // Label 0: the decode steps; 1 + ForwardTiming::index: the forwards.
     m->timeline_ = std::make_unique<runtime::DeviceTimeline>(
@@ -404,34 +393,6 @@ Status DsaModel::sync_and_check(std::string_view context) {
 }
 
 Status DsaModel::wait() { return sync_and_check("forward"); }
-
-Status DsaModel::warm_up_prefill(int32_t rows) {
-  const int32_t most = std::min(metadata_config_.max_extend_rows, options_.max_context - 1);
-  if (rows < 1 || rows > most) {
-    return invalid_argument(
-        fmt::format("warm_up_prefill: rows = {}: must be in [1, {}]", rows, most));
-  }
-  DSA_ASSIGN_OR_RETURN(const int32_t slot, pages_.open_request());
-  const Status s = [&]() -> Status {
-    DSA_RETURN_IF_ERROR(pages_.reserve(slot, rows));
-    runtime::ForwardBatch batch;
-    batch.mode = runtime::ForwardMode::kExtend;
-    batch.requests = {{slot, 0, rows, rows - 1, 1}};
-    const std::vector<int32_t> tokens(sz(rows), 0);
-    ForwardOutput out;
-    DSA_RETURN_IF_ERROR(forward(batch, tokens, {}, &out));
-    if (!weights_.mtp) return ok_status();
-    batch.model = runtime::ModelKind::kMtp;
-    ForwardOutput mtp_out;
-    return forward(batch, tokens, out.hidden, &mtp_out);
-  }();
-  DSA_RETURN_IF_ERROR(pages_.close_request(slot));
-  DSA_RETURN_IF_ERROR(s);
-  // As if it never ran: the figures count the user's forwards, and no hand-off may name its rows.
-  timing_ = ForwardTiming{};
-  last_rows_pad_ = 0;
-  return ok_status();
-}
 
 Status DsaModel::open_step_span() {
   if (!timeline_) return ok_status();

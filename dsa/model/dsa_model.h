@@ -91,9 +91,6 @@ struct ModelOptions {
   // --profile-device-time: the GPU time of every forward and decode step, by timing markers on
   // the stream (runtime/device_timeline.h; device_time()). Off: nothing recorded.
   bool profile_device_time = false;
-  // CUDA, one rank (ep_size 1): load ends with warm_up_prefill(), so the first request's TTFT does
-  // not carry the prefill kernels' first use (lazy module loading, cuBLASLt plans).
-  bool warm_up = true;
   // Expert parallelism of the routed experts (model/expert_parallel.h, docs/multi_gpu.md): this
   // model is rank ep_rank of ep_size ranks that split them, over ep_group (outlives the model;
   // every rank runs every forward). All experts are still loaded; a rank computes only its own.
@@ -266,13 +263,6 @@ class DsaModel {
   // Waits for everything launched and reads the device error word (the errors of launched-only
   // forwards surface here or at the next read).
   Status wait();
-
-  // One EXTEND forward of `rows` tokens through the target, and through the MTP layer when the
-  // checkpoint has one, on a request row opened and closed here: the pool, the timing and the
-  // outputs' consumers are as before (the rows' pages are free again, their contents dead). What
-  // ModelOptions::warm_up runs at load on CUDA. InvalidArgument for rows outside
-  // [1, min(max_extend_rows, max_context - 1)].
-  Status warm_up_prefill(int32_t rows);
 
   // A decode step's span on the device timeline (no-ops unless options().profile_device_time); a
   // step in which no forward was launched is dropped. device_time() waits for the work of every

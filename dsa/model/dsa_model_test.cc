@@ -6,7 +6,6 @@
 
 #include <cstring>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace dsa::model {
@@ -122,65 +121,6 @@ TEST(DsaModelForward, BadBatchesAreRefusedBeforeAnythingRuns) {
   s = model.forward(fb, one, {}, &out);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
   EXPECT_EQ(model.timing().forwards, 0);
-}
-
-}  // namespace
-}  // namespace dsa::model
-
-namespace dsa::model {
-namespace {
-
-// The warm-up prefill leaves no trace: the pool's rows and pages are free again, the timing is
-// zero, and a prefill after it gives the same bits as on a model that never warmed up.
-TEST(WarmUpPrefill, LeavesThePoolTimingAndOutputsAsBefore) {
-  ModelOptions o;
-  o.max_requests = 2;
-  o.max_context = 256;
-  o.num_draft_tokens = 1;
-  auto cold = DsaModel::load(model_dir(), o, kernels::cpu_ops());
-  auto warm = DsaModel::load(model_dir(), o, kernels::cpu_ops());
-  ASSERT_TRUE(cold.ok() && warm.ok());
-  DsaModel& w = **warm;
-  const int32_t free_pages = w.pages().num_free_pages();
-  ASSERT_TRUE(w.warm_up_prefill(40).ok());
-  EXPECT_EQ(w.pages().num_free_pages(), free_pages);
-  EXPECT_EQ(w.timing().forwards, 0);
-  // A hand-off naming the warm-up's rows is refused: none is left to name.
-  runtime::ForwardBatch probe;
-  probe.model = ModelKind::kMtp;
-  probe.mode = ForwardMode::kDecode;
-  ForwardInputs in;
-  in.hidden_from_last = true;
-  const std::vector<int32_t> one = {5};
-  in.tokens = one;
-  ForwardOutput ignored;
-  auto slot = w.pages().open_request();
-  ASSERT_TRUE(slot.ok());
-  ASSERT_TRUE(w.pages().reserve(*slot, 8).ok());
-  probe.requests = {{*slot, 3, 1, 0, -1}};
-  EXPECT_EQ(w.forward(probe, in, &ignored, {}).code(), StatusCode::kInvalidArgument);
-  ASSERT_TRUE(w.pages().close_request(*slot).ok());
-
-  const std::vector<int32_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3};
-  ForwardOutput a, b;
-  for (auto [m, out] : {std::pair{cold->get(), &a}, std::pair{warm->get(), &b}}) {
-    auto s = m->pages().open_request();
-    ASSERT_TRUE(s.ok());
-    ASSERT_TRUE(m->pages().reserve(*s, 24).ok());
-    runtime::ForwardBatch fb;
-    fb.mode = ForwardMode::kExtend;
-    fb.requests = {{*s, 0, int32_t(tokens.size()), int32_t(tokens.size()) - 1, 1}};
-    ASSERT_TRUE(m->forward(fb, tokens, {}, out).ok());
-  }
-  EXPECT_TRUE(same_bits(a.hidden, b.hidden));
-  EXPECT_EQ(a.logits, b.logits);
-
-  for (int32_t bad : {0, -1, 256}) {
-    const Status s = w.warm_up_prefill(bad);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
-    EXPECT_NE(s.message().find("warm_up_prefill: rows = " + std::to_string(bad)), std::string::npos)
-        << s.message();
-  }
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 namespace dsa::cli {
 
@@ -151,22 +153,31 @@ json host_breakdown(const engine::EngineMetrics& m, const model::ForwardTiming& 
               {"host_without_wait", per(t.total_s - ft.wait_s)}};
 }
 
+// One row per kind of forward (model, mode; ForwardTiming::index i) that `fill(i, &row)` keeps
+// (returns true), each named by its model and mode.
+json forward_kinds(const std::function<bool(size_t, json*)>& fill) {
+  json kinds = json::array();
+  for (runtime::ModelKind model : {runtime::ModelKind::kTarget, runtime::ModelKind::kMtp}) {
+    for (runtime::ForwardMode mode : runtime::kAllForwardModes) {
+      json row = {{"model", runtime::model_name(model)}, {"mode", runtime::mode_name(mode)}};
+      if (fill(model::ForwardTiming::index(model, mode), &row)) kinds.push_back(std::move(row));
+    }
+  }
+  return kinds;
+}
+
 // --profile-device-time: the decode steps' device time per step, split into the forwards' and
 // the rest (acceptance, sampling, drafts, copies between forwards, and the GPU idle inside the
 // step), the time between decode steps, and each kind of forward's mean time.
 json device_time_json(const model::DeviceTime& t) {
   const double n = double(std::max<int64_t>(1, t.steps.spans));
-  json kinds = json::array();
-  for (runtime::ModelKind model : {runtime::ModelKind::kTarget, runtime::ModelKind::kMtp}) {
-    for (runtime::ForwardMode mode : runtime::kAllForwardModes) {
-      const runtime::DeviceTimeline::Total& k = t.by_kind[model::ForwardTiming::index(model, mode)];
-      if (k.spans == 0) continue;
-      kinds.push_back({{"model", runtime::model_name(model)},
-                       {"mode", runtime::mode_name(mode)},
-                       {"forwards", k.spans},
-                       {"ms_each", k.ms / double(k.spans)}});
-    }
-  }
+  json kinds = forward_kinds([&](size_t i, json* row) {
+    const runtime::DeviceTimeline::Total& k = t.by_kind[i];
+    if (k.spans == 0) return false;
+    (*row)["forwards"] = k.spans;
+    (*row)["ms_each"] = k.ms / double(k.spans);
+    return true;
+  });
   return json{{"decode_steps", t.steps.spans},
               {"step_ms", t.steps.ms / n},
               {"forwards_ms_per_step", t.steps.inner_ms / n},
@@ -217,19 +228,15 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
                 {"graph_capture_s", gs.capture_s}}}};
     add_modes(j["summary"], modes_);
     // Per kind of forward: how many ran and their mean time alone (each ends synchronised).
-    json kinds = json::array();
-    for (runtime::ModelKind model : {runtime::ModelKind::kTarget, runtime::ModelKind::kMtp}) {
-      for (runtime::ForwardMode mode : runtime::kAllForwardModes) {
-        const model::ForwardTiming::Kind& k = ft.by_kind[model::ForwardTiming::index(model, mode)];
-        if (k.forwards == 0) continue;
-        kinds.push_back({{"model", runtime::model_name(model)},
-                         {"mode", runtime::mode_name(mode)},
-                         {"forwards", k.forwards},
-                         {"waited", k.waited},
-                         {"ms_each", 1000.0 * k.total_s / double(k.forwards)},
-                         {"ms_per_step", 1000.0 * k.total_s / steps}});
-      }
-    }
+    json kinds = forward_kinds([&](size_t i, json* row) {
+      const model::ForwardTiming::Kind& k = ft.by_kind[i];
+      if (k.forwards == 0) return false;
+      (*row)["forwards"] = k.forwards;
+      (*row)["waited"] = k.waited;
+      (*row)["ms_each"] = 1000.0 * k.total_s / double(k.forwards);
+      (*row)["ms_per_step"] = 1000.0 * k.total_s / steps;
+      return true;
+    });
     j["summary"]["forward_kinds"] = kinds;
     j["summary"]["step_ms"] = 1000.0 * secs / steps;
     j["summary"]["host_breakdown_ms_per_step"] = host_breakdown(m, ft, steps);

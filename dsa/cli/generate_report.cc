@@ -168,7 +168,8 @@ json forward_kinds(const std::function<bool(size_t, json*)>& fill) {
 
 // --profile-device-time: the decode steps' device time per step, split into the forwards' and
 // the rest (acceptance, sampling, drafts, copies between forwards, and the GPU idle inside the
-// step), the time between decode steps, and each kind of forward's mean time.
+// step), the time between decode steps (the stream's work outside them, such as prefill forwards,
+// and idle), and each kind of forward's mean time.
 json device_time_json(const model::DeviceTime& t) {
   const double n = double(std::max<int64_t>(1, t.steps.spans));
   json kinds = forward_kinds([&](size_t i, json* row) {

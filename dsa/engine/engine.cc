@@ -328,8 +328,9 @@ Status Engine::step() {
   // --profile-device-time: the decode phase's span on the device timeline (a no-op otherwise).
   DSA_RETURN_IF_ERROR(model_.open_step_span());
   const Status decoded = decode_phase(running);
-  DSA_RETURN_IF_ERROR(model_.close_step_span());
-  DSA_RETURN_IF_ERROR(decoded);
+  const Status closed = model_.close_step_span();
+  DSA_RETURN_IF_ERROR(decoded);  // the step's own error first
+  DSA_RETURN_IF_ERROR(closed);
   metrics_.readbacks += ft.readbacks - readbacks;
   metrics_.readback_bytes += ft.readback_bytes - readback_bytes;
   metrics_.staged_bytes += ft.staged_bytes - staged_bytes;

@@ -396,13 +396,14 @@ Status DsaModel::wait() { return sync_and_check("forward"); }
 
 Status DsaModel::open_step_span() {
   if (!timeline_) return ok_status();
-  forwards_at_step_open_ = timing_.forwards;
+  spans_at_step_open_ = spans_kept_;
   return timeline_->open(0);
 }
 
 Status DsaModel::close_step_span() {
   if (!timeline_) return ok_status();
-  return timeline_->close(0, timing_.forwards > forwards_at_step_open_);
+  // Kept when a forward span inside it was: the step's inner time is then its forwards'.
+  return timeline_->close(0, spans_kept_ > spans_at_step_open_);
 }
 
 StatusOr<DeviceTime> DsaModel::device_time() {
@@ -637,8 +638,11 @@ Status DsaModel::forward(runtime::ForwardBatch batch, const ForwardInputs& in, F
       timing_.replays += replayed ? 1 : 0;
       return ok_status();
     }();
-    if (timeline_) DSA_RETURN_IF_ERROR(timeline_->close(span, launched.ok()));
+    // The forward's own error first: a timeline error must not hide it.
+    const Status closed = timeline_ ? timeline_->close(span, launched.ok()) : ok_status();
     DSA_RETURN_IF_ERROR(launched);
+    DSA_RETURN_IF_ERROR(closed);
+    ++spans_kept_;
   }
   last_rows_pad_ = meta_.header.rows_pad;  // what hidden_out_ holds once this body has run
   const auto t1 = clock::now();

@@ -148,6 +148,7 @@ struct ForwardTiming {
 // engine's decode steps (open_step_span .. close_step_span) and each forward's staging and launch,
 // per (model, mode) as ForwardTiming::by_kind. A step's inner_ms is its forwards' time; the rest
 // of its time is the work between them (acceptance, sampling, drafts, copies) and the GPU's idle.
+// Its between_ms is the stream's time outside decode steps: prefill forwards, and idle.
 struct DeviceTime {
   runtime::DeviceTimeline::Total steps;
   std::array<runtime::DeviceTimeline::Total, 2 * ForwardTiming::kModes> by_kind{};
@@ -266,7 +267,7 @@ class DsaModel {
 
   // A decode step's span on the device timeline (no-ops unless options().profile_device_time); a
   // step in which no forward was launched is dropped. device_time() waits for the work of every
-  // closed span: call it after the run (nullopt-like zeros when profiling is off).
+  // closed span: call it after the run (zeros when profiling is off).
   Status open_step_span();
   Status close_step_span();
   StatusOr<DeviceTime> device_time();
@@ -371,7 +372,7 @@ class DsaModel {
   runtime::GraphRunner graphs_;
   ForwardTiming timing_;
   std::unique_ptr<runtime::DeviceTimeline> timeline_;  // profile_device_time only
-  int64_t forwards_at_step_open_ = 0;
+  int64_t spans_kept_ = 0, spans_at_step_open_ = 0;    // forward spans kept on the timeline
   CachePlan cache_plan_;
   StreamStats load_stats_;
   std::vector<int32_t> padded_tokens_;  // a padded forward's token rows (reused)

@@ -2,13 +2,18 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace dsa::runtime {
 
 namespace {
 
-// Spans pending before close() resolves them on its own: a run of many steps keeps a bounded
-// number of markers, and the wait this costs (the stream's work up to a recent close) is rare.
+// Closed spans pending before the last span closes resolves them on its own, and how many of the
+// newest it leaves: a run of many steps keeps a bounded number of markers, and the spans it folds
+// closed thousands of spans ago, so waiting for them waits for nothing still running (the step
+// in flight, which an overlapped schedule must not drain, is among the newest).
 constexpr size_t kResolveEvery = 2048;
+constexpr size_t kLeaveNewest = 256;
 
 }  // namespace
 
@@ -43,7 +48,10 @@ Status DeviceTimeline::open(int32_t label) {
     }
   }
   DSA_ASSIGN_OR_RETURN(void* m, take_marker());
-  DSA_RETURN_IF_ERROR(mem_.record_timing_marker(m));
+  if (Status s = mem_.record_timing_marker(m); !s.ok()) {
+    free_markers_.push_back(m);
+    return s;
+  }
   const int32_t outer = open_.empty() ? -1 : spans_[size_t(open_.back())].label;
   spans_.push_back({label, outer, m, nullptr});
   open_.push_back(int32_t(spans_.size() - 1));
@@ -56,20 +64,35 @@ Status DeviceTimeline::close(int32_t label, bool keep) {
         fmt::format("device timeline: close({}) but the innermost open span is {}", label,
                     open_.empty() ? -1 : spans_[size_t(open_.back())].label));
   }
-  DSA_ASSIGN_OR_RETURN(void* m, take_marker());
-  DSA_RETURN_IF_ERROR(mem_.record_timing_marker(m));
-  spans_[size_t(open_.back())].close_marker = m;
-  spans_[size_t(open_.back())].keep = keep;
-  open_.pop_back();
-  if (spans_.size() >= kResolveEvery) return resolve();
+  const size_t i = size_t(open_.back());
+  open_.pop_back();  // closed whatever happens next: a failed record must not wedge the label
+  StatusOr<void*> m = take_marker();
+  Status recorded = m.ok() ? mem_.record_timing_marker(*m) : m.status();
+  if (!recorded.ok()) {
+    // Dropped: its open marker is free again. The spans after it are its closed children (the
+    // open ones were opened before it), so no index in open_ moves.
+    if (m.ok()) free_markers_.push_back(*m);
+    free_markers_.push_back(spans_[i].open_marker);
+    spans_.erase(spans_.begin() + std::ptrdiff_t(i));
+    return recorded;
+  }
+  spans_[i].close_marker = *m;
+  spans_[i].keep = keep;
+  if (open_.empty() && spans_.size() >= kResolveEvery) return resolve_oldest(kLeaveNewest);
   return ok_status();
 }
 
-Status DeviceTimeline::resolve() {
-  std::vector<Span> still_open;
-  for (const Span& s : spans_) {
+Status DeviceTimeline::resolve() { return resolve_oldest(0); }
+
+Status DeviceTimeline::resolve_oldest(size_t leave_newest) {
+  const size_t end = spans_.size() > leave_newest ? spans_.size() - leave_newest : 0;
+  std::vector<Span> kept;
+  Status failed = ok_status();
+  size_t i = 0;
+  for (; i < end; ++i) {
+    const Span& s = spans_[i];
     if (s.close_marker == nullptr) {
-      still_open.push_back(s);
+      kept.push_back(s);
       continue;
     }
     if (!s.keep) {
@@ -77,24 +100,33 @@ Status DeviceTimeline::resolve() {
       free_markers_.push_back(s.close_marker);
       continue;
     }
-    Total& t = totals_[size_t(s.label)];
-    DSA_ASSIGN_OR_RETURN(const double ms, mem_.elapsed_ms(s.open_marker, s.close_marker));
-    ++t.spans;
-    t.ms += ms;
-    if (s.outer >= 0) totals_[size_t(s.outer)].inner_ms += ms;
+    // Both readings first, then the totals: a failed reading leaves this span (and the ones
+    // after it) pending, counted nowhere yet and its markers still its own.
     void*& last = last_close_[size_t(s.label)];
+    StatusOr<double> ms = mem_.elapsed_ms(s.open_marker, s.close_marker);
+    StatusOr<double> gap = last != nullptr ? mem_.elapsed_ms(last, s.open_marker) : 0.0;
+    if (!ms.ok() || !gap.ok()) {
+      failed = !ms.ok() ? ms.status() : gap.status();
+      break;
+    }
+    Total& t = totals_[size_t(s.label)];
+    ++t.spans;
+    t.ms += *ms;
+    if (s.outer >= 0) totals_[size_t(s.outer)].inner_ms += *ms;
     if (last != nullptr) {
-      DSA_ASSIGN_OR_RETURN(const double gap, mem_.elapsed_ms(last, s.open_marker));
-      t.between_ms += gap;
+      t.between_ms += *gap;
       free_markers_.push_back(last);
     }
     last = s.close_marker;  // kept until the label's next span has measured from it
     free_markers_.push_back(s.open_marker);
   }
-  spans_ = std::move(still_open);
+  kept.insert(kept.end(), spans_.begin() + std::ptrdiff_t(i), spans_.end());
+  spans_ = std::move(kept);
   open_.clear();
-  for (size_t i = 0; i < spans_.size(); ++i) open_.push_back(int32_t(i));
-  return ok_status();
+  for (size_t j = 0; j < spans_.size(); ++j) {
+    if (spans_[j].close_marker == nullptr) open_.push_back(int32_t(j));
+  }
+  return failed;
 }
 
 DeviceTimeline::Total DeviceTimeline::total(int32_t label) const {

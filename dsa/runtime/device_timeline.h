@@ -4,7 +4,7 @@
 // points: the kernels and copies issued in between, and any time the GPU sat idle waiting for the
 // host to issue them. On the CPU, whose ops complete before they return, it is the host's time.
 // What it answers: per step, the time of each forward against the whole step (issue 15), and the
-// GPU's idle time between steps.
+// stream's time between steps (the work outside them, such as prefill forwards, and idle).
 #pragma once
 
 #include <cstdint>
@@ -39,11 +39,15 @@ class DeviceTimeline {
     // outside the label's spans (other work, or idle).
     double between_ms = 0;
   };
-  // Waits for the work of every closed span and folds them into the totals (also done on its own
-  // when many are pending). Spans still open are kept.
+  // Waits for the work of every closed span and folds them into the totals. Spans still open are
+  // kept; so is every span from one whose reading fails on (counted nowhere, tried again next
+  // time). Also done on its own, when the outermost span closes with many pending, for all but
+  // the newest spans (long finished: the step in flight is not waited for).
   Status resolve();
   // The resolved totals of `label` (zeros for one out of range).
   Total total(int32_t label) const;
+  // Markers made so far: they are reused, so this stays bounded over a long run.
+  size_t markers_made() const { return all_markers_.size(); }
 
  private:
   struct Span {
@@ -53,6 +57,8 @@ class DeviceTimeline {
     bool keep = true;
   };
   StatusOr<void*> take_marker();
+  // resolve() of every span but the newest `leave_newest`.
+  Status resolve_oldest(size_t leave_newest);
 
   const MemoryOps& mem_;
   std::vector<Total> totals_;

@@ -1,6 +1,7 @@
 // DeviceTimeline on the CPU backend, whose timing markers read the host clock: nested spans add
 // to the outer one's inner time, the time between a label's spans is counted, misuse is refused,
-// and resolving keeps open spans.
+// resolving keeps open spans, markers are reused, and a failed reading is retried, not counted
+// twice.
 #include "dsa/runtime/device_timeline.h"
 
 #include <gtest/gtest.h>
@@ -42,7 +43,7 @@ TEST(DeviceTimeline, NestedSpansAddToTheOuterOnesInnerTime) {
   EXPECT_GE(a.between_ms, 3.0 + 2.0 + 5.0);
 }
 
-TEST(DeviceTimeline, ResolvingKeepsOpenSpansAndReusesMarkers) {
+TEST(DeviceTimeline, ResolvingKeepsOpenSpans) {
   DeviceTimeline t(memory_ops(kernels::Backend::kCpu), 2);
   ASSERT_TRUE(t.open(0).ok());
   for (int i = 0; i < 3000; ++i) {  // past the automatic resolve
@@ -50,13 +51,66 @@ TEST(DeviceTimeline, ResolvingKeepsOpenSpansAndReusesMarkers) {
     ASSERT_TRUE(t.close(1).ok());
   }
   EXPECT_EQ(t.total(0).spans, 0);  // still open
-  EXPECT_GT(t.total(1).spans, 0);  // resolved on its own already
+  // Nothing resolves on its own while a span is open: it would wait inside a step.
+  EXPECT_EQ(t.total(1).spans, 0);
   ASSERT_TRUE(t.close(0).ok());
   ASSERT_TRUE(t.resolve().ok());
   EXPECT_EQ(t.total(0).spans, 1);
   EXPECT_EQ(t.total(1).spans, 3000);
   EXPECT_NEAR(t.total(0).inner_ms, t.total(1).ms, 1e-6);
   EXPECT_GE(t.total(0).ms, t.total(0).inner_ms);
+}
+
+TEST(DeviceTimeline, MarkersAreReusedOverALongRun) {
+  DeviceTimeline t(memory_ops(kernels::Backend::kCpu), 2);
+  for (int step = 0; step < 5000; ++step) {
+    ASSERT_TRUE(t.open(0).ok());
+    ASSERT_TRUE(t.open(1).ok());
+    ASSERT_TRUE(t.close(1).ok());
+    ASSERT_TRUE(t.close(0).ok());
+  }
+  EXPECT_GT(t.total(0).spans, 0);  // resolved on its own, between steps
+  EXPECT_LE(t.markers_made(), size_t(2 * 2048 + 2 * 256 + 8)) << "markers are not reused";
+  ASSERT_TRUE(t.resolve().ok());
+  EXPECT_EQ(t.total(0).spans, 5000);
+  EXPECT_EQ(t.total(1).spans, 5000);
+}
+
+// A reading that fails leaves its span pending: nothing is counted twice, no marker is shared.
+// The fake fails once after `g_readings_left` good readings (-1: never), partway through a resolve.
+int g_readings_left = -1;
+TEST(DeviceTimeline, AFailedReadingIsRetriedNotCountedTwice) {
+  MemoryOps mem = memory_ops(kernels::Backend::kCpu);
+  mem.elapsed_ms = [](void* a, void* b) -> StatusOr<double> {
+    if (g_readings_left == 0) {
+      g_readings_left = -1;
+      return internal_error("reading failed");
+    }
+    if (g_readings_left > 0) --g_readings_left;
+    return memory_ops(kernels::Backend::kCpu).elapsed_ms(a, b);
+  };
+  DeviceTimeline t(mem, 1);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(t.open(0).ok());
+    sleep_ms(1);
+    ASSERT_TRUE(t.close(0).ok());
+  }
+  // The first span's time and the second's reads well, the gap before the second fails: the
+  // first is counted, the second and third stay pending.
+  g_readings_left = 2;
+  EXPECT_EQ(t.resolve().code(), StatusCode::kInternal);
+  EXPECT_EQ(t.total(0).spans, 1);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(t.open(0).ok());
+    sleep_ms(1);
+    ASSERT_TRUE(t.close(0).ok());
+  }
+  ASSERT_TRUE(t.resolve().ok());
+  const DeviceTimeline::Total total = t.total(0);
+  EXPECT_EQ(total.spans, 6);
+  EXPECT_GE(total.ms, 6.0);
+  EXPECT_GE(total.between_ms, 0.0);
+  EXPECT_LT(total.between_ms, total.ms);
 }
 
 TEST(DeviceTimeline, MisuseIsRefused) {

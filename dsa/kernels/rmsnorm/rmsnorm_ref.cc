@@ -107,6 +107,13 @@ Status validate(const AddRmsNormParams& p) {
       __builtin_add_overflow(yn, int64_t{p.dim}, &yn)) {
     yn = INT64_MAX;
   }
+  // add may be h itself (each element reads only its own), not a shifted part of it: the CUDA
+  // kernel's block t writes row t of h while block t + 1 may still read it through add.
+  if (p.add != p.h && overlaps(p.h, hn, p.add, hn)) {
+    return invalid_argument(
+        fmt::format("{}: add = {} partly overlaps h = {}: it must be h or a buffer of its own",
+                    kFusedOp, fmt::ptr(p.add), fmt::ptr(p.h)));
+  }
   for (auto [name, buf] : {std::pair<std::string_view, const bf16*>{"h", p.h}, {"add", p.add}}) {
     if (overlaps(p.y, yn, buf, hn)) {
       return invalid_argument(

@@ -392,5 +392,13 @@ TEST_F(AddRmsNormRejects, OutputOverlappingAnInput) {
   EXPECT_TRUE(validate(p).ok());
 }
 
+TEST_F(AddRmsNormRejects, AddPartlyOverlappingH) {
+  auto p = good();
+  p.add = h.data() + 1;  // h shifted: row t + 1 of the add would read a row t already written
+  expect(p, "partly overlaps h");
+  p.add = h.data();  // h + h: every element reads only its own
+  EXPECT_TRUE(validate(p).ok());
+}
+
 }  // namespace
 }  // namespace dsa::kernels

@@ -30,7 +30,8 @@ Status run_on_device(StepCommitCase& c) {
       &c.ke,         &c.req_kv_len,     &c.req_slot,      &c.hidden_rows,
       &c.page_table, &c.shift_accepted, &c.shift_emitted, &c.first_position};
   std::vector<cuda::DeviceBuffer<int32_t>> d;
-  // dev(v, 1): an empty vector still gets a (one-element) buffer; `on` maps it to null below.
+  // dev(v, 1): an empty vector still gets a (one-element) buffer; the optional fields below pass
+  // null for an empty vector instead of that buffer.
   for (std::vector<int32_t>* v : all) d.push_back(dev(*v, 1));
   StepCommitParams p = c.params();  // host pointers, replaced one for one
   const auto on = [&](const std::vector<int32_t>& v) {

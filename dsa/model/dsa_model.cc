@@ -642,7 +642,7 @@ Status DsaModel::forward(runtime::ForwardBatch batch, const ForwardInputs& in, F
     const Status closed = timeline_ ? timeline_->close(span, launched.ok()) : ok_status();
     DSA_RETURN_IF_ERROR(launched);
     DSA_RETURN_IF_ERROR(closed);
-    ++spans_kept_;
+    if (timeline_) ++spans_kept_;
   }
   last_rows_pad_ = meta_.header.rows_pad;  // what hidden_out_ holds once this body has run
   const auto t1 = clock::now();

@@ -56,6 +56,21 @@ Status run_linear(const kernels::OpTable& ops, const WeightStore& store, const L
 Status norm_residual(const BlockContext& c, ResidualStream& r, const std::vector<bf16>& w, bf16* y,
                      int32_t rows, int64_t y_stride) {
   const int32_t D = int32_t(c.config.hidden_size);
+  if (r.table != nullptr) {
+    kernels::RmsNormParams p;
+    p.x = r.table;
+    p.x_rows = r.ids;
+    p.x_row_bound = r.vocab;
+    p.x_copy = r.h;
+    p.weight = c.weights.get(w);
+    p.y = y;
+    p.num_tokens = rows;
+    p.dim = D;
+    p.y_stride = y_stride;
+    p.eps = static_cast<float>(c.config.rms_norm_eps);
+    r.table = nullptr;
+    return c.ops.rmsnorm(p);
+  }
   if (!r.pending) return block_rmsnorm(c, r.h, 0, w, y, rows, D, y_stride);
   kernels::AddRmsNormParams p;
   p.h = r.h;

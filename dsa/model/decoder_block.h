@@ -48,13 +48,22 @@ Status run_linear(const kernels::OpTable& ops, const WeightStore& store, const L
 // branch output of the last block not yet added to it. A block leaves its FFN's output pending,
 // and the next norm of h (the next block's input norm, or the final norm) adds it in the same
 // launch (add_rmsnorm): one kernel fewer per layer, bit-identical to adding first.
+// Before the first block h may also still be the embedding lookup of the forward's tokens: the
+// first norm then gathers the table rows itself and stores them to h as it reads them (rmsnorm's
+// x_rows / x_copy), one launch instead of the embedding and the norm.
 struct ResidualStream {
   bf16* h = nullptr;
   bf16* branch = nullptr;  // a [rows_pad, hidden] buffer that outlives the blocks
   bool pending = false;    // branch is still to be added to h
+  // Set: h is still to be gathered: row t of h is row ids[t] of table (vocab rows; an id outside
+  // them is a zero row, and OutOfRange in checked mode, as the embedding op has it).
+  const bf16* table = nullptr;
+  const int32_t* ids = nullptr;
+  int32_t vocab = 0;
 };
 
-// y = RMSNorm(h) with weight w, adding the pending branch into h first (then none is pending).
+// y = RMSNorm(h) with weight w, adding the pending branch into h first, or gathering h from the
+// embedding table first (then neither is pending).
 Status norm_residual(const BlockContext& ctx, ResidualStream& r, const std::vector<bf16>& w,
                      bf16* y, int32_t rows, int64_t y_stride = 0);
 

@@ -251,22 +251,14 @@ BlockContext DsaModel::block_context(const runtime::ForwardMetadata& meta) {
   return BlockContext{ops_, config_, store_, rope_, attention_, meta, mirror_.arrays(), ws_, &ep_};
 }
 
-StatusOr<bf16*> DsaModel::embed(const std::vector<bf16>& table, int32_t rows) {
-  DSA_ASSIGN_OR_RETURN(bf16 * h, ws_.take_uninit<bf16>(sz(rows) * sz(config_.hidden_size)));
-  kernels::EmbeddingParams p{mirror_.tokens(),
-                             store_.get(table),
-                             h,
-                             rows,
-                             int32_t(config_.vocab_size),
-                             int32_t(config_.hidden_size)};
-  DSA_RETURN_IF_ERROR(ops_.embedding(p));
-  return h;
-}
-
-Status DsaModel::rmsnorm(const bf16* x, const std::vector<bf16>& w, bf16* y, int32_t rows,
-                         int64_t y_stride) {
+Status DsaModel::gathered_rmsnorm(const bf16* x, const int32_t* x_rows, int32_t x_row_bound,
+                                  bool skip_minus_one, const std::vector<bf16>& w, bf16* y,
+                                  int32_t rows, int64_t y_stride) {
   kernels::RmsNormParams n;
   n.x = x;
+  n.x_rows = x_rows;
+  n.x_row_bound = x_row_bound;
+  n.skip_minus_one = skip_minus_one;
   n.weight = store_.get(w);
   n.y = y;
   n.num_tokens = rows;
@@ -287,12 +279,14 @@ Status DsaModel::head(const runtime::ForwardMetadata& meta, const bf16* normed, 
         ws_.memory().copy(hidden_out_.data(), hidden, sz(rows) * sz(D) * sizeof(bf16)));
   }
   if (samples == 0) return ok_status();
-  // Zeroed: the gather skips sample_row -1 (padded requests), whose logits must be zeros.
-  DSA_ASSIGN_OR_RETURN(bf16 * x, ws_.take_zeroed<bf16>(sz(samples) * D));
+  // sample_row -1 (padded requests) gathers a zero row, whose logits must be zeros: the gather
+  // writes it (zero_skipped), no zero fill first.
+  DSA_ASSIGN_OR_RETURN(bf16 * x, ws_.take_uninit<bf16>(sz(samples) * D));
   const int64_t row_bytes = int64_t{D} * int64_t{sizeof(bf16)};
   kernels::RowCopyParams g{normed,    x,         mirror_.arrays().sample_row,
                            row_bytes, row_bytes, row_bytes,
                            samples,   rows,      kernels::RowCopyMode::kGather};
+  g.zero_skipped = true;
   DSA_RETURN_IF_ERROR(ops_.row_copy(g));
   return run_linear(ops_, store_, lm_head, x, samples, nullptr, logits_out_.data());
 }
@@ -312,10 +306,14 @@ Status DsaModel::body(runtime::ModelKind kind, const runtime::ForwardMetadata& m
 
 Status DsaModel::target_body(const runtime::ForwardMetadata& meta) {
   const int32_t rows = meta.header.rows_pad;
-  DSA_ASSIGN_OR_RETURN(bf16 * h, embed(weights_.embed, rows));
+  // h starts as the embedding of the tokens, gathered by the first block's input norm.
+  DSA_ASSIGN_OR_RETURN(bf16 * h, ws_.take_uninit<bf16>(sz(rows) * sz(config_.hidden_size)));
   const BlockContext ctx = block_context(meta);
   DSA_ASSIGN_OR_RETURN(bf16 * branch, ws_.take_uninit<bf16>(sz(rows) * sz(config_.hidden_size)));
   ResidualStream r{h, branch};
+  r.table = store_.get(weights_.embed);
+  r.ids = mirror_.tokens();
+  r.vocab = int32_t(config_.vocab_size);
   for (size_t l = 0; l < weights_.layers.size(); ++l) {
     DSA_RETURN_IF_ERROR(run_decoder_block(ctx, weights_.layers[l], caches_.layer(int32_t(l)), r)
                             .with_context(fmt::format("layer {}", l)));
@@ -331,11 +329,17 @@ Status DsaModel::mtp_body(const runtime::ForwardMetadata& meta) {
   const MtpWeights& m = *weights_.mtp;
   const int32_t rows = meta.header.rows_pad;
   const int32_t D = int32_t(config_.hidden_size);
-  DSA_ASSIGN_OR_RETURN(bf16 * e, embed(weights_.mtp_embed(), rows));
-  // concat(enorm(emb(t)), hnorm(h)): embedding half first (§6.5).
+  // concat(enorm(emb(t)), hnorm(h)): embedding half first (§6.5). Each norm gathers its rows: the
+  // embedding rows of the tokens, and the hidden rows of the last forward where it left them
+  // (hidden_out_, by the staged row list; -1 rows are zeros). This body overwrites hidden_out_
+  // only in its head, after both.
   DSA_ASSIGN_OR_RETURN(bf16 * cat, ws_.take_uninit<bf16>(sz(rows) * 2 * D));
-  DSA_RETURN_IF_ERROR(rmsnorm(e, m.enorm, cat, rows, 2 * D));
-  DSA_RETURN_IF_ERROR(rmsnorm(mirror_.hidden(), m.hnorm, cat + D, rows, 2 * D));
+  DSA_RETURN_IF_ERROR(gathered_rmsnorm(store_.get(weights_.mtp_embed()), mirror_.tokens(),
+                                       int32_t(config_.vocab_size), false, m.enorm, cat, rows,
+                                       2 * D));
+  DSA_RETURN_IF_ERROR(gathered_rmsnorm(hidden_out_.data(), mirror_.hidden_rows(),
+                                       metadata_config_.row_capacity(), true, m.hnorm, cat + D,
+                                       rows, 2 * D));
   DSA_ASSIGN_OR_RETURN(bf16 * h, ws_.take_uninit<bf16>(sz(rows) * D));
   DSA_RETURN_IF_ERROR(run_linear(ops_, store_, m.eh_proj, cat, rows, h));
   const int32_t mtp_layer = int32_t(config_.num_hidden_layers);
@@ -492,14 +496,21 @@ Status DsaModel::stage(const ForwardInputs& in) {
       padded_hidden_.resize(rows * D, bf16{});
       hidden = padded_hidden_;
     }
+    // The body's hnorm gathers from hidden_out_ (stage_from_backend copies the staged rows
+    // there): row r is row r.
+    if (identity_rows_.size() < rows) {
+      identity_rows_.resize(rows);
+      for (size_t r = 0; r < rows; ++r) identity_rows_[r] = int32_t(r);
+    }
+    hidden_rows = std::span<const int32_t>(identity_rows_).first(rows);
   }
   DSA_RETURN_IF_ERROR(mirror_.upload(meta_, pages_, tokens, hidden, hidden_rows, in.token_rows));
   return stage_from_backend(in);
 }
 
-// After the mirror's copy, on the same stream: the previous forward's body has written
-// hidden_out_ and the draft slots before these gathers read them, and this forward's body, which
-// overwrites hidden_out_, runs after them (stream order, graphs included).
+// After the mirror's copy, on the same stream: the previous forward's body has written the draft
+// slots before these gathers read them (stream order, graphs included). The hidden rows an MTP
+// forward takes from the last forward are gathered by its own body (mtp_body).
 Status DsaModel::stage_from_backend(const ForwardInputs& in) {
   const runtime::MetadataHeader& h = meta_.header;
   // An IDLE forward (a DP rank without requests) has nothing to patch.
@@ -542,25 +553,11 @@ Status DsaModel::stage_from_backend(const ForwardInputs& in) {
       DSA_RETURN_IF_ERROR(mirror_.validate_uploaded(meta_, pages_, &patched_meta_));
     }
   }
-  if (h.model == runtime::ModelKind::kMtp && in.hidden_from_last) {
-    const int64_t row_bytes = int64_t(config_.hidden_size) * int64_t(sizeof(bf16));
-    const bool every_row =
-        int64_t(in.hidden_rows.size()) == h.rows_pad &&
-        std::none_of(in.hidden_rows.begin(), in.hidden_rows.end(), [](int32_t r) { return r < 0; });
-    if (!every_row) {  // rows the gather skips are zeros, as host rows not given are
-      DSA_RETURN_IF_ERROR(
-          ws_.memory().zero(mirror_.mutable_hidden(), sz(h.rows_pad) * sz(row_bytes)));
-    }
-    kernels::RowCopyParams g{hidden_out_.data(),
-                             mirror_.mutable_hidden(),
-                             mirror_.hidden_rows(),
-                             row_bytes,
-                             row_bytes,
-                             row_bytes,
-                             int32_t(in.hidden_rows.size()),
-                             last_rows_pad_,
-                             kernels::RowCopyMode::kGather};
-    DSA_RETURN_IF_ERROR(ops_.row_copy(g));
+  if (h.model == runtime::ModelKind::kMtp && !in.hidden_from_last && h.rows_pad > 0) {
+    // Host hidden rows: where the body's hnorm reads the last forward's (mtp_body), by the
+    // identity row list stage() staged.
+    DSA_RETURN_IF_ERROR(ws_.memory().copy(hidden_out_.data(), mirror_.hidden(),
+                                          sz(h.rows_pad) * sz(config_.hidden_size) * sizeof(bf16)));
   }
   if (!in.token_rows.empty()) {
     // The kept tokens into their rows; rows listed -1 keep the staged host token. A kept -1 (a

@@ -341,9 +341,10 @@ class DsaModel {
     ++timing_.readbacks;
     timing_.readback_bytes += int64_t(bytes);
   }
-  StatusOr<bf16*> embed(const std::vector<bf16>& table, int32_t rows);
-  Status rmsnorm(const bf16* x, const std::vector<bf16>& w, bf16* y, int32_t rows,
-                 int64_t y_stride = 0);
+  // y = RMSNorm(row x_rows[t] of x) with weight w (rmsnorm's gather: no copy of the rows first).
+  Status gathered_rmsnorm(const bf16* x, const int32_t* x_rows, int32_t x_row_bound,
+                          bool skip_minus_one, const std::vector<bf16>& w, bf16* y, int32_t rows,
+                          int64_t y_stride);
   // Logits of the sampled rows of `normed` and the rows of `hidden` into the output buffers (a
   // copy of `hidden` unless the body already wrote it in place there).
   Status head(const runtime::ForwardMetadata& meta, const bf16* normed, const bf16* hidden,
@@ -377,7 +378,8 @@ class DsaModel {
   StreamStats load_stats_;
   std::vector<int32_t> padded_tokens_;  // a padded forward's token rows (reused)
   std::vector<bf16> padded_hidden_;
-  ExpertParallelTables ep_tables_;  // host copies; ep_ points at their backend copies
+  std::vector<int32_t> identity_rows_;  // 0, 1, ...: host hidden rows' row list
+  ExpertParallelTables ep_tables_;      // host copies; ep_ points at their backend copies
   ExpertParallel ep_;
   // The hand-off (ForwardInputs): rows of hidden_out_ the last forward wrote (0: none yet), the
   // draft slots on the backend ([kMaxDraftTokens, draft_count_], slot-major), how many entries

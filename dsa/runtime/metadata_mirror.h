@@ -114,9 +114,8 @@ class MetadataMirror {
   const bf16* hidden() const { return hidden_; }
   const int32_t* hidden_rows() const { return hidden_rows_; }
   const int32_t* token_rows() const { return token_rows_; }
-  // The same regions for the backend ops that fill them after the copy (the hand-off gathers).
+  // The token region for the backend ops that fill it after the copy (the hand-off gathers).
   int32_t* mutable_tokens() const { return const_cast<int32_t*>(tokens_); }
-  bf16* mutable_hidden() const { return const_cast<bf16*>(hidden_); }
 
  private:
   kernels::Backend backend_;

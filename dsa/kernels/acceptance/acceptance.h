@@ -51,7 +51,8 @@ Status accept_drafts_ref(const AcceptanceParams& p);
 
 // CUDA backend (device pointers): every verify row sampled by one CTA with the sampling op's row
 // sampler (kernels/common/sample_row.cuh), then one thread per request counts the accepted drafts;
-// two launches, no host synchronisation, graph-capturable. The same tokens as the reference, up to
+// two launches (one at d = 0, where there is nothing to count), no host synchronisation,
+// graph-capturable. The same tokens as the reference, up to
 // the sampling op's near-ties (sampling.h: device and host fp64 log / exp may differ in the last
 // bit). A request with bad params gets a = 0 and every emitted entry -1 and, in checked mode, the
 // call returns InvalidArgument from the device error word (row = the request, value = 1

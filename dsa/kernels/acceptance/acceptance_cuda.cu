@@ -7,6 +7,8 @@
 //  2. accept: one thread per request counts a (the leading y_j == g_{j+1}, y_j a token) and
 //     overwrites emitted[b, a + 1 : d + 1] with -1; emitted[b, 0 : a] already hold g_1..g_a since
 //     they equal them.
+// At d = 0 (the MTP chain's greedy drafts: one row per request, nothing to count) the sample
+// kernel writes accepted[b] = 0 itself and the second launch is skipped: one kernel per draft.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -39,6 +41,7 @@ __global__ void __launch_bounds__(sd::kThreads)
   const int32_t j = static_cast<int32_t>(blockIdx.x), b = static_cast<int32_t>(blockIdx.y);
   const int32_t d = p.drafts_per_request;
   const int64_t row = int64_t{b} * (d + 1) + j;
+  if (d == 0 && threadIdx.x == 0) p.accepted[b] = 0;  // no count launch at d = 0 (header)
   const int64_t first = p.first_position[b];
   const bool positions_ok = first >= 0 && first + d <= INT32_MAX;
   const sd::RowParams rp{p.temperature[b], p.top_p[b], p.top_k[b], p.seed[b],
@@ -90,6 +93,9 @@ Status accept_drafts_cuda(const AcceptanceParams& p) {
   DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
       cuda::LaunchShape{dim3(grid), dim3(sd::kThreads), size_t(0), cuda::current_stream()},
       acceptance_sample_kernel, p, err));
+  if (p.drafts_per_request == 0) {
+    return cuda::end_launch("acceptance_sample_kernel", checked, "accept_drafts_cuda");
+  }
   DSA_RETURN_IF_ERROR(cuda::launch_error("acceptance_sample_kernel"));
   const unsigned blocks = static_cast<unsigned>((p.requests + kAcceptThreads - 1) / kAcceptThreads);
   DSA_CUDA_RETURN_IF_ERROR(cuda::launch(

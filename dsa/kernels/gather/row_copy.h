@@ -23,7 +23,13 @@ struct RowCopyParams {
   int32_t num_rows = 0;     // rows of the listed side
   int32_t index_bound = 0;  // rows of the indexed side: index must be < index_bound
   RowCopyMode mode = RowCopyMode::kGather;
+  // Gather only: a listed row whose index is skipped (-1, or >= index_bound unchecked) is written
+  // as zeros instead of left as it was, so the destination needs no zero fill first (one launch
+  // instead of a memset and the copy).
+  bool zero_skipped = false;
 };
+// Host checks (InvalidArgument): counts, strides >= row_bytes, pointers; zero_skipped only with
+// kGather.
 Status validate(const RowCopyParams& p);
 // CPU reference: one memcpy per listed row. Index >= index_bound is OutOfRange in checked mode,
 // skipped otherwise. CUDA: skipped (no device error word for this glue op).

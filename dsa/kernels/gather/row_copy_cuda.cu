@@ -22,18 +22,21 @@ __global__ void row_copy_kernel(RowCopyParams p, bool vec) {
   cuda::pdl_trigger();
   const int64_t i = blockIdx.x;
   const int32_t r = p.index[i];
-  if (r < 0 || r >= p.index_bound) return;
+  const bool skip = r < 0 || r >= p.index_bound;
+  if (skip && !p.zero_skipped) return;
   const bool gather = p.mode == RowCopyMode::kGather;
   const int64_t s = gather ? r : i, d = gather ? i : r;
-  const char* src = static_cast<const char*>(p.src) + s * p.src_stride;
+  // A skipped row with zero_skipped (a gather: d = i) is written from no source, as zeros.
+  const char* src = skip ? nullptr : static_cast<const char*>(p.src) + s * p.src_stride;
   char* dst = static_cast<char*>(p.dst) + d * p.dst_stride;
   if (vec) {
     const uint4* sv = reinterpret_cast<const uint4*>(src);
     uint4* dv = reinterpret_cast<uint4*>(dst);
-    for (int64_t w = threadIdx.x; w < p.row_bytes / 16; w += blockDim.x) dv[w] = sv[w];
+    for (int64_t w = threadIdx.x; w < p.row_bytes / 16; w += blockDim.x)
+      dv[w] = skip ? make_uint4(0u, 0u, 0u, 0u) : sv[w];
     return;
   }
-  for (int64_t b = threadIdx.x; b < p.row_bytes; b += blockDim.x) dst[b] = src[b];
+  for (int64_t b = threadIdx.x; b < p.row_bytes; b += blockDim.x) dst[b] = skip ? char(0) : src[b];
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

@@ -1,5 +1,6 @@
 // GPU test of row_copy_cuda against the CPU reference on fresh random rows: bit-identical for the
-// 16-byte path and the byte path, as gather and as scatter, untouched bytes included.
+// 16-byte path and the byte path, as gather (skipped rows left or zeroed) and as scatter,
+// untouched bytes included.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -27,18 +28,22 @@ TEST(RowCopyCuda, BitIdentical) {
     for (auto& b : src) b = uint8_t(rng.randint(0, 255));
     std::vector<int32_t> idx(rows);
     for (int32_t i = 0; i < rows; ++i) idx[size_t(i)] = i % 7 == 3 ? -1 : (i * 13) % src_rows;
-    for (RowCopyMode mode : {RowCopyMode::kGather, RowCopyMode::kScatter}) {
+    // Gather, gather with the skipped rows zeroed, scatter.
+    for (int variant = 0; variant < 3; ++variant) {
+      const RowCopyMode mode = variant < 2 ? RowCopyMode::kGather : RowCopyMode::kScatter;
       const bool gather = mode == RowCopyMode::kGather;
       const int32_t dst_rows = gather ? rows : src_rows;
       std::vector<uint8_t> want(size_t(dst_rows * stride), 0x5A);
       RowCopyParams p{src.data(), want.data(), idx.data(), stride, stride,
                       row_bytes,  rows,        src_rows,   mode};
+      p.zero_skipped = variant == 1;
       ASSERT_TRUE(row_copy_ref(p).ok());
       auto ds = dev(src), dd = dev(std::vector<uint8_t>(want.size(), 0x5A));
       auto di = dev(idx);
       p.src = ds.data(), p.dst = dd.data(), p.index = di.data();
       ASSERT_TRUE(row_copy_cuda(p).ok());
-      EXPECT_EQ(host(dd), want) << "row_bytes " << row_bytes << (gather ? " gather" : " scatter");
+      EXPECT_EQ(host(dd), want) << "row_bytes " << row_bytes << (gather ? " gather" : " scatter")
+                                << (p.zero_skipped ? ", skipped rows zeroed" : "");
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "dsa/core/checked_mode.h"
@@ -27,6 +28,28 @@ TEST(RowCopy, GatherScatterAndBounds) {
   idx[1] = 5;
   ScopedCheckedMode on(true);
   EXPECT_EQ(row_copy_ref(p).code(), StatusCode::kOutOfRange);
+}
+
+TEST(RowCopy, ZeroSkippedWritesZerosWhereAGatherSkips) {
+  std::vector<int32_t> src = {10, 11, 20, 21, 30, 31};
+  std::vector<int32_t> dst(8, -7);
+  std::vector<int32_t> idx = {2, -1, 0, 9};  // 9: past index_bound, skipped when unchecked
+  RowCopyParams p{src.data(), dst.data(), idx.data(), 8, 8, 8, 4, 3, RowCopyMode::kGather};
+  p.zero_skipped = true;
+  ScopedCheckedMode off(false);
+  ASSERT_TRUE(row_copy_ref(p).ok());
+  EXPECT_EQ(dst, (std::vector<int32_t>{30, 31, 0, 0, 10, 11, 0, 0}));
+  {
+    // Checked: the bad index refuses the whole call before any row is written.
+    ScopedCheckedMode on(true);
+    std::fill(dst.begin(), dst.end(), -7);
+    EXPECT_EQ(row_copy_ref(p).code(), StatusCode::kOutOfRange);
+    EXPECT_EQ(dst, std::vector<int32_t>(8, -7));
+  }
+  p.mode = RowCopyMode::kScatter;
+  const Status s = row_copy_ref(p);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("zero_skipped"), std::string::npos) << s.to_string();
 }
 
 TEST(RowCopy, MatchesIndependentFormulation) {

@@ -25,16 +25,35 @@ struct RmsNormParams {
   int64_t x_stride = 0;
   int64_t y_stride = 0;
   float eps = 1e-6f;  // rms_norm_eps
+  // Optional row gather, so a norm whose input is a row selection needs no copy first (the
+  // embedding lookup, the MTP layer's hidden rows of the previous forward): with x_rows set, input
+  // row t is row x_rows[t] of x (x_row_bound rows, x_stride apart), read in backend memory. An
+  // entry outside [0, x_row_bound) reads a zero row (y[t] is the norm of zeros, as if the rows had
+  // been gathered into a zero-filled buffer first); in checked mode it is also OutOfRange naming
+  // t and the entry, except -1 when skip_minus_one (a row deliberately left out).
+  const int32_t* x_rows = nullptr;  // [T] int32, backend memory
+  int32_t x_row_bound = 0;          // >= 1 with x_rows
+  bool skip_minus_one = false;
+  // With x_rows: also store each gathered input row (zeros for entries outside the bound) to
+  // x_copy[t] (row stride D), the embedding's output where the residual stream starts from it.
+  bf16* x_copy = nullptr;
 };
 
-// Host checks (InvalidArgument): T >= 0, D >= 1, pointers, strides >= D, eps finite and > 0.
+// Host checks (InvalidArgument): T >= 0, D >= 1, pointers, strides >= D, eps finite and > 0;
+// with x_rows: x_row_bound >= 1, and y and x_copy overlapping neither x nor each other.
 Status validate(const RmsNormParams& p);
 
 // CPU reference: mean(x^2) and the product accumulated in double, rounded once to bf16. Rows are
-// independent; y == x (in place) is allowed, partial overlap is not. Non-finite inputs propagate
-// (the norm has no device-data contract, so there is no OutOfRange here).
+// independent; y == x (in place) is allowed without x_rows, partial overlap is not. Non-finite
+// inputs propagate. Checked mode: a gathered entry out of range (above) is OutOfRange, nothing
+// written.
 Status rmsnorm_ref(const RmsNormParams& p);
-// CUDA backend (params hold device pointers): one block per row, fp32 math, bf16 out.
+// CUDA backend (params hold device pointers): one block per row, fp32 math, bf16 out. A gathered
+// norm runs the plain norm's row code and launch shape, so it is bit-identical to row_copy's gather
+// into a zeroed dense buffer followed by the plain norm of it when both take the same path: the
+// 16-byte vector path wherever x, x_stride and x_copy are 16-byte aligned (D % 8 == 0), the
+// scalar path where D % 8 != 0; otherwise within 1 bf16 ulp of it. Checked mode reports bad
+// entries through the device error word.
 Status rmsnorm_cuda(const RmsNormParams& p);
 
 struct ResidualAddParams {

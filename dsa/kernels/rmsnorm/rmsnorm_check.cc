@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "dsa/core/checked_mode.h"
 #include "dsa/kernels/common/bf16_round.h"
 #include "dsa/testing/random.h"
 
@@ -59,6 +60,89 @@ Status check_rmsnorm(RmsNormFn op, int32_t tokens, int32_t dim, uint64_t seed) {
       if (bf16_ulp_distance(got, want) > 1) {
         return internal_error(fmt::format("rmsnorm: y[{}][{}] = {}, expected {} (> 1 bf16 ulp)", t,
                                           d, bf16_to_float(got), bf16_to_float(want)));
+      }
+    }
+  }
+  return ok_status();
+}
+
+Status check_rmsnorm_gathered(RmsNormFn op, int32_t tokens, int32_t dim, int32_t bound,
+                              bool with_copy, uint64_t seed) {
+  DSA_RETURN_IF_ERROR(require_shape("check_rmsnorm_gathered", tokens, dim));
+  if (bound < 1) {
+    return invalid_argument(fmt::format("check_rmsnorm_gathered: bound = {}: must be >= 1", bound));
+  }
+  testing::Rng rng(seed);
+  // Source rows read from a wider buffer; + 8 keeps 16-byte rows for the vector kernels.
+  const int64_t x_stride = int64_t{dim} + 8, y_stride = int64_t{dim} + 8;
+  std::vector<bf16> x(size_t(bound) * x_stride);
+  for (int32_t r = 0; r < bound; ++r) {
+    const float scale = std::ldexp(1.f, int(rng.randint(-6, 6)));
+    for (int64_t j = 0; j < x_stride; ++j)
+      x[r * x_stride + j] = float_to_bf16(rng.normal() * scale);
+  }
+  // Entries: mostly random rows (repeats among them), every 5th -1, and unchecked every 7th out
+  // of range on either side (checked mode would refuse those).
+  const bool bad_allowed = !checked_mode();
+  std::vector<int32_t> rows(static_cast<size_t>(tokens));
+  for (int32_t t = 0; t < tokens; ++t) {
+    if (t % 5 == 3) {
+      rows[t] = -1;
+    } else if (bad_allowed && t % 7 == 5) {
+      rows[t] = t % 2 ? bound + int32_t(rng.randint(0, 3)) : -2 - int32_t(rng.randint(0, 100));
+    } else if (t % 4 == 2) {
+      rows[t] = rows[t - 1 - size_t(rng.randint(0, 1))];  // a repeat (or -1 / bad again)
+    } else {
+      rows[t] = int32_t(rng.randint(0, bound - 1));
+    }
+  }
+  std::vector<bf16> w = rng.bf16_vector(size_t(dim), 0.5f);
+  const bf16 poison = float_to_bf16(NAN);
+  std::vector<bf16> y(size_t(tokens) * y_stride, poison);
+  std::vector<bf16> copy(with_copy ? size_t(tokens) * dim : 0, poison);
+
+  RmsNormParams p;
+  p.x = x.data();
+  p.weight = w.data();
+  p.y = y.data();
+  p.num_tokens = tokens;
+  p.dim = dim;
+  p.x_stride = x_stride;
+  p.y_stride = y_stride;
+  p.x_rows = rows.data();
+  p.x_row_bound = bound;
+  p.skip_minus_one = true;
+  p.x_copy = with_copy ? copy.data() : nullptr;
+  DSA_RETURN_IF_ERROR(op(p));
+
+  std::vector<bf16> row(static_cast<size_t>(dim));
+  for (int32_t t = 0; t < tokens; ++t) {
+    const int32_t r = rows[t];
+    const bool valid = r >= 0 && r < bound;
+    for (int32_t d = 0; d < dim; ++d) row[d] = valid ? x[r * x_stride + d] : bf16{};
+    for (int64_t j = 0; j < y_stride; ++j) {
+      const bf16 got = y[size_t(t) * y_stride + j];
+      if (j >= dim) {
+        if (got.bits != poison.bits) {
+          return internal_error(
+              fmt::format("rmsnorm (gathered): y[{}][{}] written (gap, dim {})", t, j, dim));
+        }
+        continue;
+      }
+      const bf16 want = expected_rms(row.data(), w.data(), dim, static_cast<int32_t>(j), p.eps);
+      if (bf16_ulp_distance(got, want) > 1) {
+        return internal_error(fmt::format(
+            "rmsnorm (gathered): y[{}][{}] = {}, expected {} (> 1 bf16 ulp; x_rows[{}] = {})", t, j,
+            bf16_to_float(got), bf16_to_float(want), t, r));
+      }
+    }
+    for (int32_t d = 0; with_copy && d < dim; ++d) {
+      const bf16 got = copy[size_t(t) * dim + d];
+      if (got.bits != row[d].bits) {
+        return internal_error(fmt::format(
+            "rmsnorm (gathered): x_copy[{}][{}] = {:#06x}, expected {:#06x} (x_rows[{}] "
+            "= {})",
+            t, d, got.bits, row[d].bits, t, r));
       }
     }
   }

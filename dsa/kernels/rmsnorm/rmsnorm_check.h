@@ -18,6 +18,13 @@ using AddRmsNormFn = Status (*)(const AddRmsNormParams&);
 // formulation: at most 1 bf16 ulp. OK on pass; the first mismatch otherwise.
 Status check_rmsnorm(RmsNormFn op, int32_t tokens, int32_t dim, uint64_t seed);
 
+// The gathered norm (x_rows): `tokens` entries into `bound` random rows (stride dim + 8), repeats
+// and -1 (skip_minus_one) among them, and in unchecked mode also entries outside [0, bound). Every
+// y within 1 bf16 ulp of the long-double norm of its gathered row (zeros for a bad entry), the gap
+// after each output row untouched, and with `with_copy` x_copy bit-equal to the gathered rows.
+Status check_rmsnorm_gathered(RmsNormFn op, int32_t tokens, int32_t dim, int32_t bound,
+                              bool with_copy, uint64_t seed);
+
 // Runs `op` on random (h, x) pairs of mixed magnitudes and requires bit equality with the exact
 // sum rounded to fp32 and then to bf16.
 Status check_residual_add(ResidualAddFn op, int32_t tokens, int32_t dim, uint64_t seed);

@@ -4,6 +4,7 @@
 //                 (deterministic), then y = x * inv_rms * w in fp32, rounded once to bf16.
 //   residual_add: elementwise h = bf16(float(h) + float(x)), one fp32 add (no contraction is
 //                 possible: there is no product), one RNE rounding: bit-identical to the CPU.
+//                 With x_rows each block first finds its gathered row (zeros for a bad entry).
 //   add_rmsnorm:  the two in one kernel: each block adds its row, stores the rounded sums to h
 //                 and normalises them with rmsnorm's own row code and launch shape, so h and y
 //                 are bit-identical to residual_add_cuda followed by rmsnorm_cuda.
@@ -12,8 +13,10 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "dsa/core/checked_mode.h"
 #include "dsa/core/dtype.h"
 #include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/pdl.h"
@@ -105,6 +108,46 @@ struct AddedInput {
   __device__ bf16 again(int64_t t, int32_t d) const { return h[t * stride + d]; }
 };
 
+// rmsnorm's gathered input (x_rows): the row a block's entry selects, or zeros where the entry is
+// out of range (as if gathered into a zero-filled buffer), each element also stored to the copy
+// row when there is one (the embedding output the residual stream starts from).
+struct GatheredInput {
+  const bf16* row;  // nullptr: the entry is out of range, the row reads as zeros
+  bf16* copy;       // nullptr: no copy; else this block's row of x_copy
+  __device__ uint4 vec(int64_t, int32_t v) const {
+    const uint4 a =
+        row != nullptr ? reinterpret_cast<const uint4*>(row)[v] : make_uint4(0, 0, 0, 0);
+    if (copy != nullptr) reinterpret_cast<uint4*>(copy)[v] = a;
+    return a;
+  }
+  __device__ bf16 first(int64_t, int32_t d) const {
+    const bf16 a = row != nullptr ? row[d] : bf16{};
+    if (copy != nullptr) copy[d] = a;
+    return a;
+  }
+  __device__ bf16 again(int64_t, int32_t d) const { return row != nullptr ? row[d] : bf16{}; }
+};
+
+// The row a gathered norm's block reads (GatheredInput), its error reported once by thread 0.
+struct Gather {
+  const int32_t* rows;
+  int32_t bound;
+  bool skip_minus_one;
+  bf16* copy;  // x_copy, row stride dim
+  cuda::DeviceErrorWord* err;
+  __device__ GatheredInput input(const bf16* x, int64_t x_stride, int32_t dim) const {
+    const int64_t t = blockIdx.x;
+    const int32_t r = rows[t];
+    const bool valid = r >= 0 && r < bound;
+    if (!valid && !(skip_minus_one && r == -1) && threadIdx.x == 0) {
+      cuda::report_device_error(err, StatusCode::kOutOfRange, cuda::OpId::kModelOp,
+                                static_cast<int32_t>(t), r);
+    }
+    return GatheredInput{valid ? x + int64_t{r} * x_stride : nullptr,
+                         copy != nullptr ? copy + t * dim : nullptr};
+  }
+};
+
 // One block computes one row t: y[t, 0:D] = x[t, 0:D] * inv_rms(x[t]) * w[0:D], with D = 8 * nvec
 // and every row start 16-byte aligned. Thread i owns vectors i, i + blockDim, ... (kVec of them,
 // kept in registers between the reduction and the write, so y may alias rmsnorm's x).
@@ -187,6 +230,23 @@ __global__ void __launch_bounds__(1024)
 
 template <int kVec>
 __global__ void __launch_bounds__(1024)
+    rmsnorm_gather_vec_kernel(const bf16* x, Gather g, const bf16* __restrict__ w, bf16* y,
+                              int32_t nvec, int64_t x_stride, int64_t y_stride, float eps) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
+  norm_row_vec<kVec>(g.input(x, x_stride, nvec * kVecElems), w, y, nvec, y_stride, eps);
+}
+
+__global__ void __launch_bounds__(1024)
+    rmsnorm_gather_scalar_kernel(const bf16* x, Gather g, const bf16* __restrict__ w, bf16* y,
+                                 int32_t dim, int64_t x_stride, int64_t y_stride, float eps) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
+  norm_row_scalar(g.input(x, x_stride, dim), w, y, dim, y_stride, eps);
+}
+
+template <int kVec>
+__global__ void __launch_bounds__(1024)
     add_rmsnorm_vec_kernel(bf16* h, const bf16* add, bool add_vec, const bf16* __restrict__ w,
                            bf16* y, int32_t nvec, int64_t y_stride, float eps) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
@@ -237,10 +297,12 @@ struct NormShape {
   int slot = 0;  // vector path: kVec = 1, 2, 4, 8 for slot 0..3
 };
 
+// copy: a gathered norm's x_copy (stored in vectors on the vector path), or nullptr.
 NormShape norm_shape(int32_t dim, int64_t xs, int64_t ys, const void* x, const void* y,
-                     const void* w) {
+                     const void* w, const void* copy = nullptr) {
   const bool vec_ok = dim % kVecElems == 0 && xs % kVecElems == 0 && ys % kVecElems == 0 &&
-                      cuda::is_aligned(x, 16) && cuda::is_aligned(y, 16) && cuda::is_aligned(w, 16);
+                      cuda::is_aligned(x, 16) && cuda::is_aligned(y, 16) &&
+                      cuda::is_aligned(w, 16) && (copy == nullptr || cuda::is_aligned(copy, 16));
   const int32_t nvec = dim / kVecElems;
   // Up to 256 threads with at most 4 cached vectors each (D <= 8192, every V3.2 norm), then up to
   // 1024 threads with 8 (D <= 65536); wider rows take the scalar path.
@@ -264,6 +326,13 @@ cudaError_t launch_rmsnorm_vec(const RmsNormParams& p, const NormShape& s, int64
 }
 
 template <int kVec>
+cudaError_t launch_rmsnorm_gather_vec(const RmsNormParams& p, const NormShape& s, const Gather& g,
+                                      int64_t xs, int64_t ys) {
+  return cuda::launch(launch_shape(p.num_tokens, s), rmsnorm_gather_vec_kernel<kVec>, p.x, g,
+                      p.weight, p.y, p.dim / kVecElems, xs, ys, p.eps);
+}
+
+template <int kVec>
 cudaError_t launch_add_rmsnorm_vec(const AddRmsNormParams& p, const NormShape& s, int64_t ys) {
   return cuda::launch(launch_shape(p.num_tokens, s), add_rmsnorm_vec_kernel<kVec>, p.h, p.add,
                       cuda::is_aligned(p.add, 16), p.weight, p.y, p.dim / kVecElems, ys, p.eps);
@@ -272,6 +341,10 @@ cudaError_t launch_add_rmsnorm_vec(const AddRmsNormParams& p, const NormShape& s
 // The vector launchers by NormShape::slot.
 constexpr cudaError_t (*kRmsNormVec[])(const RmsNormParams&, const NormShape&, int64_t, int64_t) = {
     launch_rmsnorm_vec<1>, launch_rmsnorm_vec<2>, launch_rmsnorm_vec<4>, launch_rmsnorm_vec<8>};
+constexpr cudaError_t (*kRmsNormGatherVec[])(const RmsNormParams&, const NormShape&, const Gather&,
+                                             int64_t, int64_t) = {
+    launch_rmsnorm_gather_vec<1>, launch_rmsnorm_gather_vec<2>, launch_rmsnorm_gather_vec<4>,
+    launch_rmsnorm_gather_vec<8>};
 constexpr cudaError_t (*kAddRmsNormVec[])(const AddRmsNormParams&, const NormShape&, int64_t) = {
     launch_add_rmsnorm_vec<1>, launch_add_rmsnorm_vec<2>, launch_add_rmsnorm_vec<4>,
     launch_add_rmsnorm_vec<8>};
@@ -283,7 +356,20 @@ Status rmsnorm_cuda(const RmsNormParams& p) {
   if (p.num_tokens == 0) return ok_status();
   const int64_t xs = p.x_stride == 0 ? p.dim : p.x_stride;
   const int64_t ys = p.y_stride == 0 ? p.dim : p.y_stride;
-  const NormShape s = norm_shape(p.dim, xs, ys, p.x, p.y, p.weight);
+  const NormShape s = norm_shape(p.dim, xs, ys, p.x, p.y, p.weight, p.x_copy);
+  if (p.x_rows != nullptr) {
+    const bool checked = checked_mode();
+    DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
+    const Gather g{p.x_rows, p.x_row_bound, p.skip_minus_one, p.x_copy, err};
+    if (s.vec) {
+      DSA_CUDA_RETURN_IF_ERROR(kRmsNormGatherVec[s.slot](p, s, g, xs, ys));
+    } else {
+      DSA_CUDA_RETURN_IF_ERROR(cuda::launch(launch_shape(p.num_tokens, s),
+                                            rmsnorm_gather_scalar_kernel, p.x, g, p.weight, p.y,
+                                            p.dim, xs, ys, p.eps));
+    }
+    return cuda::end_launch("rmsnorm", checked, "rmsnorm: x_rows[row] outside [0, x_row_bound)");
+  }
   if (s.vec) {
     DSA_CUDA_RETURN_IF_ERROR(kRmsNormVec[s.slot](p, s, xs, ys));
   } else {

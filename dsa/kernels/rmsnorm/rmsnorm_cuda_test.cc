@@ -1,6 +1,7 @@
 // GPU tests of rmsnorm_cuda, residual_add_cuda and add_rmsnorm_cuda against the CPU references
 // (SPEC.md §8.3, §8.6): RMSNorm within 1 bf16 ulp, the residual add bit-exact, all deterministic;
-// the fused add_rmsnorm bit-identical to residual_add_cuda followed by rmsnorm_cuda.
+// the fused add_rmsnorm bit-identical to residual_add_cuda followed by rmsnorm_cuda, the gathered
+// rmsnorm (x_rows) bit-identical to row_copy_cuda's gather into zeros followed by rmsnorm_cuda.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "dsa/core/checked_mode.h"
 #include "dsa/cuda/device_buffer.h"
 #include "dsa/kernels/common/bf16_round.h"
+#include "dsa/kernels/gather/row_copy.h"
 #include "dsa/kernels/rmsnorm/rmsnorm.h"
 #include "dsa/kernels/rmsnorm/rmsnorm_check.h"
 #include "dsa/testing/bf16_values.h"
@@ -203,6 +206,280 @@ TEST(RmsNormCuda, ZeroTokensAndHostChecks) {
   p.eps = 0.f;
   s = rmsnorm_cuda(p);
   EXPECT_NE(s.message().find("eps = 0"), std::string::npos) << s.to_string();
+}
+
+// ---- gathered rmsnorm (x_rows): bit-identical to row_copy's gather, then the plain norm ----
+
+struct GatherShape {
+  int32_t tokens, dim, bound;  // bound: rows of the source x
+  int64_t xs, ys;
+  // Elements before x / x_copy in their buffers (1: not 16-byte aligned, the scalar kernel).
+  size_t x_off = 0, copy_off = 0;
+};
+
+std::string describe(const GatherShape& s) {
+  return "T=" + std::to_string(s.tokens) + " D=" + std::to_string(s.dim) +
+         " bound=" + std::to_string(s.bound) + " xs=" + std::to_string(s.xs) +
+         " ys=" + std::to_string(s.ys) + " x_off=" + std::to_string(s.x_off) +
+         " copy_off=" + std::to_string(s.copy_off);
+}
+
+// Mostly random rows, and where T allows it -1, a repeat, and out-of-range values on both sides.
+std::vector<int32_t> gather_entries(Rng& rng, int32_t tokens, int32_t bound) {
+  std::vector<int32_t> rows(static_cast<size_t>(tokens));
+  const int32_t bad[] = {bound, INT32_MIN, -2, INT32_MAX, bound + 3};
+  for (int32_t t = 0; t < tokens; ++t) {
+    switch (t % 6) {
+      case 1:
+        rows[t] = -1;
+        break;
+      case 3:
+        rows[t] = rows[t - 3];  // a repeat of a valid row
+        break;
+      case 4:
+        rows[t] = bad[(t / 6) % 5];
+        break;
+      default:
+        rows[t] = int32_t(rng.randint(0, bound - 1));
+    }
+  }
+  return rows;
+}
+
+struct GatherInputs {
+  std::vector<bf16> x;  // x_off elements, then [bound, xs]
+  std::vector<int32_t> rows;
+  std::vector<bf16> w;
+};
+
+struct GatherOut {
+  std::vector<bf16> y;     // [T, ys], poisoned before the call
+  std::vector<bf16> copy;  // [T, D]: x_copy (poisoned before the call) or the pair's dense buffer
+};
+
+// rmsnorm_cuda with x_rows (and x_copy when `with_copy`).
+GatherOut run_gathered_gpu(const GatherInputs& in, const GatherShape& s, bool with_copy,
+                           bool skip) {
+  auto dx = dev(in.x), dw = dev(in.w);
+  auto drows = dev(in.rows, 1);
+  auto dy = testing::poisoned<bf16>(std::max<size_t>(size_t(s.tokens) * s.ys, 1));
+  auto dcopy = testing::poisoned<bf16>(s.copy_off + size_t(s.tokens) * s.dim + 1);
+  RmsNormParams p =
+      params(dx.data() + s.x_off, dw.data(), dy.data(), s.tokens, s.dim, s.xs, s.ys, 1e-6f);
+  p.x_rows = drows.data();
+  p.x_row_bound = s.bound;
+  p.skip_minus_one = skip;
+  p.x_copy = with_copy ? dcopy.data() + s.copy_off : nullptr;
+  Status st = rmsnorm_cuda(p);
+  EXPECT_TRUE(st.ok()) << describe(s) << ": " << st.to_string();
+  GatherOut out{host(dy), host(dcopy)};
+  out.y.resize(size_t(s.tokens) * s.ys);
+  out.copy.erase(out.copy.begin(), out.copy.begin() + std::ptrdiff_t(s.copy_off));
+  out.copy.resize(size_t(s.tokens) * s.dim);
+  return out;
+}
+
+// The unfused pair: row_copy_cuda's gather into a zero-filled dense [T, D] buffer (dense_off
+// elements into its allocation: 1 puts the plain norm on the scalar kernel), then rmsnorm_cuda.
+GatherOut run_pair_gpu(const GatherInputs& in, const GatherShape& s, size_t dense_off) {
+  auto dx = dev(in.x), dw = dev(in.w);
+  auto drows = dev(in.rows, 1);
+  auto ddense = dev(std::vector<bf16>(dense_off + size_t(s.tokens) * s.dim + 1, bf16{}));
+  auto dy = testing::poisoned<bf16>(std::max<size_t>(size_t(s.tokens) * s.ys, 1));
+  bf16* dense = ddense.data() + dense_off;
+  RowCopyParams rc;
+  rc.src = dx.data() + s.x_off;
+  rc.dst = dense;
+  rc.index = drows.data();
+  rc.src_stride = s.xs * int64_t(sizeof(bf16));
+  rc.dst_stride = s.dim * int64_t(sizeof(bf16));
+  rc.row_bytes = s.dim * int64_t(sizeof(bf16));
+  rc.num_rows = s.tokens;
+  rc.index_bound = s.bound;
+  rc.mode = RowCopyMode::kGather;
+  Status st = row_copy_cuda(rc);
+  EXPECT_TRUE(st.ok()) << describe(s) << ": row_copy: " << st.to_string();
+  st = rmsnorm_cuda(params(dense, dw.data(), dy.data(), s.tokens, s.dim, 0, s.ys, 1e-6f));
+  EXPECT_TRUE(st.ok()) << describe(s) << ": rmsnorm: " << st.to_string();
+  GatherOut out{host(dy), host(ddense)};
+  out.y.resize(size_t(s.tokens) * s.ys);
+  out.copy.erase(out.copy.begin(), out.copy.begin() + std::ptrdiff_t(dense_off));
+  out.copy.resize(size_t(s.tokens) * s.dim);
+  return out;
+}
+
+// rmsnorm_ref with the same x_rows: [T, ys] y (gaps poisoned) and [T, D] x_copy.
+GatherOut run_gathered_ref(const GatherInputs& in, const GatherShape& s) {
+  GatherOut out{std::vector<bf16>(size_t(s.tokens) * s.ys, testing::poison_value<bf16>()),
+                std::vector<bf16>(size_t(s.tokens) * s.dim, testing::poison_value<bf16>())};
+  RmsNormParams p =
+      params(in.x.data() + s.x_off, in.w.data(), out.y.data(), s.tokens, s.dim, s.xs, s.ys, 1e-6f);
+  p.x_rows = in.rows.data();
+  p.x_row_bound = s.bound;
+  p.x_copy = out.copy.data();
+  Status st = rmsnorm_ref(p);
+  EXPECT_TRUE(st.ok()) << describe(s) << ": " << st.to_string();
+  return out;
+}
+
+// Both kernel paths with every entry kind (-1, repeats, out of range on either side: zero rows in
+// unchecked mode), with and without x_copy, skip_minus_one on and off: y and x_copy bit-identical
+// to the pair, which the gathered norm runs on the same path (source rows 16-byte aligned: the
+// vector kernel; D % 8 != 0, an unaligned stride, x, x_copy or y stride: the scalar kernel, and
+// the pair's dense buffer is then put off alignment to match). y within 1 bf16 ulp of the
+// gathered rmsnorm_ref, x_copy bit-equal to its copy.
+TEST(RmsNormCuda, GatheredBitIdenticalToRowCopyThenRmsNorm) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  const uint64_t seed = testing::test_seed();
+  const GatherShape shapes[] = {
+      {1, 256, 4, 256, 256},    {5, 256, 11, 264, 256},      {33, 7168, 40, 7168, 7168},
+      {5, 7168, 6, 7176, 7184}, {130, 512, 200, 576, 512},   {2, 16384, 3, 16384, 16384},
+      {33, 77, 50, 77, 77},     {5, 77, 7, 80, 83},          {1, 77, 1, 77, 77},
+      {6, 256, 9, 259, 256},    {6, 256, 9, 256, 256, 1, 0}, {6, 7168, 9, 7168, 7168, 0, 1},
+      {3, 1536, 4, 1536, 1541}, {1, 70000, 2, 70000, 70000}, {0, 256, 4, 256, 256}};
+  int i = 0;
+  for (const GatherShape& s : shapes) {
+    Rng rng(seed + uint64_t(i++));
+    GatherInputs in;
+    in.x = random_rows(rng, 1, int64_t(s.x_off));
+    const std::vector<bf16> rows = random_rows(rng, s.bound, s.xs);
+    in.x.insert(in.x.end(), rows.begin(), rows.end());
+    in.rows = gather_entries(rng, s.tokens, s.bound);
+    in.w = rng.bf16_vector(size_t(s.dim), 0.5f);
+    const GatherOut ref = run_gathered_ref(in, s);
+    for (bool with_copy : {false, true}) {
+      const bool skip = (i + int(with_copy)) % 2 == 1;
+      const std::string what = describe(s) + (with_copy ? " x_copy" : "") + (skip ? " skip" : "");
+      const bool vec = s.dim % 8 == 0 && s.xs % 8 == 0 && s.ys % 8 == 0 && s.x_off % 8 == 0 &&
+                       (!with_copy || s.copy_off % 8 == 0);
+      const GatherOut got = run_gathered_gpu(in, s, with_copy, skip);
+      const GatherOut pair = run_pair_gpu(in, s, vec ? 0 : 1);
+      EXPECT_EQ(testing::first_bit_difference(got.y, pair.y), "") << what << ": y vs pair";
+      if (with_copy) {
+        EXPECT_EQ(testing::first_bit_difference(got.copy, pair.copy), "") << what << ": x_copy";
+        EXPECT_EQ(testing::first_bit_difference(got.copy, ref.copy), "")
+            << what << ": x_copy vs reference";
+      } else {
+        EXPECT_TRUE(std::all_of(got.copy.begin(), got.copy.end(),
+                                [](bf16 v) { return testing::is_poison(v); }))
+            << what << ": x_copy written without being set";
+      }
+      expect_close(got.y, ref.y, s.tokens, s.dim, s.ys, what.c_str());
+    }
+  }
+}
+
+// Checked mode on the device: a bad entry is OutOfRange through the error word, naming its
+// position and value (-1 too, unless skip_minus_one), on both kernel paths; the word is cleared
+// (a good call after it is OK), and a good call's y is the unchecked one.
+TEST(RmsNormCuda, GatheredCheckedModeReportsBadEntries) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed());
+  for (int32_t dim : {8, 3}) {
+    const int32_t bound = 4, tokens = 4;
+    auto dx = dev(random_rows(rng, bound, dim));
+    auto dw = dev(rng.bf16_vector(size_t(dim), 0.5f));
+    auto run = [&](const std::vector<int32_t>& rows, bool skip, std::vector<bf16>* y) {
+      auto drows = dev(rows);
+      auto dy = testing::poisoned<bf16>(size_t(tokens) * dim);
+      RmsNormParams p = params(dx.data(), dw.data(), dy.data(), tokens, dim, 0, 0, 1e-6f);
+      p.x_rows = drows.data();
+      p.x_row_bound = bound;
+      p.skip_minus_one = skip;
+      Status st = rmsnorm_cuda(p);
+      if (y != nullptr) *y = host(dy);
+      return st;
+    };
+    ScopedCheckedMode checked(true);
+    for (int32_t bad : {bound, -2, INT32_MIN, INT32_MAX}) {
+      for (bool skip : {false, true}) {
+        const std::string what =
+            "D=" + std::to_string(dim) + " entry " + std::to_string(bad) + (skip ? " skip" : "");
+        Status s = run({0, 3, bad, 1}, skip, nullptr);
+        EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << what << ": " << s.to_string();
+        EXPECT_NE(s.message().find("index 2 (value " + std::to_string(bad) + ")"),
+                  std::string::npos)
+            << what << ": " << s.to_string();
+        EXPECT_NE(s.message().find("x_rows"), std::string::npos) << what << ": " << s.to_string();
+        s = run({0, 3, 2, 1}, skip, nullptr);
+        EXPECT_TRUE(s.ok()) << what << ": the error word was left set: " << s.to_string();
+      }
+    }
+    Status s = run({0, -1, 3, 3}, false, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << "D=" << dim << ": " << s.to_string();
+    EXPECT_NE(s.message().find("index 1 (value -1)"), std::string::npos) << s.to_string();
+    std::vector<bf16> y_checked, y_unchecked;
+    s = run({0, -1, 3, 3}, true, &y_checked);
+    EXPECT_TRUE(s.ok()) << "D=" << dim << ": -1 with skip_minus_one reported: " << s.to_string();
+    {
+      ScopedCheckedMode unchecked(false);
+      ASSERT_TRUE(run({0, -1, 3, 3}, true, &y_unchecked).ok());
+    }
+    EXPECT_EQ(testing::first_bit_difference(y_checked, y_unchecked), "") << "D=" << dim;
+    for (int32_t d = 0; d < dim; ++d)
+      EXPECT_EQ(y_checked[size_t(dim) + d].bits & 0x7FFF, 0) << "D=" << dim << " zero row " << d;
+  }
+}
+
+// The check entry (independent long-double norm of each gathered row, x_copy, the gaps) through a
+// host-pointer adapter, in both modes (checked: no out-of-range entries, -1 with skip_minus_one).
+Status rmsnorm_gathered_cuda_on_host_buffers(const RmsNormParams& hp) {
+  DSA_RETURN_IF_ERROR(validate(hp));
+  const int64_t xs = hp.x_stride ? hp.x_stride : hp.dim, ys = hp.y_stride ? hp.y_stride : hp.dim;
+  const size_t xn = size_t(hp.x_row_bound - 1) * xs + hp.dim;
+  const size_t yn = size_t(hp.num_tokens - 1) * ys + hp.dim;
+  using P = RmsNormParams;
+  const testing::In<&P::x> x{xn};
+  const testing::In<&P::weight> w{size_t(hp.dim)};
+  const testing::In<&P::x_rows> rows{size_t(hp.num_tokens)};
+  const testing::InOut<&P::y> y{yn};
+  if (hp.x_copy == nullptr) return testing::run_on_host_buffers(hp, rmsnorm_cuda, x, w, rows, y);
+  return testing::run_on_host_buffers(hp, rmsnorm_cuda, x, w, rows, y,
+                                      testing::InOut<&P::x_copy>{size_t(hp.num_tokens) * hp.dim});
+}
+
+TEST(RmsNormCuda, GatheredMatchesIndependentFormulation) {
+  DSA_SKIP_WITHOUT_GPU();
+  const uint64_t seed = testing::test_seed();
+  for (bool checked : {false, true}) {
+    ScopedCheckedMode mode(checked);
+    for (auto [tokens, dim, bound] : {std::tuple{37, 256, 50}, {9, 77, 4}, {8, 7168, 3}}) {
+      for (bool with_copy : {false, true}) {
+        Status s = check_rmsnorm_gathered(rmsnorm_gathered_cuda_on_host_buffers, tokens, dim, bound,
+                                          with_copy, seed + dim);
+        EXPECT_TRUE(s.ok()) << "T=" << tokens << " D=" << dim << " bound=" << bound
+                            << (with_copy ? " x_copy" : "") << (checked ? " checked" : "") << ": "
+                            << s.to_string();
+      }
+    }
+  }
+}
+
+// Host checks before any launch: the gather's own fields.
+TEST(RmsNormCuda, GatheredHostChecks) {
+  DSA_SKIP_WITHOUT_GPU();
+  auto dx = dev(std::vector<bf16>(4 * 8, float_to_bf16(1.f))), dw = dev(std::vector<bf16>(8));
+  auto drows = dev(std::vector<int32_t>{0, 1});
+  auto dy = testing::poisoned<bf16>(2 * 8);
+  RmsNormParams p = params(dx.data(), dw.data(), dy.data(), 2, 8, 0, 0, 1e-6f);
+  p.x_rows = drows.data();
+  p.x_row_bound = 0;
+  Status s = rmsnorm_cuda(p);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("x_row_bound = 0"), std::string::npos) << s.to_string();
+  p.x_row_bound = 4;
+  p.y = dx.data() + 8;  // y over the gathered x
+  s = rmsnorm_cuda(p);
+  EXPECT_NE(s.message().find("y overlaps"), std::string::npos) << s.to_string();
+  p.y = dy.data();
+  p.x_copy = dy.data();  // x_copy over y
+  s = rmsnorm_cuda(p);
+  EXPECT_NE(s.message().find("x_copy overlaps"), std::string::npos) << s.to_string();
+  p.x_rows = nullptr;  // x_copy without x_rows
+  s = rmsnorm_cuda(p);
+  EXPECT_NE(s.message().find("x_copy is set without x_rows"), std::string::npos) << s.to_string();
+  EXPECT_TRUE(testing::is_poison(host(dy)[0])) << "written by a refused call";
 }
 
 // ---- residual add: bit-exact ----

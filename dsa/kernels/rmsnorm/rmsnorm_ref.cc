@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "dsa/core/checked_mode.h"
 #include "dsa/core/thread_pool.h"
 #include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/common/validate.h"
@@ -17,6 +18,16 @@ constexpr std::string_view kAddOp = "residual_add";
 constexpr std::string_view kFusedOp = "add_rmsnorm";
 
 int64_t stride_or_dim(int64_t stride, int32_t dim) { return stride == 0 ? dim : stride; }
+
+// Elements from the first of `rows` rows `stride` apart to the end of the last (INT64_MAX when
+// that overflows: strides up to INT64_MAX pass the validation).
+int64_t rows_span(int64_t rows, int64_t stride, int32_t dim) {
+  int64_t n = 0;
+  if (__builtin_mul_overflow(rows - 1, stride, &n) || __builtin_add_overflow(n, int64_t{dim}, &n)) {
+    return INT64_MAX;
+  }
+  return n;
+}
 
 // Whether the bf16 spans [a, a + a_elems) and [b, b + b_elems) share a byte. Compared as
 // integers (the pointers usually come from different allocations), ends saturated (a stride
@@ -41,22 +52,61 @@ Status validate(const RmsNormParams& p) {
       require_in(kOp, "x_stride", stride_or_dim(p.x_stride, p.dim), p.dim, INT64_MAX));
   DSA_RETURN_IF_ERROR(
       require_in(kOp, "y_stride", stride_or_dim(p.y_stride, p.dim), p.dim, INT64_MAX));
+  if (p.x_rows != nullptr) {
+    DSA_RETURN_IF_ERROR(require_in(kOp, "x_row_bound", p.x_row_bound, 1, INT32_MAX));
+  }
   if (p.num_tokens == 0) return ok_status();
   DSA_RETURN_IF_ERROR(require_pointer(kOp, "x", p.x));
   DSA_RETURN_IF_ERROR(require_pointer(kOp, "weight", p.weight));
-  return require_pointer(kOp, "y", p.y);
+  DSA_RETURN_IF_ERROR(require_pointer(kOp, "y", p.y));
+  if (p.x_rows == nullptr) {
+    if (p.x_copy != nullptr) {
+      return invalid_argument(fmt::format("{}: x_copy is set without x_rows", kOp));
+    }
+    return ok_status();
+  }
+  // Gathered: other rows' blocks read x while a row's y (and x_copy) is written.
+  const int64_t xs = stride_or_dim(p.x_stride, p.dim), ys = stride_or_dim(p.y_stride, p.dim);
+  const int64_t x_elems = rows_span(p.x_row_bound, xs, p.dim);
+  const int64_t y_elems = rows_span(p.num_tokens, ys, p.dim);
+  const int64_t copy_elems = int64_t{p.num_tokens} * p.dim;
+  if (overlaps(p.y, y_elems, p.x, x_elems)) {
+    return invalid_argument(fmt::format("{}: y overlaps the gathered x", kOp));
+  }
+  if (p.x_copy != nullptr && (overlaps(p.x_copy, copy_elems, p.x, x_elems) ||
+                              overlaps(p.x_copy, copy_elems, p.y, y_elems))) {
+    return invalid_argument(fmt::format("{}: x_copy overlaps x or y", kOp));
+  }
+  return ok_status();
 }
 
 Status rmsnorm_ref(const RmsNormParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   const int64_t xs = stride_or_dim(p.x_stride, p.dim), ys = stride_or_dim(p.y_stride, p.dim);
+  const auto in_bound = [&](int32_t r) { return r >= 0 && r < p.x_row_bound; };
+  if (p.x_rows != nullptr && checked_mode()) {
+    for (int32_t t = 0; t < p.num_tokens; ++t) {
+      const int32_t r = p.x_rows[t];
+      if (!in_bound(r) && !(p.skip_minus_one && r == -1)) {
+        return element_error(StatusCode::kOutOfRange, kOp, "x_rows", t, r,
+                             fmt::format("must be in [0, x_row_bound = {}){}", p.x_row_bound,
+                                         p.skip_minus_one ? " or -1" : ""));
+      }
+    }
+  }
   parallel_for(p.num_tokens, [&](int64_t t) {
+    // The input row; nullptr: a gathered entry out of range, read as zeros.
     const bf16* x = p.x + t * xs;
+    if (p.x_rows != nullptr) x = in_bound(p.x_rows[t]) ? p.x + p.x_rows[t] * xs : nullptr;
     std::vector<double> row(static_cast<size_t>(p.dim));  // copied first: y may alias x
     double sum_sq = 0.0;
     for (int32_t d = 0; d < p.dim; ++d) {
-      row[d] = bf16_to_float(x[d]);
+      row[d] = x != nullptr ? bf16_to_float(x[d]) : 0.0;
       sum_sq += row[d] * row[d];
+    }
+    if (p.x_copy != nullptr) {
+      bf16* c = p.x_copy + t * p.dim;
+      for (int32_t d = 0; d < p.dim; ++d) c[d] = x != nullptr ? x[d] : bf16{};
     }
     const double inv_rms = 1.0 / std::sqrt(sum_sq / p.dim + double{p.eps});
     bf16* y = p.y + t * ys;

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "dsa/core/checked_mode.h"
 #include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/rmsnorm/rmsnorm_check.h"
 #include "dsa/testing/first_difference.h"
@@ -177,6 +180,231 @@ TEST_F(RmsNormRejects, NullY) {
   auto p = good();
   p.y = nullptr;
   expect(p, "y is null");
+}
+
+// ---- gathered rmsnorm (x_rows) ----
+
+// x rows [3, 4] and [1, 1]; entries 1, 0, 5 (out of range), -1: y = [1, 1],
+// RmsNorm.HandComputedPair's [217 * 2^-8, 145 * 2^-7], then two zero rows; x_copy holds the
+// gathered rows and zeros.
+TEST(RmsNormGathered, HandComputed) {
+  ScopedCheckedMode unchecked(false);
+  auto x = to_bf16({3.f, 4.f, 1.f, 1.f}), w = to_bf16({1.f, 1.f});
+  const std::vector<int32_t> rows = {1, 0, 5, -1};
+  std::vector<bf16> y(8, float_to_bf16(NAN)), copy(8, float_to_bf16(NAN));
+  auto p = params(x, w, y, 4);
+  p.x_rows = rows.data();
+  p.x_row_bound = 2;
+  p.x_copy = copy.data();
+  ASSERT_TRUE(rmsnorm_ref(p).ok());
+  const float want_y[] = {1.f, 1.f, 0.84765625f, 1.1328125f, 0.f, 0.f, 0.f, 0.f};
+  const float want_copy[] = {1.f, 1.f, 3.f, 4.f, 0.f, 0.f, 0.f, 0.f};
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(bf16_to_float(y[i]), want_y[i]) << i;
+    EXPECT_EQ(bf16_to_float(copy[i]), want_copy[i]) << i;
+  }
+}
+
+// Entries for `tokens` gathered rows of a `bound`-row source: mostly random rows, and where T
+// allows it a repeat, -1, and out-of-range values on both sides (bound, bound + k, -2 - k,
+// INT32_MIN, INT32_MAX).
+std::vector<int32_t> gather_entries(Rng& rng, int32_t tokens, int32_t bound) {
+  std::vector<int32_t> rows(static_cast<size_t>(tokens));
+  const int32_t bad[] = {bound, INT32_MIN, -2, INT32_MAX, bound + 3};
+  for (int32_t t = 0; t < tokens; ++t) {
+    switch (t % 6) {
+      case 1:
+        rows[t] = -1;
+        break;
+      case 3:
+        rows[t] = rows[t - 3];  // a repeat of a valid row
+        break;
+      case 4:
+        rows[t] = bad[(t / 6) % 5];
+        break;
+      default:
+        rows[t] = int32_t(rng.randint(0, bound - 1));
+    }
+  }
+  return rows;
+}
+
+// Gathered rmsnorm_ref equals the rows gathered by hand into a zeroed dense buffer followed by the
+// plain rmsnorm_ref, bit for bit (y with its strided gaps, x_copy), on fresh random rows: strides
+// wider than D, D not a multiple of 8, V3.2's hidden width; -1, repeats and out-of-range entries
+// read as zero rows in unchecked mode, with skip_minus_one or without.
+TEST(RmsNormGathered, EqualsGatherIntoZerosThenRmsNorm) {
+  ScopedCheckedMode unchecked(false);
+  Rng rng(testing::test_seed());
+  const bf16 sentinel{0xFFFF};  // a NaN no finite input produces
+  struct Shape {
+    int32_t tokens, dim, bound;
+    int64_t xs, ys;  // 0 = dim
+  } shapes[] = {{1, 256, 4, 0, 0},     {5, 256, 9, 264, 0},   {33, 256, 40, 0, 260},
+                {1, 7168, 2, 7171, 0}, {5, 7168, 3, 0, 7176}, {33, 7168, 50, 7176, 0},
+                {1, 77, 1, 0, 0},      {5, 77, 6, 80, 79},    {33, 77, 20, 0, 0}};
+  int variant = 0;
+  for (const Shape& s : shapes) {
+    const int64_t xs = s.xs == 0 ? s.dim : s.xs, ys = s.ys == 0 ? s.dim : s.ys;
+    auto x = rng.bf16_vector(size_t(s.bound) * xs, 3.f), w = rng.bf16_vector(size_t(s.dim));
+    const std::vector<int32_t> rows = gather_entries(rng, s.tokens, s.bound);
+    std::vector<bf16> dense(size_t(s.tokens) * s.dim, bf16{});
+    int zero_rows = 0;
+    for (int32_t t = 0; t < s.tokens; ++t) {
+      if (rows[t] < 0 || rows[t] >= s.bound) {
+        ++zero_rows;
+        continue;
+      }
+      std::copy_n(x.begin() + rows[t] * xs, s.dim, dense.begin() + size_t(t) * s.dim);
+    }
+    std::vector<bf16> want(size_t(s.tokens) * ys, sentinel);
+    auto plain = params(dense, w, want, s.tokens);
+    plain.y_stride = s.ys;
+    ASSERT_TRUE(rmsnorm_ref(plain).ok());
+
+    for (bool with_copy : {false, true}) {
+      const bool skip = variant++ % 2 == 1;
+      const std::string what = "T=" + std::to_string(s.tokens) + " D=" + std::to_string(s.dim) +
+                               " xs=" + std::to_string(xs) + " ys=" + std::to_string(ys) +
+                               (with_copy ? " x_copy" : "") + (skip ? " skip_minus_one" : "");
+      std::vector<bf16> y(want.size(), sentinel), copy(dense.size(), sentinel);
+      auto p = params(x, w, y, s.tokens);
+      p.x_stride = s.xs;
+      p.y_stride = s.ys;
+      p.x_rows = rows.data();
+      p.x_row_bound = s.bound;
+      p.skip_minus_one = skip;
+      p.x_copy = with_copy ? copy.data() : nullptr;
+      ASSERT_TRUE(rmsnorm_ref(p).ok()) << what;
+      EXPECT_EQ(testing::first_bit_difference(y, want), "") << what << ": y";
+      if (with_copy) {
+        EXPECT_EQ(testing::first_bit_difference(copy, dense), "") << what << ": x_copy";
+      } else {
+        EXPECT_TRUE(
+            std::all_of(copy.begin(), copy.end(), [&](bf16 v) { return v.bits == sentinel.bits; }))
+            << what << ": x_copy written without being set";
+      }
+      // The zero rows' norm is +-0 everywhere, whatever the source row under the bad entry.
+      for (int32_t t = 0; t < s.tokens; ++t) {
+        if (rows[t] >= 0 && rows[t] < s.bound) continue;
+        for (int32_t d = 0; d < s.dim; ++d)
+          ASSERT_EQ(y[size_t(t) * ys + d].bits & 0x7FFF, 0) << what << ": y[" << t << "][" << d;
+      }
+    }
+    if (s.tokens >= 5) EXPECT_GT(zero_rows, 0) << "no bad entry drawn";
+  }
+}
+
+// The check entry: the independent long-double norm of each gathered row, x_copy, the gaps; in
+// either mode (checked mode leaves the out-of-range entries out).
+TEST(RmsNormGathered, MatchesIndependentFormulation) {
+  const uint64_t seed = testing::test_seed();
+  for (bool checked : {false, true}) {
+    ScopedCheckedMode mode(checked);
+    for (auto [tokens, dim, bound] : {std::tuple{37, 256, 50}, {9, 77, 4}, {4, 1536, 3}}) {
+      for (bool with_copy : {false, true}) {
+        Status s = check_rmsnorm_gathered(rmsnorm_ref, tokens, dim, bound, with_copy, seed + dim);
+        EXPECT_TRUE(s.ok()) << "T=" << tokens << " D=" << dim << " bound=" << bound
+                            << (with_copy ? " x_copy" : "") << (checked ? " checked" : "") << ": "
+                            << s.to_string();
+      }
+    }
+  }
+}
+
+// Checked mode: an entry outside [0, x_row_bound) is OutOfRange naming the position and the
+// entry, -1 too unless skip_minus_one; nothing is written (y and x_copy keep their poison). The
+// last row (bound - 1) and -1 with skip_minus_one pass and give the unchecked result.
+TEST(RmsNormGathered, CheckedModeRejectsBadEntriesBeforeWriting) {
+  ScopedCheckedMode checked(true);
+  Rng rng(testing::test_seed());
+  const int32_t dim = 8, bound = 4;
+  auto x = rng.bf16_vector(size_t(bound) * dim), w = rng.bf16_vector(dim);
+  const bf16 sentinel{0xFFFF};
+  struct Case {
+    int32_t entry;
+    bool skip;
+    bool ok;
+  } cases[] = {{3, false, true},         {-1, true, true},         {-1, false, false},
+               {4, false, false},        {4, true, false},         {-2, true, false},
+               {INT32_MIN, true, false}, {INT32_MAX, false, false}};
+  for (const Case& c : cases) {
+    const std::string what = "entry " + std::to_string(c.entry) + (c.skip ? " skip" : "");
+    const std::vector<int32_t> rows = {0, 2, c.entry, 1};
+    std::vector<bf16> y(4 * dim, sentinel), copy(4 * dim, sentinel);
+    auto p = params(x, w, y, 4);
+    p.x_rows = rows.data();
+    p.x_row_bound = bound;
+    p.skip_minus_one = c.skip;
+    p.x_copy = copy.data();
+    Status s = rmsnorm_ref(p);
+    if (c.ok) {
+      ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
+      std::vector<bf16> y2(y.size(), sentinel), copy2(copy.size(), sentinel);
+      ScopedCheckedMode unchecked(false);
+      p.y = y2.data();
+      p.x_copy = copy2.data();
+      ASSERT_TRUE(rmsnorm_ref(p).ok()) << what;
+      EXPECT_EQ(testing::first_bit_difference(y, y2), "") << what << ": y checked vs unchecked";
+      EXPECT_EQ(testing::first_bit_difference(copy, copy2), "") << what << ": x_copy";
+      EXPECT_NE(y[2 * dim].bits, sentinel.bits) << what << ": y[2] not written";
+      continue;
+    }
+    EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << what << ": " << s.to_string();
+    EXPECT_NE(s.message().find("x_rows[2] = " + std::to_string(c.entry)), std::string::npos)
+        << what << ": " << s.to_string();
+    for (size_t i = 0; i < y.size(); ++i) {
+      ASSERT_EQ(y[i].bits, sentinel.bits) << what << ": y[" << i << "] written";
+      ASSERT_EQ(copy[i].bits, sentinel.bits) << what << ": x_copy[" << i << "] written";
+    }
+  }
+}
+
+// Host checks of the gather fields.
+TEST_F(RmsNormRejects, GatherFields) {
+  const std::vector<int32_t> rows = {1, 0};
+  std::vector<bf16> copy(8);
+  auto gathered = [&] {
+    auto p = good();
+    p.x_rows = rows.data();
+    p.x_row_bound = 2;
+    return p;
+  };
+  EXPECT_TRUE(validate(gathered()).ok());
+  auto p = gathered();
+  p.x_row_bound = 0;
+  expect(p, "x_row_bound = 0");
+  p.num_tokens = 0;  // refused even with no rows to read
+  expect(p, "x_row_bound = 0");
+  p = gathered();
+  p.x_row_bound = -3;
+  expect(p, "x_row_bound = -3");
+  p = good();
+  p.x_copy = copy.data();  // x_copy without x_rows
+  expect(p, "x_copy");
+  // y over the gathered x: in place is fine for the plain norm, not for the gathered one.
+  p = good();
+  p.y = x.data();
+  EXPECT_TRUE(validate(p).ok());
+  p = gathered();
+  p.y = x.data();
+  expect(p, "y overlaps");
+  // The gathered x spans x_row_bound rows: with one source row, y may be x's second row.
+  p = gathered();
+  p.num_tokens = 1;
+  p.y = x.data() + 4;
+  expect(p, "y overlaps");
+  p.x_row_bound = 1;
+  EXPECT_TRUE(validate(p).ok());
+  p = gathered();
+  p.x_copy = y.data() + 4;  // x_copy's first row is y's second
+  expect(p, "x_copy overlaps");
+  p = gathered();
+  p.x_copy = x.data() + 7;  // x_copy's first element is x's last
+  expect(p, "x_copy overlaps");
+  p = gathered();
+  p.x_copy = copy.data();
+  EXPECT_TRUE(validate(p).ok());
 }
 
 // ---- residual add ----

@@ -332,7 +332,9 @@ Status DsaModel::mtp_body(const runtime::ForwardMetadata& meta) {
   // concat(enorm(emb(t)), hnorm(h)): embedding half first (§6.5). Each norm gathers its rows: the
   // embedding rows of the tokens, and the hidden rows of the last forward where it left them
   // (hidden_out_, by the staged row list; -1 rows are zeros). This body overwrites hidden_out_
-  // only in its head, after both.
+  // only in its head, after both. The bound is the buffer's (a graph cannot hold the last
+  // forward's row count): stage() checks host row lists against last_rows_pad_, and the step
+  // commit's row b n + a_b < B n is below it by construction.
   DSA_ASSIGN_OR_RETURN(bf16 * cat, ws_.take_uninit<bf16>(sz(rows) * 2 * D));
   DSA_RETURN_IF_ERROR(gathered_rmsnorm(store_.get(weights_.mtp_embed()), mirror_.tokens(),
                                        int32_t(config_.vocab_size), false, m.enorm, cat, rows,
@@ -542,10 +544,11 @@ Status DsaModel::stage_from_backend(const ForwardInputs& in) {
     const int32_t* shift_emitted = !in.shifted ? nullptr
                                    : verify    ? acceptance_.emitted()
                                                : acceptance_.previous_emitted();
-    DSA_RETURN_IF_ERROR(
-        mirror_.commit_step(ops_, meta_, target, verify ? nullptr : acceptance_.accepted(),
-                            verify ? nullptr : acceptance_.emitted(), shift_accepted, shift_emitted,
-                            d, in.accepted_patch == AcceptedPatch::kFirstDraftDecode));
+    DSA_RETURN_IF_ERROR(mirror_.commit_step(
+        ops_, meta_, target, verify ? nullptr : acceptance_.accepted(),
+        verify ? nullptr : acceptance_.emitted(), shift_accepted, shift_emitted, d,
+        // Host hidden rows are staged in order: nothing to patch there.
+        in.accepted_patch == AcceptedPatch::kFirstDraftDecode && in.hidden_from_last));
     // Checked mode: the device-built metadata meets the invariants the host build is checked
     // for (SPEC.md §4.6), read back here (a synchronisation: checked mode trades speed for it).
     if (checked_mode()) {
@@ -561,8 +564,8 @@ Status DsaModel::stage_from_backend(const ForwardInputs& in) {
   }
   if (!in.token_rows.empty()) {
     // The kept tokens into their rows; rows listed -1 keep the staged host token. A kept -1 (a
-    // row with no eligible logit) reaches the embedding, which refuses it (checked mode) or
-    // reads zeros: only a model whose logits are all NaN or -inf gets there.
+    // row with no eligible logit) reaches the embedding's gather (the first norm's), which refuses
+    // it (checked mode) or reads zeros: only a model whose logits are all NaN or -inf gets there.
     const int64_t w = int64_t(sizeof(int32_t));
     const bool drafts = in.token_source == TokenSource::kDraftSlots;
     kernels::RowCopyParams g{drafts ? drafts_.data() : sampler_.tokens(),

@@ -326,7 +326,8 @@ class DsaModel {
   Status capture_graphs();
   // Stages the built metadata with tokens and hidden rows padded to rows_pad (one copy).
   Status stage(const ForwardInputs& in);
-  // The hand-off gathers into the mirror after its copy (hidden rows, draft tokens).
+  // The hand-off gathers into the mirror after its copy (kept and draft tokens; the step commit),
+  // and the host hidden rows into hidden_out_, where the MTP body's hnorm reads them.
   Status stage_from_backend(const ForwardInputs& in);
   // Every launch of a forward; reads only backend buffers (capturable).
   Status body(runtime::ModelKind kind, const runtime::ForwardMetadata& meta);

@@ -51,9 +51,9 @@ Status rmsnorm_ref(const RmsNormParams& p);
 // CUDA backend (params hold device pointers): one block per row, fp32 math, bf16 out. A gathered
 // norm runs the plain norm's row code and launch shape, so it is bit-identical to row_copy's gather
 // into a zeroed dense buffer followed by the plain norm of it when both take the same path: the
-// 16-byte vector path wherever x, x_stride and x_copy are 16-byte aligned (D % 8 == 0), the
-// scalar path where D % 8 != 0; otherwise within 1 bf16 ulp of it. Checked mode reports bad
-// entries through the device error word.
+// 16-byte vector path wherever x, x_stride, x_copy, y, y_stride and w are 16-byte aligned
+// (D % 8 == 0, D <= 65536), the scalar path where D % 8 != 0; otherwise within 1 bf16 ulp of it.
+// Checked mode reports bad entries through the device error word.
 Status rmsnorm_cuda(const RmsNormParams& p);
 
 struct ResidualAddParams {

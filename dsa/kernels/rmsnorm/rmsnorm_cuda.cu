@@ -2,9 +2,9 @@
 //   rmsnorm:      one block per row; the row is read once into registers (16-byte vectors when
 //                 the row layout allows it), sum of squares in fp32 with a fixed reduction tree
 //                 (deterministic), then y = x * inv_rms * w in fp32, rounded once to bf16.
+//                 With x_rows each block first finds its gathered row (zeros for a bad entry).
 //   residual_add: elementwise h = bf16(float(h) + float(x)), one fp32 add (no contraction is
 //                 possible: there is no product), one RNE rounding: bit-identical to the CPU.
-//                 With x_rows each block first finds its gathered row (zeros for a bad entry).
 //   add_rmsnorm:  the two in one kernel: each block adds its row, stores the rounded sums to h
 //                 and normalises them with rmsnorm's own row code and launch shape, so h and y
 //                 are bit-identical to residual_add_cuda followed by rmsnorm_cuda.

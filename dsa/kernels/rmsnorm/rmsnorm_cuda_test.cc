@@ -18,6 +18,7 @@
 #include "dsa/kernels/gather/row_copy.h"
 #include "dsa/kernels/rmsnorm/rmsnorm.h"
 #include "dsa/kernels/rmsnorm/rmsnorm_check.h"
+#include "dsa/kernels/rmsnorm/rmsnorm_test_util.h"
 #include "dsa/testing/bf16_values.h"
 #include "dsa/testing/device_copy.h"
 #include "dsa/testing/first_difference.h"
@@ -29,6 +30,7 @@
 namespace dsa::kernels {
 namespace {
 
+using rmsnorm_test::gather_entries;
 using testing::bf16s;
 using testing::dev;
 using testing::host;
@@ -222,28 +224,6 @@ std::string describe(const GatherShape& s) {
          " bound=" + std::to_string(s.bound) + " xs=" + std::to_string(s.xs) +
          " ys=" + std::to_string(s.ys) + " x_off=" + std::to_string(s.x_off) +
          " copy_off=" + std::to_string(s.copy_off);
-}
-
-// Mostly random rows, and where T allows it -1, a repeat, and out-of-range values on both sides.
-std::vector<int32_t> gather_entries(Rng& rng, int32_t tokens, int32_t bound) {
-  std::vector<int32_t> rows(static_cast<size_t>(tokens));
-  const int32_t bad[] = {bound, INT32_MIN, -2, INT32_MAX, bound + 3};
-  for (int32_t t = 0; t < tokens; ++t) {
-    switch (t % 6) {
-      case 1:
-        rows[t] = -1;
-        break;
-      case 3:
-        rows[t] = rows[t - 3];  // a repeat of a valid row
-        break;
-      case 4:
-        rows[t] = bad[(t / 6) % 5];
-        break;
-      default:
-        rows[t] = int32_t(rng.randint(0, bound - 1));
-    }
-  }
-  return rows;
 }
 
 struct GatherInputs {

@@ -11,12 +11,14 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/rmsnorm/rmsnorm_check.h"
+#include "dsa/kernels/rmsnorm/rmsnorm_test_util.h"
 #include "dsa/testing/first_difference.h"
 #include "dsa/testing/random.h"
 
 namespace dsa::kernels {
 namespace {
 
+using rmsnorm_test::gather_entries;
 using testing::Rng;
 
 std::vector<bf16> to_bf16(std::initializer_list<float> v) {
@@ -205,30 +207,6 @@ TEST(RmsNormGathered, HandComputed) {
   }
 }
 
-// Entries for `tokens` gathered rows of a `bound`-row source: mostly random rows, and where T
-// allows it a repeat, -1, and out-of-range values on both sides (bound, bound + k, -2 - k,
-// INT32_MIN, INT32_MAX).
-std::vector<int32_t> gather_entries(Rng& rng, int32_t tokens, int32_t bound) {
-  std::vector<int32_t> rows(static_cast<size_t>(tokens));
-  const int32_t bad[] = {bound, INT32_MIN, -2, INT32_MAX, bound + 3};
-  for (int32_t t = 0; t < tokens; ++t) {
-    switch (t % 6) {
-      case 1:
-        rows[t] = -1;
-        break;
-      case 3:
-        rows[t] = rows[t - 3];  // a repeat of a valid row
-        break;
-      case 4:
-        rows[t] = bad[(t / 6) % 5];
-        break;
-      default:
-        rows[t] = int32_t(rng.randint(0, bound - 1));
-    }
-  }
-  return rows;
-}
-
 // Gathered rmsnorm_ref equals the rows gathered by hand into a zeroed dense buffer followed by the
 // plain rmsnorm_ref, bit for bit (y with its strided gaps, x_copy), on fresh random rows: strides
 // wider than D, D not a multiple of 8, V3.2's hidden width; -1, repeats and out-of-range entries
@@ -291,7 +269,9 @@ TEST(RmsNormGathered, EqualsGatherIntoZerosThenRmsNorm) {
           ASSERT_EQ(y[size_t(t) * ys + d].bits & 0x7FFF, 0) << what << ": y[" << t << "][" << d;
       }
     }
-    if (s.tokens >= 5) EXPECT_GT(zero_rows, 0) << "no bad entry drawn";
+    if (s.tokens >= 5) {
+      EXPECT_GT(zero_rows, 0) << "no bad entry drawn";
+    }
   }
 }
 

@@ -4,18 +4,28 @@
 
 namespace dsa::model {
 
-Status block_rmsnorm(const BlockContext& c, const bf16* x, int64_t x_stride,
-                     const std::vector<bf16>& w, bf16* y, int32_t rows, int32_t dim,
-                     int64_t y_stride) {
-  kernels::RmsNormParams p;
-  p.x = x;
+namespace {
+// The fields every norm of a block shares (RmsNormParams, AddRmsNormParams).
+template <typename Params>
+Params norm_params(const BlockContext& c, const std::vector<bf16>& w, bf16* y, int32_t rows,
+                   int32_t dim, int64_t y_stride) {
+  Params p;
   p.weight = c.weights.get(w);
   p.y = y;
   p.num_tokens = rows;
   p.dim = dim;
-  p.x_stride = x_stride;
   p.y_stride = y_stride;
   p.eps = static_cast<float>(c.config.rms_norm_eps);
+  return p;
+}
+}  // namespace
+
+Status block_rmsnorm(const BlockContext& c, const bf16* x, int64_t x_stride,
+                     const std::vector<bf16>& w, bf16* y, int32_t rows, int32_t dim,
+                     int64_t y_stride) {
+  auto p = norm_params<kernels::RmsNormParams>(c, w, y, rows, dim, y_stride);
+  p.x = x;
+  p.x_stride = x_stride;
   return c.ops.rmsnorm(p);
 }
 
@@ -57,30 +67,18 @@ Status norm_residual(const BlockContext& c, ResidualStream& r, const std::vector
                      int32_t rows, int64_t y_stride) {
   const int32_t D = int32_t(c.config.hidden_size);
   if (r.table != nullptr) {
-    kernels::RmsNormParams p;
+    auto p = norm_params<kernels::RmsNormParams>(c, w, y, rows, D, y_stride);
     p.x = r.table;
     p.x_rows = r.ids;
     p.x_row_bound = r.vocab;
     p.x_copy = r.h;
-    p.weight = c.weights.get(w);
-    p.y = y;
-    p.num_tokens = rows;
-    p.dim = D;
-    p.y_stride = y_stride;
-    p.eps = static_cast<float>(c.config.rms_norm_eps);
     r.table = nullptr;
     return c.ops.rmsnorm(p);
   }
   if (!r.pending) return block_rmsnorm(c, r.h, 0, w, y, rows, D, y_stride);
-  kernels::AddRmsNormParams p;
+  auto p = norm_params<kernels::AddRmsNormParams>(c, w, y, rows, D, y_stride);
   p.h = r.h;
   p.add = r.branch;
-  p.weight = c.weights.get(w);
-  p.y = y;
-  p.num_tokens = rows;
-  p.dim = D;
-  p.y_stride = y_stride;
-  p.eps = static_cast<float>(c.config.rms_norm_eps);
   r.pending = false;
   return c.ops.add_rmsnorm(p);
 }

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "dsa/core/checked_mode.h"
@@ -29,6 +31,33 @@ bf16 expected_rms(const bf16* x, const bf16* w, int32_t dim, int32_t d, float ep
   long double y = static_cast<long double>(bf16_to_float(x[d])) * bf16_to_float(w[d]) / rms;
   return double_to_bf16(static_cast<double>(y));
 }
+
+// Row t of y (y_stride apart, the gap past dim still `poison`) within 1 bf16 ulp of the norm of
+// input(t); `what` names the op and `where(t)` adds to the message.
+template <typename InputRow, typename Where>
+Status expect_norm_rows(std::string_view what, const bf16* y, bf16 poison, int32_t tokens,
+                        int32_t dim, int64_t y_stride, const bf16* w, float eps,
+                        const InputRow& input, const Where& where) {
+  for (int32_t t = 0; t < tokens; ++t) {
+    const bf16* x = input(t);
+    for (int64_t j = 0; j < y_stride; ++j) {
+      const bf16 got = y[size_t(t) * y_stride + j];
+      if (j >= dim) {
+        if (got.bits != poison.bits) {
+          return internal_error(
+              fmt::format("{}: y[{}][{}] written (gap, dim {})", what, t, j, dim));
+        }
+        continue;
+      }
+      const bf16 want = expected_rms(x, w, dim, static_cast<int32_t>(j), eps);
+      if (bf16_ulp_distance(got, want) > 1) {
+        return internal_error(fmt::format("{}: y[{}][{}] = {}, expected {} (> 1 bf16 ulp{})", what,
+                                          t, j, bf16_to_float(got), bf16_to_float(want), where(t)));
+      }
+    }
+  }
+  return ok_status();
+}
 }  // namespace
 
 Status check_rmsnorm(RmsNormFn op, int32_t tokens, int32_t dim, uint64_t seed) {
@@ -52,18 +81,10 @@ Status check_rmsnorm(RmsNormFn op, int32_t tokens, int32_t dim, uint64_t seed) {
   p.dim = dim;
   p.x_stride = x_stride;
   DSA_RETURN_IF_ERROR(op(p));
-
-  for (int32_t t = 0; t < tokens; ++t) {
-    for (int32_t d = 0; d < dim; ++d) {
-      bf16 want = expected_rms(&x[t * x_stride], w.data(), dim, d, p.eps);
-      bf16 got = y[size_t(t) * dim + d];
-      if (bf16_ulp_distance(got, want) > 1) {
-        return internal_error(fmt::format("rmsnorm: y[{}][{}] = {}, expected {} (> 1 bf16 ulp)", t,
-                                          d, bf16_to_float(got), bf16_to_float(want)));
-      }
-    }
-  }
-  return ok_status();
+  return expect_norm_rows(
+      "rmsnorm", y.data(), float_to_bf16(NAN), tokens, dim, dim, w.data(), p.eps,
+      [&](int32_t t) { return &x[size_t(t) * size_t(x_stride)]; },
+      [](int32_t) { return std::string(); });
 }
 
 Status check_rmsnorm_gathered(RmsNormFn op, int32_t tokens, int32_t dim, int32_t bound,
@@ -115,34 +136,26 @@ Status check_rmsnorm_gathered(RmsNormFn op, int32_t tokens, int32_t dim, int32_t
   p.x_copy = with_copy ? copy.data() : nullptr;
   DSA_RETURN_IF_ERROR(op(p));
 
-  std::vector<bf16> row(static_cast<size_t>(dim));
+  // The gathered rows as a zero-filled dense buffer would hold them.
+  std::vector<bf16> gathered(size_t(tokens) * size_t(dim));
   for (int32_t t = 0; t < tokens; ++t) {
     const int32_t r = rows[t];
-    const bool valid = r >= 0 && r < bound;
-    for (int32_t d = 0; d < dim; ++d) row[d] = valid ? x[r * x_stride + d] : bf16{};
-    for (int64_t j = 0; j < y_stride; ++j) {
-      const bf16 got = y[size_t(t) * y_stride + j];
-      if (j >= dim) {
-        if (got.bits != poison.bits) {
-          return internal_error(
-              fmt::format("rmsnorm (gathered): y[{}][{}] written (gap, dim {})", t, j, dim));
-        }
-        continue;
-      }
-      const bf16 want = expected_rms(row.data(), w.data(), dim, static_cast<int32_t>(j), p.eps);
-      if (bf16_ulp_distance(got, want) > 1) {
-        return internal_error(fmt::format(
-            "rmsnorm (gathered): y[{}][{}] = {}, expected {} (> 1 bf16 ulp; x_rows[{}] = {})", t, j,
-            bf16_to_float(got), bf16_to_float(want), t, r));
-      }
-    }
+    if (r < 0 || r >= bound) continue;
+    std::copy_n(&x[size_t(r) * size_t(x_stride)], dim, &gathered[size_t(t) * size_t(dim)]);
+  }
+  DSA_RETURN_IF_ERROR(expect_norm_rows(
+      "rmsnorm (gathered)", y.data(), poison, tokens, dim, y_stride, w.data(), p.eps,
+      [&](int32_t t) { return &gathered[size_t(t) * size_t(dim)]; },
+      [&](int32_t t) { return fmt::format("; x_rows[{}] = {}", t, rows[t]); }));
+  for (int32_t t = 0; t < tokens; ++t) {
+    const bf16* row = &gathered[size_t(t) * size_t(dim)];
     for (int32_t d = 0; with_copy && d < dim; ++d) {
       const bf16 got = copy[size_t(t) * dim + d];
       if (got.bits != row[d].bits) {
         return internal_error(fmt::format(
             "rmsnorm (gathered): x_copy[{}][{}] = {:#06x}, expected {:#06x} (x_rows[{}] "
             "= {})",
-            t, d, got.bits, row[d].bits, t, r));
+            t, d, got.bits, row[d].bits, t, rows[t]));
       }
     }
   }
@@ -217,25 +230,10 @@ Status check_add_rmsnorm(AddRmsNormFn op, int32_t tokens, int32_t dim, uint64_t 
                                         i % dim, bf16_to_float(h[i]), bf16_to_float(want_h[i])));
     }
   }
-  for (int32_t t = 0; t < tokens; ++t) {
-    for (int64_t j = 0; j < y_stride; ++j) {
-      const bf16 got = y[size_t(t) * y_stride + j];
-      if (j >= dim) {
-        if (got.bits != poison.bits) {
-          return internal_error(
-              fmt::format("add_rmsnorm: y[{}][{}] written (gap, dim {})", t, j, dim));
-        }
-        continue;
-      }
-      const bf16 want =
-          expected_rms(&want_h[size_t(t) * dim], w.data(), dim, static_cast<int32_t>(j), p.eps);
-      if (bf16_ulp_distance(got, want) > 1) {
-        return internal_error(fmt::format("add_rmsnorm: y[{}][{}] = {}, expected {} (> 1 bf16 ulp)",
-                                          t, j, bf16_to_float(got), bf16_to_float(want)));
-      }
-    }
-  }
-  return ok_status();
+  return expect_norm_rows(
+      "add_rmsnorm", y.data(), poison, tokens, dim, y_stride, w.data(), p.eps,
+      [&](int32_t t) { return &want_h[size_t(t) * size_t(dim)]; },
+      [](int32_t) { return std::string(); });
 }
 
 }  // namespace dsa::kernels

@@ -515,6 +515,8 @@ Status DsaModel::stage(const ForwardInputs& in) {
 // forward takes from the last forward are gathered by its own body (mtp_body).
 Status DsaModel::stage_from_backend(const ForwardInputs& in) {
   const runtime::MetadataHeader& h = meta_.header;
+  // The token gathers below, run by the step commit's launch instead where there is one.
+  bool tokens_gathered = false;
   // An IDLE forward (a DP rank without requests) has nothing to patch.
   if (in.accepted_patch != AcceptedPatch::kNone && h.num_requests > 0) {
     // First: the gathers below read the patched hidden rows and skip the patched token rows.
@@ -544,11 +546,27 @@ Status DsaModel::stage_from_backend(const ForwardInputs& in) {
     const int32_t* shift_emitted = !in.shifted ? nullptr
                                    : verify    ? acceptance_.emitted()
                                                : acceptance_.previous_emitted();
+    // The commit gathers the tokens too (one launch fewer) where its requests' rows hold every
+    // row the gather lists: the draft slot of a draft decode, or the kept tokens of the verify
+    // and the draft extend.
+    runtime::CommitTokens tokens;
+    if (target == StepCommitTarget::kChainDecode) {
+      if (in.draft_slot >= 0 && draft_count_ == h.num_requests) {
+        tokens.drafts = drafts_.data() + sz(in.draft_slot) * sz(draft_count_);
+        tokens.vocab = int32_t(config_.vocab_size);
+      }
+    } else if (!in.token_rows.empty() && kept_tokens(in.token_source) > 0 &&
+               in.token_rows.size() <= sz(h.num_requests) * sz(h.rows_per_request)) {
+      tokens.kept =
+          in.token_source == TokenSource::kDraftSlots ? drafts_.data() : sampler_.tokens();
+      tokens.kept_count = kept_tokens(in.token_source);
+    }
     DSA_RETURN_IF_ERROR(mirror_.commit_step(
         ops_, meta_, target, verify ? nullptr : acceptance_.accepted(),
         verify ? nullptr : acceptance_.emitted(), shift_accepted, shift_emitted, d,
         // Host hidden rows are staged in order: nothing to patch there.
-        in.accepted_patch == AcceptedPatch::kFirstDraftDecode && in.hidden_from_last));
+        in.accepted_patch == AcceptedPatch::kFirstDraftDecode && in.hidden_from_last, tokens));
+    tokens_gathered = tokens.kept != nullptr || tokens.drafts != nullptr;
     // Checked mode: the device-built metadata meets the invariants the host build is checked
     // for (SPEC.md §4.6), read back here (a synchronisation: checked mode trades speed for it).
     if (checked_mode()) {
@@ -562,7 +580,7 @@ Status DsaModel::stage_from_backend(const ForwardInputs& in) {
     DSA_RETURN_IF_ERROR(ws_.memory().copy(hidden_out_.data(), mirror_.hidden(),
                                           sz(h.rows_pad) * sz(config_.hidden_size) * sizeof(bf16)));
   }
-  if (!in.token_rows.empty()) {
+  if (!in.token_rows.empty() && !tokens_gathered) {
     // The kept tokens into their rows; rows listed -1 keep the staged host token. A kept -1 (a
     // row with no eligible logit) reaches the embedding's gather (the first norm's), which refuses
     // it (checked mode) or reads zeros: only a model whose logits are all NaN or -inf gets there.
@@ -579,7 +597,7 @@ Status DsaModel::stage_from_backend(const ForwardInputs& in) {
                              kernels::RowCopyMode::kGather};
     DSA_RETURN_IF_ERROR(ops_.row_copy(g));
   }
-  if (in.draft_slot >= 0 && draft_count_ > 0) {
+  if (in.draft_slot >= 0 && draft_count_ > 0 && !tokens_gathered) {
     // Through the identity table: an entry of -1 (no eligible token) is skipped and its row keeps
     // the staged token 0, the host drafter's rule, with no kernel of its own.
     const int64_t w = int64_t(sizeof(int32_t));

@@ -229,8 +229,8 @@ Status MetadataMirror::validate_uploaded(const ForwardMetadata& m, const PagedCa
 Status MetadataMirror::commit_step(const kernels::OpTable& ops, const ForwardMetadata& m,
                                    kernels::StepCommitTarget target, const int32_t* accepted,
                                    const int32_t* emitted, const int32_t* shift_accepted,
-                                   const int32_t* shift_emitted, int32_t d,
-                                   bool hidden_rows) const {
+                                   const int32_t* shift_emitted, int32_t d, bool hidden_rows,
+                                   const CommitTokens& tokens) const {
   using kernels::StepCommitTarget;
   const ForwardMode want = target == StepCommitTarget::kDraftExtend ? ForwardMode::kDraftExtend
                            : target == StepCommitTarget::kVerify    ? ForwardMode::kTargetVerify
@@ -262,6 +262,10 @@ Status MetadataMirror::commit_step(const kernels::OpTable& ops, const ForwardMet
   p.hidden_rows = hidden_rows ? w(hidden_rows_) : nullptr;
   p.page_table = arrays_.page_table;
   p.topk = m.header.topk;
+  p.kept_tokens = tokens.kept;
+  p.kept_count = tokens.kept_count;
+  p.draft_tokens = tokens.drafts;
+  p.vocab = tokens.vocab;
   return ops.step_commit(p);
 }
 

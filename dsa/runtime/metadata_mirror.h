@@ -53,6 +53,16 @@ struct MetadataArrays {
 // The arrays of `m` and `pt` in place (host memory).
 MetadataArrays host_arrays(const ForwardMetadata& m, const kernels::PageTable& pt);
 
+// The token gather that follows a step commit, run by the commit's own launch (step_commit.h's
+// kept_tokens / draft_tokens; backend memory): the kept tokens the mirror's token_rows name (the
+// verify, the draft extend), or a draft slot's entries (a draft decode).
+struct CommitTokens {
+  const int32_t* kept = nullptr;
+  int32_t kept_count = 0;
+  const int32_t* drafts = nullptr;
+  int32_t vocab = 0;
+};
+
 class MetadataMirror {
  public:
   // hidden_size: row width of the MTP hidden input (0 = none).
@@ -107,7 +117,8 @@ class MetadataMirror {
   Status commit_step(const kernels::OpTable& ops, const ForwardMetadata& m,
                      kernels::StepCommitTarget target, const int32_t* accepted,
                      const int32_t* emitted, const int32_t* shift_accepted,
-                     const int32_t* shift_emitted, int32_t d, bool hidden_rows) const;
+                     const int32_t* shift_emitted, int32_t d, bool hidden_rows,
+                     const CommitTokens& tokens = {}) const;
 
   const MetadataArrays& arrays() const { return arrays_; }
   const int32_t* tokens() const { return tokens_; }

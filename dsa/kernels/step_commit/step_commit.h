@@ -70,11 +70,24 @@ struct StepCommitParams {
 
   // kPositions: [B] the acceptance op's first positions.
   int32_t* first_position = nullptr;
+
+  // Optional: the token gather that follows the commit, folded into it (one launch fewer per
+  // forward). After the patch, every real request's rows take their kept tokens, whatever the
+  // commit decided for the request (the separate gather ran regardless):
+  //  kVerify / kDraftExtend: row r of request b (r in [b n, b n + n)) whose token_rows[r], as
+  //    patched, is in [0, kept_count) takes kept_tokens[token_rows[r]];
+  //  kChainDecode: tokens[b] := draft_tokens[b] where that is in [0, vocab) (a draft slot's entry;
+  //    -1, no eligible token, keeps the staged token).
+  const int32_t* kept_tokens = nullptr;
+  int32_t kept_count = 0;
+  const int32_t* draft_tokens = nullptr;
+  int32_t vocab = 0;
 };
 
 // Host checks (InvalidArgument naming the field): B >= 0, 1 <= d <= 7, the pointers the target
 // reads and writes non-null when B > 0, and for the row targets topk >= 1 and a page table with
-// width >= 1.
+// width >= 1; kept_tokens only for kVerify / kDraftExtend, with token_rows and kept_count >= 1;
+// draft_tokens only for kChainDecode, with tokens and vocab >= 1.
 Status validate(const StepCommitParams& p);
 
 // Why a request could not be committed (DSA_HD, shared by the reference and the kernel).
@@ -153,16 +166,34 @@ DSA_HD StepCommitError commit_request(const StepCommitParams& p, int32_t b, int3
   return StepCommitError::kNone;
 }
 
-// CPU reference: commit_request for every request. A request's error is InvalidArgument (a_b,
-// shift_b) or FailedPrecondition (no page, a bad slot), naming the request and the value, after
-// every request was patched as far as it can be (the same buffers as the kernel).
+// The folded token gather of request b (kept_tokens / draft_tokens above; nothing without them).
+DSA_HD void gather_request_tokens(const StepCommitParams& p, int32_t b) {
+  if (p.target == StepCommitTarget::kChainDecode) {
+    if (p.draft_tokens == nullptr) return;
+    const int32_t t = p.draft_tokens[b];
+    if (t >= 0 && t < p.vocab) p.tokens[b] = t;
+    return;
+  }
+  if (p.kept_tokens == nullptr) return;
+  const int32_t n = p.drafts_per_request + 1;
+  for (int32_t j = 0; j < n; ++j) {
+    const int64_t r = int64_t{b} * n + j;
+    const int32_t k = p.token_rows[r];
+    if (k >= 0 && k < p.kept_count) p.tokens[r] = p.kept_tokens[k];
+  }
+}
+
+// CPU reference: commit_request then gather_request_tokens for every request. A request's error is
+// InvalidArgument (a_b, shift_b) or FailedPrecondition (no page, a bad slot), naming the request
+// and the value, after every request was patched as far as it can be (the same buffers as the
+// kernel).
 Status step_commit_ref(const StepCommitParams& p);
 
-// CUDA (device pointers, cuda::current_stream()): one thread per request, no synchronisation, no
-// allocation. The same bytes as the reference. An error is reported through the device error word
-// (OpId::kStepCommit, row = the request, value as above) in every mode, since it is a safety check
-// and costs nothing; it surfaces at the owner's next read of the word (at once in checked mode
-// without a DeferDeviceErrors).
+// CUDA (device pointers, cuda::current_stream()): one thread per request (commit_request, then
+// gather_request_tokens), no synchronisation, no allocation. The same bytes as the reference. An
+// error is reported through the device error word (OpId::kStepCommit, row = the request, value as
+// above) in every mode, since it is a safety check and costs nothing; it surfaces at the owner's
+// next read of the word (at once in checked mode without a DeferDeviceErrors).
 Status step_commit_cuda(const StepCommitParams& p);
 
 }  // namespace dsa::kernels

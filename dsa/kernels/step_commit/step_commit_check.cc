@@ -51,11 +51,16 @@ StepCommitParams StepCommitCase::params() {
   p.shift_accepted = shift_accepted.empty() ? nullptr : shift_accepted.data();
   p.shift_emitted = shift_emitted.empty() ? nullptr : shift_emitted.data();
   p.first_position = first_position.empty() ? nullptr : first_position.data();
+  p.kept_tokens = kept_tokens.empty() ? nullptr : kept_tokens.data();
+  p.kept_count = int32_t(kept_tokens.size());
+  p.draft_tokens = draft_tokens.empty() ? nullptr : draft_tokens.data();
+  p.vocab = vocab;
   return p;
 }
 
 StepCommitCase random_step_commit_case(StepCommitTarget target, int32_t requests, int32_t d,
-                                       int32_t chain_step, uint64_t seed, bool shifted) {
+                                       int32_t chain_step, uint64_t seed, bool shifted,
+                                       bool gather) {
   testing::Rng rng(seed);
   StepCommitCase c;
   c.target = target;
@@ -138,6 +143,21 @@ StepCommitCase random_step_commit_case(StepCommitTarget target, int32_t requests
   if (chain && chain_step == 1) {
     for (int32_t b = 0; b < B_pad; ++b) c.hidden_rows.push_back(b < B ? b * n : -1);
   }
+  if (gather && chain) {
+    c.vocab = 1000;
+    for (int32_t b = 0; b < B_pad; ++b) {
+      const int64_t k = rng.randint(0, 9);  // -1 (no eligible token) and past-vocab ids among them
+      c.draft_tokens.push_back(k == 0   ? -1
+                               : k == 1 ? c.vocab + int32_t(k)
+                                        : int32_t(rng.randint(0, 999)));
+    }
+  } else if (gather) {
+    // Two fewer entries than rows (the last row never names one): row B n - 2's entry, when it
+    // names itself, is past the kept ones and skipped.
+    for (int32_t r = 0; r + 2 < B * n; ++r)
+      c.kept_tokens.push_back(int32_t(rng.randint(2000, 2999)));
+    if (c.kept_tokens.empty()) c.kept_tokens.push_back(2000);
+  }
   return c;
 }
 
@@ -187,6 +207,20 @@ Status compare_step_commit(const StepCommitCase& before, const StepCommitCase& g
       want.sample_row[i] = b * n + a;
     }
   }
+  // The folded gather, after the patch (it reads the patched token rows), for every real request.
+  for (int32_t b = 0; b < before.requests && before.target != StepCommitTarget::kPositions; ++b) {
+    if (chain && !before.draft_tokens.empty()) {
+      const int32_t t = before.draft_tokens[size_t(b)];
+      if (t >= 0 && t < before.vocab) want.tokens[size_t(b)] = t;
+    } else if (!chain && !before.kept_tokens.empty()) {
+      for (int32_t j = 0; j < n; ++j) {
+        const size_t r = size_t(b) * size_t(n) + size_t(j);
+        const int32_t k = want.token_rows[r];
+        if (k >= 0 && size_t(k) < before.kept_tokens.size())
+          want.tokens[r] = before.kept_tokens[size_t(k)];
+      }
+    }
+  }
   const std::pair<std::string_view, const std::vector<int32_t> StepCommitCase::*> buffers[] = {
       {"tokens", &StepCommitCase::tokens},
       {"token_rows", &StepCommitCase::token_rows},
@@ -207,7 +241,9 @@ Status compare_step_commit(const StepCommitCase& before, const StepCommitCase& g
       {"shift_accepted", &StepCommitCase::shift_accepted},
       {"shift_emitted", &StepCommitCase::shift_emitted},
       {"req_slot", &StepCommitCase::req_slot},
-      {"page_table", &StepCommitCase::page_table}};
+      {"page_table", &StepCommitCase::page_table},
+      {"kept_tokens", &StepCommitCase::kept_tokens},
+      {"draft_tokens", &StepCommitCase::draft_tokens}};
   for (const auto& [name, member] : buffers) {
     DSA_RETURN_IF_ERROR(compare_buffer(name, got.*member, want.*member));
   }
@@ -222,22 +258,27 @@ Status check_step_commit(StepCommitFn op, int32_t requests, int32_t d, uint64_t 
   }
   ScopedCheckedMode checked(true);
   uint64_t k = 0;
+  bool gather = false;
   const auto run = [&](StepCommitTarget target, int32_t s, bool shifted,
                        std::string_view what) -> Status {
     const StepCommitCase before =
-        random_step_commit_case(target, requests, d, s, seed + 977 * ++k, shifted);
+        random_step_commit_case(target, requests, d, s, seed + 977 * ++k, shifted, gather);
     StepCommitCase got = before;
     DSA_RETURN_IF_ERROR(op(got.params()));
     return compare_step_commit(before, got)
-        .with_context(fmt::format("{}{}", what, shifted ? ", shifted" : ""));
+        .with_context(fmt::format("{}{}{}", what, shifted ? ", shifted" : "",
+                                  gather ? ", tokens gathered" : ""));
   };
-  DSA_RETURN_IF_ERROR(run(StepCommitTarget::kVerify, 1, true, "verify"));
   DSA_RETURN_IF_ERROR(run(StepCommitTarget::kPositions, 1, true, "acceptance positions"));
-  for (bool shifted : {false, true}) {
-    DSA_RETURN_IF_ERROR(run(StepCommitTarget::kDraftExtend, 1, shifted, "draft extend"));
-    for (int32_t s = 1; s < std::max(d, 2); ++s) {
-      DSA_RETURN_IF_ERROR(
-          run(StepCommitTarget::kChainDecode, s, shifted, fmt::format("draft decode {}", s)));
+  for (bool g : {false, true}) {
+    gather = g;
+    DSA_RETURN_IF_ERROR(run(StepCommitTarget::kVerify, 1, true, "verify"));
+    for (bool shifted : {false, true}) {
+      DSA_RETURN_IF_ERROR(run(StepCommitTarget::kDraftExtend, 1, shifted, "draft extend"));
+      for (int32_t s = 1; s < std::max(d, 2); ++s) {
+        DSA_RETURN_IF_ERROR(
+            run(StepCommitTarget::kChainDecode, s, shifted, fmt::format("draft decode {}", s)));
+      }
     }
   }
   return ok_status();

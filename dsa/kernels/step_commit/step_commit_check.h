@@ -25,25 +25,33 @@ struct StepCommitCase {
   std::vector<int32_t> req_kv_len, req_slot, hidden_rows;
   std::vector<int32_t> page_table;
   int32_t table_rows = 0, width = 0, num_pages = 0;
+  // The folded token gather (empty: none): kept_tokens for the verify / draft extend,
+  // draft_tokens (one per request, ids past vocab and -1 among them) for a draft decode.
+  std::vector<int32_t> kept_tokens, draft_tokens;
+  int32_t vocab = 0;
 
   StepCommitParams params();
 };
 
 // B requests, d drafts; kChainDecode at step chain_step (1 also writes hidden_rows); `shifted`:
-// with a previous step's counts (always for kVerify and kPositions). Positions stay below W P
-// with room for the shift, a and s; every page of the slots' rows exists.
+// with a previous step's counts (always for kVerify and kPositions); `gather`: with the folded
+// token gather's sources (not for kPositions). Positions stay below W P with room for the shift,
+// a and s; every page of the slots' rows exists.
 StepCommitCase random_step_commit_case(StepCommitTarget target, int32_t requests, int32_t d,
-                                       int32_t chain_step, uint64_t seed, bool shifted = false);
+                                       int32_t chain_step, uint64_t seed, bool shifted = false,
+                                       bool gather = false);
 
 // Compares every buffer of `got` (after the op ran on it) with an independent formulation of the
 // commit over `before` (the case as built): the §4.3 rows at C_b + shift_b (+ a_b + s for a draft
 // decode), the §6.1 token row and sample row of the draft extend, the verify's first token, the
-// shifted positions; every entry outside the B real requests unchanged.
+// shifted positions, the kept tokens gathered after all that; every entry outside the B real
+// requests unchanged.
 // Internal naming the buffer, the index and both values.
 Status compare_step_commit(const StepCommitCase& before, const StepCommitCase& got);
 
-// Runs `op` on random cases of every target, with and without a shift (B = requests, every
-// accepted count 0..d met when B is large enough) and compares with compare_step_commit. Exact.
+// Runs `op` on random cases of every target, with and without a shift and the folded gather
+// (B = requests, every accepted count 0..d met when B is large enough) and compares with
+// compare_step_commit. Exact.
 Status check_step_commit(StepCommitFn op, int32_t requests, int32_t d, uint64_t seed);
 
 }  // namespace dsa::kernels

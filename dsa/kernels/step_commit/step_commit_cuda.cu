@@ -1,5 +1,6 @@
 // The step commit on the GPU (step_commit.h): one thread per request runs the DSA_HD
-// commit_request that the CPU reference runs, so the two write the same bytes (inv. 16).
+// commit_request and gather_request_tokens that the CPU reference runs, so the two write the same
+// bytes (inv. 16).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -26,6 +27,7 @@ __global__ void __launch_bounds__(kThreads)
   if (b >= p.requests) return;
   int32_t value = 0;
   const StepCommitError e = commit_request(p, static_cast<int32_t>(b), &value);
+  gather_request_tokens(p, static_cast<int32_t>(b));
   if (e != StepCommitError::kNone) {
     cuda::report_device_error(err,
                               e == StepCommitError::kAccepted || e == StepCommitError::kShift

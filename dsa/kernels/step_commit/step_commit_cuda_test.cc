@@ -1,5 +1,6 @@
 // GPU test of step_commit_cuda against the CPU reference: the same bytes in every buffer on fresh
-// random cases (both targets, d 1..7, every accepted count, edge positions, a padded request), and
+// random cases (every target, d 1..7, every accepted count, edge positions, a padded request, with
+// and without the folded token gather), and
 // the errors through the device error word: a position without a page (write_slot -1, nothing
 // written to page 0) and an accepted count out of range.
 #include <gtest/gtest.h>
@@ -24,11 +25,12 @@ using testing::host;
 // Runs step_commit_cuda on device copies of `c`'s buffers and copies every buffer back into `c`.
 Status run_on_device(StepCommitCase& c) {
   std::vector<std::vector<int32_t>*> all = {
-      &c.accepted,   &c.emitted,        &c.tokens,        &c.token_rows,
-      &c.sample_row, &c.row_len,        &c.row_topk_len,  &c.row_req,
-      &c.row_page,   &c.positions,      &c.write_slot,    &c.ks,
-      &c.ke,         &c.req_kv_len,     &c.req_slot,      &c.hidden_rows,
-      &c.page_table, &c.shift_accepted, &c.shift_emitted, &c.first_position};
+      &c.accepted,    &c.emitted,        &c.tokens,        &c.token_rows,
+      &c.sample_row,  &c.row_len,        &c.row_topk_len,  &c.row_req,
+      &c.row_page,    &c.positions,      &c.write_slot,    &c.ks,
+      &c.ke,          &c.req_kv_len,     &c.req_slot,      &c.hidden_rows,
+      &c.page_table,  &c.shift_accepted, &c.shift_emitted, &c.first_position,
+      &c.kept_tokens, &c.draft_tokens};
   std::vector<cuda::DeviceBuffer<int32_t>> d;
   // dev(v, 1): an empty vector still gets a (one-element) buffer; the optional fields below pass
   // null for an empty vector instead of that buffer.
@@ -51,6 +53,8 @@ Status run_on_device(StepCommitCase& c) {
   p.shift_accepted = c.shift_accepted.empty() ? nullptr : on(c.shift_accepted);
   p.shift_emitted = c.shift_emitted.empty() ? nullptr : on(c.shift_emitted);
   p.first_position = c.first_position.empty() ? nullptr : on(c.first_position);
+  p.kept_tokens = c.kept_tokens.empty() ? nullptr : on(c.kept_tokens);
+  p.draft_tokens = c.draft_tokens.empty() ? nullptr : on(c.draft_tokens);
   const Status s = step_commit_cuda(p);
   for (size_t i = 0; i < all.size(); ++i) {
     std::vector<int32_t> back = host(d[i]);
@@ -74,18 +78,23 @@ TEST(StepCommitCuda, SameBytesAsTheReference) {
                                    : s == -1   ? StepCommitTarget::kPositions
                                    : step == 0 ? StepCommitTarget::kDraftExtend
                                                : StepCommitTarget::kChainDecode;
-        const StepCommitCase before = random_step_commit_case(t, B, d, std::max(step, 1),
-                                                              testing::test_seed() + ++k, shifted);
-        StepCommitCase ref = before, gpu = before;
-        ASSERT_TRUE(step_commit_ref(ref.params()).ok());
-        const Status st = run_on_device(gpu);
-        ASSERT_TRUE(st.ok()) << st.message();
-        const Status same = compare_step_commit(before, gpu);
-        EXPECT_TRUE(same.ok()) << "d " << d << " B " << B << " s " << s << ": " << same.message();
-        EXPECT_EQ(gpu.tokens, ref.tokens);
-        EXPECT_EQ(gpu.write_slot, ref.write_slot);
-        EXPECT_EQ(gpu.hidden_rows, ref.hidden_rows);
-        EXPECT_EQ(gpu.first_position, ref.first_position);
+        // With and without the folded token gather (none for the positions).
+        for (bool gather : {false, true}) {
+          if (gather && t == StepCommitTarget::kPositions) continue;
+          const StepCommitCase before = random_step_commit_case(
+              t, B, d, std::max(step, 1), testing::test_seed() + ++k, shifted, gather);
+          StepCommitCase ref = before, gpu = before;
+          ASSERT_TRUE(step_commit_ref(ref.params()).ok());
+          const Status st = run_on_device(gpu);
+          ASSERT_TRUE(st.ok()) << st.message();
+          const Status same = compare_step_commit(before, gpu);
+          EXPECT_TRUE(same.ok()) << "d " << d << " B " << B << " s " << s << " gather " << gather
+                                 << ": " << same.message();
+          EXPECT_EQ(gpu.tokens, ref.tokens);
+          EXPECT_EQ(gpu.write_slot, ref.write_slot);
+          EXPECT_EQ(gpu.hidden_rows, ref.hidden_rows);
+          EXPECT_EQ(gpu.first_position, ref.first_position);
+        }
       }
     }
   }

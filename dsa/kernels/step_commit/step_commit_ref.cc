@@ -12,7 +12,26 @@ constexpr std::string_view kOp = "step_commit";
 Status validate(const StepCommitParams& p) {
   DSA_RETURN_IF_ERROR(require_in(kOp, "requests", p.requests, 0, INT32_MAX / 8));
   DSA_RETURN_IF_ERROR(require_in(kOp, "drafts_per_request", p.drafts_per_request, 1, 7));
+  const bool chain = p.target == StepCommitTarget::kChainDecode;
+  const bool token_rows_target =
+      p.target == StepCommitTarget::kVerify || p.target == StepCommitTarget::kDraftExtend;
+  if (p.kept_tokens != nullptr) {
+    if (!token_rows_target) {
+      return invalid_argument(
+          fmt::format("{}: kept_tokens: only for the verify and the draft extend", kOp));
+    }
+    DSA_RETURN_IF_ERROR(require_in(kOp, "kept_count", p.kept_count, 1, INT32_MAX));
+  }
+  if (p.draft_tokens != nullptr) {
+    if (!chain) {
+      return invalid_argument(fmt::format("{}: draft_tokens: only for a draft decode", kOp));
+    }
+    DSA_RETURN_IF_ERROR(require_in(kOp, "vocab", p.vocab, 1, INT32_MAX));
+  }
   if (p.requests == 0) return ok_status();
+  if (p.kept_tokens != nullptr)
+    DSA_RETURN_IF_ERROR(require_pointer(kOp, "token_rows", p.token_rows));
+  if (p.draft_tokens != nullptr) DSA_RETURN_IF_ERROR(require_pointer(kOp, "tokens", p.tokens));
   if (p.target == StepCommitTarget::kPositions) {
     DSA_RETURN_IF_ERROR(require_pointer(kOp, "shift_accepted", p.shift_accepted));
     return require_pointer(kOp, "first_position", p.first_position);
@@ -54,6 +73,7 @@ Status step_commit_ref(const StepCommitParams& p) {
   for (int32_t b = 0; b < p.requests; ++b) {
     int32_t value = 0;
     const StepCommitError e = commit_request(p, b, &value);
+    gather_request_tokens(p, b);
     if (e == StepCommitError::kNone || !first.ok()) continue;
     if (e == StepCommitError::kAccepted || e == StepCommitError::kShift) {
       first = element_error(StatusCode::kInvalidArgument, kOp,

@@ -1,6 +1,6 @@
-// The step commit's CPU reference against the independent formulation of step_commit_check (both
-// targets, every accepted count, edge positions, a padded request), and its errors: an accepted
-// count out of range, a position without a page, a bad slot, bad params.
+// The step commit's CPU reference against the independent formulation of step_commit_check (every
+// target, every accepted count, edge positions, a padded request, the folded token gather), and its
+// errors: an accepted count out of range, a position without a page, a bad slot, bad params.
 #include "dsa/kernels/step_commit/step_commit.h"
 
 #include <gtest/gtest.h>
@@ -112,6 +112,53 @@ TEST(StepCommit, APositionWithoutAPageIsAnErrorAndWritesNothing) {
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("req_slot[1]"), std::string::npos) << s.message();
   EXPECT_EQ(r.write_slot[1], -1);
+}
+
+// The folded token gather: the comparison catches a commit that skips it, a request the commit
+// refuses still gets its kept tokens (the separate gather ran whatever the commit decided), and
+// the gather's fields are checked.
+TEST(StepCommit, TheFoldedTokenGather) {
+  for (StepCommitTarget t : {StepCommitTarget::kVerify, StepCommitTarget::kDraftExtend,
+                             StepCommitTarget::kChainDecode}) {
+    const StepCommitCase before =
+        random_step_commit_case(t, 9, 3, 1, testing::test_seed() + 5, true, /*gather=*/true);
+    StepCommitCase skipped = before;
+    StepCommitParams p = skipped.params();
+    p.kept_tokens = nullptr, p.draft_tokens = nullptr;
+    ASSERT_TRUE(step_commit_ref(p).ok());
+    EXPECT_FALSE(compare_step_commit(before, skipped).ok()) << int(t);
+    StepCommitCase got = before;
+    ASSERT_TRUE(step_commit_ref(got.params()).ok());
+    EXPECT_TRUE(compare_step_commit(before, got).ok()) << int(t);
+  }
+  {
+    StepCommitCase c = random_step_commit_case(StepCommitTarget::kChainDecode, 4, 3, 2,
+                                               testing::test_seed() + 6, false, true);
+    c.accepted[2] = 9;  // refused: the request keeps its rows, but its token is still gathered
+    c.draft_tokens[2] = 17;
+    EXPECT_EQ(step_commit_ref(c.params()).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(c.tokens[2], 17);
+  }
+  StepCommitCase e = random_step_commit_case(StepCommitTarget::kDraftExtend, 2, 3, 1,
+                                             testing::test_seed(), false, true);
+  StepCommitParams p = e.params();
+  p.kept_count = 0;
+  EXPECT_NE(step_commit_ref(p).message().find("kept_count = 0"), std::string::npos);
+  p = e.params();
+  p.token_rows = nullptr;
+  EXPECT_NE(step_commit_ref(p).message().find("token_rows is null"), std::string::npos);
+  p = e.params();
+  p.draft_tokens = p.kept_tokens;
+  p.vocab = 5;
+  EXPECT_NE(step_commit_ref(p).message().find("draft_tokens"), std::string::npos);
+  StepCommitCase c = random_step_commit_case(StepCommitTarget::kChainDecode, 2, 3, 1,
+                                             testing::test_seed(), false, true);
+  p = c.params();
+  p.vocab = 0;
+  EXPECT_NE(step_commit_ref(p).message().find("vocab = 0"), std::string::npos);
+  p = c.params();
+  p.kept_tokens = p.draft_tokens, p.kept_count = 2;
+  EXPECT_NE(step_commit_ref(p).message().find("kept_tokens"), std::string::npos);
 }
 
 TEST(StepCommit, BadParamsNameTheField) {

@@ -108,6 +108,7 @@ class MetadataMirror {
   // `hidden_rows` (the first draft decode, whose hidden states are the draft extend's rows).
   // kVerify (a TARGET_VERIFY) reads no counts of its own, only the shift. shift_accepted /
   // shift_emitted (or null): the previous, unread step's counts, for the same requests in order.
+  // `tokens` (CommitTokens): the token gather the same launch runs after the patch, if any.
   // Checked mode (SPEC.md §4.6): the forward's metadata as the backend holds it after
   // commit_step, read back (a synchronising copy) into `out` (built for the same config) with
   // `m`'s header, its schedule rebuilt on the host from the patched lengths, and validated against

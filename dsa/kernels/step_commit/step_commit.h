@@ -73,7 +73,8 @@ struct StepCommitParams {
 
   // Optional: the token gather that follows the commit, folded into it (one launch fewer per
   // forward). After the patch, every real request's rows take their kept tokens, whatever the
-  // commit decided for the request (the separate gather ran regardless):
+  // commit decided for the request (as the separate CUDA gather did; the forward fails either
+  // way when a request is refused):
   //  kVerify / kDraftExtend: row r of request b (r in [b n, b n + n)) whose token_rows[r], as
   //    patched, is in [0, kept_count) takes kept_tokens[token_rows[r]];
   //  kChainDecode: tokens[b] := draft_tokens[b] where that is in [0, vocab) (a draft slot's entry;

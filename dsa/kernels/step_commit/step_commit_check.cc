@@ -148,15 +148,26 @@ StepCommitCase random_step_commit_case(StepCommitTarget target, int32_t requests
     for (int32_t b = 0; b < B_pad; ++b) {
       const int64_t k = rng.randint(0, 9);  // -1 (no eligible token) and past-vocab ids among them
       c.draft_tokens.push_back(k == 0   ? -1
-                               : k == 1 ? c.vocab + int32_t(k)
-                                        : int32_t(rng.randint(0, 999)));
+                               : k == 1 ? c.vocab + int32_t(rng.randint(0, 3))
+                                        : int32_t(rng.randint(0, c.vocab - 1)));
     }
+    // Every case meets both edges: no token, and the first id past the vocabulary.
+    c.draft_tokens[0] = -1;
+    c.draft_tokens[size_t(std::min(1, B - 1))] = c.vocab;
   } else if (gather) {
-    // Two fewer entries than rows (the last row never names one): row B n - 2's entry, when it
-    // names itself, is past the kept ones and skipped.
-    for (int32_t r = 0; r + 2 < B * n; ++r)
+    for (int32_t r = 0; r + 2 < B * n; ++r) {
       c.kept_tokens.push_back(int32_t(rng.randint(2000, 2999)));
+    }
     if (c.kept_tokens.empty()) c.kept_tokens.push_back(2000);
+    // Kept entries anywhere in the kept tokens (the engine's cross requests), and the first listed
+    // row's entry just past them (skipped).
+    const int32_t kept = int32_t(c.kept_tokens.size());
+    bool past = false;
+    for (int32_t& e : c.token_rows) {
+      if (e < 0) continue;
+      e = past ? int32_t(rng.randint(0, kept + 1)) : kept;
+      past = true;
+    }
   }
   return c;
 }

@@ -139,6 +139,21 @@ TEST(StepCommit, TheFoldedTokenGather) {
     EXPECT_EQ(step_commit_ref(c.params()).code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(c.tokens[2], 17);
   }
+  {
+    // A refused draft extend: its token rows stay unpatched, so the gather fills row a too.
+    StepCommitCase before = random_step_commit_case(StepCommitTarget::kDraftExtend, 4, 3, 1,
+                                                    testing::test_seed() + 7, false, true);
+    before.accepted[1] = 5;
+    StepCommitCase got = before;
+    EXPECT_EQ(step_commit_ref(got.params()).code(), StatusCode::kInvalidArgument);
+    for (int32_t j = 0; j < 4; ++j) {
+      const int32_t k = before.token_rows[size_t(4 + j)];
+      const int32_t want = k >= 0 && k < int32_t(before.kept_tokens.size())
+                               ? before.kept_tokens[size_t(k)]
+                               : before.tokens[size_t(4 + j)];
+      EXPECT_EQ(got.tokens[size_t(4 + j)], want) << "row " << j;
+    }
+  }
   StepCommitCase e = random_step_commit_case(StepCommitTarget::kDraftExtend, 2, 3, 1,
                                              testing::test_seed(), false, true);
   StepCommitParams p = e.params();

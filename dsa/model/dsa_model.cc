@@ -519,7 +519,8 @@ Status DsaModel::stage_from_backend(const ForwardInputs& in) {
   bool tokens_gathered = false;
   // An IDLE forward (a DP rank without requests) has nothing to patch.
   if (in.accepted_patch != AcceptedPatch::kNone && h.num_requests > 0) {
-    // First: the gathers below read the patched hidden rows and skip the patched token rows.
+    // First: the token gathers (below, or the commit's own) skip the patched token rows, and the
+    // body's hnorm reads the patched hidden rows.
     // The verify's shift is the last acceptance; the others' counts are the last and their shift
     // the one before (AcceptedPatch, ForwardInputs::shifted).
     const int32_t d = acceptance_.last_drafts();

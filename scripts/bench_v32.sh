@@ -15,6 +15,7 @@
 #   RUN_SECONDS=300 (per run) SKIP="8:32768 32:32768" (batch:context pairs left out)
 #   KV_DTYPE=fp8_e4m3 (the FP8-656 latent cache V3.2 is served with on Hopper; the roofline
 #   counts its 656-byte rows)
+#   HBM_TBS=4.28 (the roofline's bandwidth: the H200's measured copy rate; on an H100 pass its own)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build="${1:?usage: bench_v32.sh BUILD_DIR [OUT_DIR]}"
@@ -64,11 +65,12 @@ PY
     done
   done
 done
-python3 - "$results" "$model/config.json" <<'PY'
+python3 - "$results" "$model/config.json" "${HBM_TBS:-4.28}" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 c = json.load(open(sys.argv[2]))
-hbm = 4.28e12
+hbm = float(sys.argv[3]) * 1e12
+print(f"roofline bandwidth {sys.argv[3]} TB/s")
 embed = c["vocab_size"] * c["hidden_size"] * 2  # bf16 embedding (one row read per token)
 layers = c["num_hidden_layers"]
 # Per-token cache reads per layer: the attended latents (top-k of 656 B FP8-656 rows) and every

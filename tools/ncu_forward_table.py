@@ -6,7 +6,7 @@ Made by
       dsa generate ... --disable-cuda-graph
 (--log-file keeps ncu's rows apart from generate's output; the table starts at ncu's "ID" header)
 (each kernel timed alone, caches flushed before it: small kernels read cold what a graph finds in
-L2, so their times here are upper bounds). A forward starts at its embedding kernel; the table is
+L2, so their times here are upper bounds). A forward starts at its embedding lookup; the table is
 forward FORWARD (default -1: the last one, a decode), summed by kernel name, largest first.
 
 Usage: ncu_forward_table.py CSV [FORWARD] [-v]   (-v: also every kernel in launch order)
@@ -42,9 +42,12 @@ def main():
     rows = list(csv.DictReader(line for line in lines[header:] if line.startswith('"')))
     kernels = [(short(r["Kernel Name"]), microseconds(r), r["Grid Size"], r["Block Size"])
                for r in rows]
-    starts = [i for i, k in enumerate(kernels) if k[0].startswith("embedding_kernel")]
+    # A target forward starts at its embedding lookup: the embedding kernel, or (since the first
+    # norm gathers the embedding rows itself) the gathering rmsnorm. At d = 0 no MTP forward runs,
+    # whose norms also gather.
+    starts = [i for i, k in enumerate(kernels) if re.match(r"embedding_kernel|rmsnorm_gather", k[0])]
     if not starts:
-        sys.exit("no embedding_kernel: not a dsa forward")
+        sys.exit("no embedding_kernel or rmsnorm_gather kernel: not a dsa forward")
     first = starts[int(args[1]) if len(args) > 1 else -1]
     later = [s for s in starts if s > first]
     forward = kernels[first:later[0] if later else len(kernels)]

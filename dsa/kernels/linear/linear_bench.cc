@@ -107,6 +107,7 @@ Status bench_shape(int32_t tokens, int32_t in, int32_t out, bool fp8, dsa::testi
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a line per shape, even into a pipe cut short
   // Unchecked, as a release run: checked mode would add a device-to-host read per launch.
   dsa::ScopedCheckedMode unchecked(false);
   if (Status st = dsa::cuda::use_forward_stream(); !st.ok()) {

@@ -416,6 +416,8 @@ int32_t rows_per_pass(const linear_fp8::Scratch& s, int32_t in, int32_t multiple
 // the scratch.
 Status fp8_small_rows(const LinearParams& p, int32_t row0, int32_t rows,
                       const linear_fp8::Scratch& s) {
+  const LinearParams few = rows_of(p, row0, rows);
+  if (linear_fp8::fused_fits(few, rows, s)) return linear_fp8::fused_small_gemm(few, rows, s);
   const int32_t in = p.in_features;
   const int32_t pass = rows_per_pass(s, in, linear_fp8::kSmallMaxRows);
   for (int32_t r0 = row0; r0 < row0 + rows; r0 += pass) {

@@ -216,6 +216,41 @@ TEST(LinearCuda, Fp8FastPathsEveryDispatch) {
   }
 }
 
+// The fused few-token kernel (it quantises its own tokens) gives the bytes of the quantiser +
+// GEMM pair wherever both split K alike: every wgmma N (T 1, 8, 9, 16, 17, 31), a last K block of
+// 16 columns (1552), in / 128 odd (1664), out not a multiple of 64, two splits (1536 -> 24576) and
+// 56 (7168 -> 576); the token rows past T and the columns past `in` must come out as zeros for
+// this to hold. The shapes where the fused token area forces more splits (T > 16 at in 16384) are
+// compared with the reference by the tests above instead (the split order changes the sum).
+TEST(LinearCuda, Fp8FusedQuantiserEqualsTheTwoKernels) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  const uint64_t seed = testing::test_seed();
+  struct Shape {
+    int32_t t, in, out;
+  } shapes[] = {{1, 7168, 576},   {8, 7168, 1536},  {9, 1552, 300},   {16, 1664, 200},
+                {17, 1536, 1024}, {31, 2048, 1792}, {1, 1536, 24576}, {5, 16384, 7168}};
+  uint64_t n = 400;
+  for (const Shape& sh : shapes) {
+    Rng rng(seed + n++);
+    const Problem pr = make_problem(rng, sh.t, sh.in, sh.out, true);
+    const Device d(pr);
+    std::vector<bf16> got[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      testing::ScopedEnv env("DSA_FP8_FUSED_QUANT", fused ? "1" : "0");
+      auto y = testing::poisoned<bf16>(size_t(pr.tokens) * pr.out);
+      LinearParams p = d.params(pr);
+      p.y = y.data();
+      ASSERT_TRUE(linear_cuda(p).ok());
+      got[fused] = host(y);
+    }
+    for (size_t i = 0; i < got[0].size(); ++i) {
+      ASSERT_EQ(got[0][i].bits, got[1][i].bits)
+          << "T=" << sh.t << " in=" << sh.in << " out=" << sh.out << " at " << i;
+    }
+  }
+}
+
 // A captured FP8 linear replays what eager computes, bit for bit, for inputs written after the
 // capture (the split-K tickets are left zero by every launch, so replays do not drift).
 TEST(LinearCuda, Fp8GraphReplayEqualsEager) {

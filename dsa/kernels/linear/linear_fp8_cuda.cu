@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include "dsa/core/fp8_quant.h"
 #include "dsa/cuda/cuda_check.h"
@@ -13,6 +15,7 @@
 #include "dsa/cuda/tensor_map.h"
 #include "dsa/kernels/linear/linear_fp8_cuda.h"
 #include "dsa/kernels/linear/linear_fp8_wgmma.cuh"
+#include "dsa/kernels/linear/token_quant.cuh"
 
 namespace dsa::kernels::linear_fp8 {
 
@@ -24,8 +27,7 @@ constexpr int32_t kMaxTiles = 1 << 16;              // tickets: out <= 4 Mi rows
 constexpr int kQuantWarps = 8;
 
 // Half a warp per (token t, block k): 16 lanes x 8 values (16-byte loads, so enough bytes are
-// in flight for a memory-bound pass), the power-of-two rule of quantize_block_pow2 (the same
-// DSA_HD helpers as the CPU reference).
+// in flight for a memory-bound pass), quantised by token_quant.cuh.
 __global__ void __launch_bounds__(kQuantWarps * 32)
     quantize_tokens_kernel(const bf16* x, int32_t rows, int32_t in, int32_t nkb, uint8_t* x8,
                            float* sx) {
@@ -38,35 +40,12 @@ __global__ void __launch_bounds__(kQuantWarps * 32)
   const int32_t k = live ? static_cast<int32_t>(item % nkb) : 0;
   const int32_t j0 = k * kLinearBlock, m = live ? min(kLinearBlock, in - j0) : 0;  // m % 16 == 0
   const int c = lane * 8;
-  float v[8] = {};
-  float amax = 0.f;
-  if (c < m) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(x + int64_t{t} * in + j0 + c);
-    const bf16* h = reinterpret_cast<const bf16*>(&raw);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      v[e] = bf16_to_float(h[e]);
-      const float a = fabsf(v[e]);
-      amax = a > amax ? a : amax;
-    }
-  }
-  for (int s = 8; s > 0; s >>= 1) {  // within the half warp
-    const float other = __shfl_xor_sync(0xFFFFFFFFu, amax, s);
-    amax = other > amax ? other : amax;
-  }
-  const int32_t e = pow2_scale_exponent(amax);
-  const float inv = pow2_float(-e);
-  if (c < m) {
-    uint32_t packed[2] = {0, 0};
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      float y = v[q] * inv;  // exact: a power of two
-      y = y > kE4m3Max ? kE4m3Max : (y < -kE4m3Max ? -kE4m3Max : y);
-      packed[q / 4] |= uint32_t{float_to_e4m3(y).bits} << (8 * (q % 4));
-    }
-    *reinterpret_cast<uint2*>(x8 + int64_t{t} * in + j0 + c) = make_uint2(packed[0], packed[1]);
-  }
-  if (live && lane == 0) sx[int64_t{k} * rows + t] = pow2_float(e);
+  const bool has = c < m;
+  const uint4 raw =
+      has ? *reinterpret_cast<const uint4*>(x + int64_t{t} * in + j0 + c) : make_uint4(0, 0, 0, 0);
+  const Quant8 q = quantize_half_warp8(raw, has);
+  if (has) *reinterpret_cast<uint2*>(x8 + int64_t{t} * in + j0 + c) = q.codes;
+  if (live && lane == 0) sx[int64_t{k} * rows + t] = q.scale;
 }
 
 // [rows][in] bytes, one box = [box_rows][128 B]; rows past the end are zero-filled.
@@ -94,22 +73,55 @@ void choose_splits(int32_t tiles, int32_t nkb, int n, int sms, int ctas_per_sm,
   a.splits = (nkb + a.kb_per_split - 1) / a.kb_per_split;
 }
 
-template <int N>
+template <int N, bool kFused>
 Status launch_small(const LinearParams& p, const CUtensorMap& weights, const CUtensorMap& tokens,
                     SmallArgs a, const Scratch& scratch) {
-  DSA_RETURN_IF_ERROR(
-      cuda::allow_dynamic_smem_once<linear_fp8_small_kernel<N>>(size_t{kSmemBytes<N>}));
   static const StatusOr<int> sm_count = cuda::sm_count();  // host calls: once, not per launch
   DSA_ASSIGN_OR_RETURN(const int sms, sm_count);
   const int32_t tiles = (p.out_features + kTileRows - 1) / kTileRows;
   const int ctas_per_sm = std::max(1, (227 * 1024) / (kSmemBytes<N> + 1024));
   choose_splits(tiles, a.nkb, N, sms, ctas_per_sm, scratch, a);
+  size_t smem = size_t{kSmemBytes<N>};
+  if constexpr (kFused) {
+    if (a.kb_per_split > kFusedMaxBlocks<N>) {  // the token area bounds a split's K blocks
+      a.kb_per_split = kFusedMaxBlocks<N>;
+      a.splits = (a.nkb + a.kb_per_split - 1) / a.kb_per_split;
+      if (int64_t{a.splits} * tiles * kTileRows * N > int64_t(scratch.partial_floats) ||
+          (a.splits > 1 && tiles > scratch.max_tiles)) {
+        return internal_error("linear: fused few-token kernel chosen past its scratch");
+      }
+    }
+    a.stages = fused_stages<N>(a.kb_per_split);
+    smem = fused_smem_bytes<N>(a.kb_per_split);
+  }
+  // The fused form's smem varies with the split: its attribute is set once, to the largest.
+  const size_t smem_limit =
+      kFused ? std::max(size_t{kSmemBytes<N>}, fused_smem_bytes<N>(kFusedMaxBlocks<N>)) : smem;
+  using Kernel = decltype(&linear_fp8_small_kernel<N, kFused>);
+  constexpr Kernel kernel = &linear_fp8_small_kernel<N, kFused>;
+  DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<kernel>(smem_limit));
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.splits));
-  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
-      cuda::LaunchShape{dim3(grid), dim3(kThreads), size_t(kSmemBytes<N>), cuda::current_stream()},
-      linear_fp8_small_kernel<N>, weights, tokens, a));
-  return cuda::launch_error("linear_fp8_small");
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(grid), dim3(kThreads), smem, cuda::current_stream()},
+                   kernel, weights, tokens, a));
+  return cuda::launch_error(kFused ? "linear_fp8_small_fused" : "linear_fp8_small");
 }
+
+// The few-token kernel's arguments common to both forms.
+SmallArgs small_args(const LinearParams& p, int32_t rows, const Scratch& scratch) {
+  SmallArgs a;
+  a.sw = p.weight_scale_inv;
+  a.rows = rows;
+  a.out = p.out_features;
+  a.nkb = (p.in_features + kLinearBlock - 1) / kLinearBlock;
+  a.partial = scratch.partial;
+  a.tickets = scratch.tickets;
+  a.y = p.y;
+  a.y_f32 = p.y_f32;
+  return a;
+}
+
+int small_n(int32_t rows) { return rows <= 8 ? 8 : rows <= 16 ? 16 : rows <= 32 ? 32 : 64; }
 
 }  // namespace
 
@@ -156,31 +168,64 @@ Status small_gemm(const LinearParams& p, int32_t rows, const uint8_t* x8, const 
   if (rows < 1 || rows > kSmallMaxRows) {
     return invalid_argument("linear: small_gemm rows " + std::to_string(rows) + " not in [1, 64]");
   }
-  const int n = rows <= 8 ? 8 : rows <= 16 ? 16 : rows <= 32 ? 32 : 64;
+  const int n = small_n(rows);
   CUtensorMap weights, tokens;
   DSA_RETURN_IF_ERROR(
       byte_rows_map(p.weight_fp8, p.out_features, p.in_features, kTileRows, &weights));
   DSA_RETURN_IF_ERROR(byte_rows_map(x8, rows, p.in_features, n, &tokens));
-  SmallArgs a;
-  a.sw = p.weight_scale_inv;
+  SmallArgs a = small_args(p, rows, scratch);
   a.sx = sx;
   a.sx_ld = sx_ld;
-  a.rows = rows;
-  a.out = p.out_features;
-  a.nkb = (p.in_features + kLinearBlock - 1) / kLinearBlock;
-  a.partial = scratch.partial;
-  a.tickets = scratch.tickets;
-  a.y = p.y;
-  a.y_f32 = p.y_f32;
   switch (n) {
     case 8:
-      return launch_small<8>(p, weights, tokens, a, scratch);
+      return launch_small<8, false>(p, weights, tokens, a, scratch);
     case 16:
-      return launch_small<16>(p, weights, tokens, a, scratch);
+      return launch_small<16, false>(p, weights, tokens, a, scratch);
     case 32:
-      return launch_small<32>(p, weights, tokens, a, scratch);
+      return launch_small<32, false>(p, weights, tokens, a, scratch);
     default:
-      return launch_small<64>(p, weights, tokens, a, scratch);
+      return launch_small<64, false>(p, weights, tokens, a, scratch);
+  }
+}
+
+// Read at every call (host work, a few hundred ns, only when a linear is enqueued), so a test can
+// run both forms in one process.
+bool fused_enabled() {
+  const char* env = std::getenv("DSA_FP8_FUSED_QUANT");
+  return env == nullptr || std::string_view(env) != "0";
+}
+
+bool fused_fits(const LinearParams& p, int32_t rows, const Scratch& scratch) {
+  if (!fused_enabled() || rows < 1 || rows > kFusedMaxRows) return false;
+  const int n = small_n(rows);
+  const int32_t tiles = (p.out_features + kTileRows - 1) / kTileRows;
+  const int32_t nkb = (p.in_features + kLinearBlock - 1) / kLinearBlock;
+  const int32_t max_blocks = kFusedTokenBytes / (n * kBlock);
+  const int64_t splits = (nkb + max_blocks - 1) / max_blocks;  // the fewest the token area allows
+  return splits * tiles * kTileRows * n <= int64_t(scratch.partial_floats) &&
+         (splits == 1 || tiles <= scratch.max_tiles);
+}
+
+Status fused_small_gemm(const LinearParams& p, int32_t rows, const Scratch& scratch) {
+  if (!fused_fits(p, rows, scratch)) {
+    return invalid_argument("linear: fused_small_gemm rows " + std::to_string(rows) +
+                            " past what the fused kernel takes");
+  }
+  CUtensorMap weights;
+  DSA_RETURN_IF_ERROR(
+      byte_rows_map(p.weight_fp8, p.out_features, p.in_features, kTileRows, &weights));
+  SmallArgs a = small_args(p, rows, scratch);
+  a.x = p.x;
+  a.in = p.in_features;
+  const char* prefetch = std::getenv("DSA_FP8_PREFETCH");  // per call, as fused_enabled
+  a.prefetch = prefetch == nullptr || std::string_view(prefetch) != "0";
+  switch (small_n(rows)) {
+    case 8:
+      return launch_small<8, true>(p, weights, weights, a, scratch);
+    case 16:
+      return launch_small<16, true>(p, weights, weights, a, scratch);
+    default:
+      return launch_small<32, true>(p, weights, weights, a, scratch);
   }
 }
 

@@ -15,6 +15,13 @@
 // splits each CTA writes its partial sums to scratch; the last CTA of a row tile to finish (an
 // atomic ticket) adds the partials in split order, so the result does not depend on which CTA
 // finishes last, and resets the ticket for the next launch (or graph replay).
+//
+// The fused form (kFused) takes the tokens in bf16 and quantises them itself: the consumers write
+// the CTA's K blocks of every token, already in the swizzled layout, into a token area beside the
+// weight ring, so a call is one kernel instead of the quantiser and the GEMM (a graph node and a
+// few microseconds fewer per linear at decode). Its producer issues the first weight stages before
+// the PDL wait: the weights are never written by a forward (the model synchronises once after
+// loading them), so their first bytes stream in while the previous kernel of the forward finishes.
 #pragma once
 
 #include <cuda.h>
@@ -26,6 +33,7 @@
 #include "dsa/cuda/pdl.h"
 #include "dsa/kernels/common/hopper_async.cuh"
 #include "dsa/kernels/common/wgmma_e4m3_ops.cuh"
+#include "dsa/kernels/linear/token_quant.cuh"
 
 namespace dsa::kernels::linear_fp8 {
 
@@ -43,6 +51,30 @@ inline constexpr int kStageBytes = kWeightTileBytes + N* kBlock;  // a multiple 
 template <int N>
 inline constexpr int kSmemBytes = kStages* kStageBytes<N> + 1024;  // + the base alignment
 
+// The fused form's shared memory: a weight ring of `stages` 8 KiB stages, then the token area
+// ([blocks][N][128 B], the CTA's K blocks of every token), then their scales ([blocks][N]
+// floats). The area is held to 32 KiB, which bounds the K blocks one split may own, and the ring
+// gives up stages so that a CTA takes no more than the two-kernel form's kSmemBytes<N>: as many
+// CTAs stay resident per SM (one more wave of a 560-CTA o_proj costs more than the quantiser).
+inline constexpr int kFusedTokenBytes = 32 * 1024;
+template <int N>
+inline constexpr int kFusedMaxBlocks = kFusedTokenBytes / (N * kBlock);
+inline constexpr int kFusedMinStages = 2;
+template <int N>
+constexpr int fused_token_bytes(int kb_per_split) {
+  return kb_per_split * N * (kBlock + static_cast<int>(sizeof(float)));
+}
+template <int N>
+constexpr int fused_stages(int kb_per_split) {
+  const int room = (kSmemBytes<N> - 1024 - fused_token_bytes<N>(kb_per_split)) / kWeightTileBytes;
+  return room < kFusedMinStages ? kFusedMinStages : (room > kStages ? kStages : room);
+}
+template <int N>
+constexpr size_t fused_smem_bytes(int kb_per_split) {
+  return 1024 + size_t(fused_stages<N>(kb_per_split)) * kWeightTileBytes +
+         size_t(fused_token_bytes<N>(kb_per_split));
+}
+
 struct SmallArgs {
   const float* sw;    // [ceil(out / 128)][nkb] weight block scales
   const float* sx;    // token t's scale of block k: sx[k * sx_ld + t]
@@ -56,6 +88,10 @@ struct SmallArgs {
   uint32_t* tickets = nullptr;  // [tiles], zero between launches (splits > 1)
   bf16* y = nullptr;            // [rows][out], or
   float* y_f32 = nullptr;       // [rows][out]
+  const bf16* x = nullptr;      // the fused form's tokens [rows][in] (bf16, 16-byte aligned rows)
+  int32_t in = 0;               // input features (the fused form)
+  int32_t stages = kStages;     // the fused form's weight ring (fused_stages)
+  bool prefetch = true;         // the fused form: weights streamed before the PDL wait
 };
 
 // Consumer-warpgroup barrier (the producer warp has left by then).
@@ -85,12 +121,62 @@ __device__ __forceinline__ void store_rows(const SmallArgs& a, int tile, const f
   }
 }
 
+// The fused form's tokens: the consumers quantise K blocks [kb0, kb0 + blocks) of every token
+// into `area` in the layout the copy engine's 128-byte swizzle writes (16-byte chunk j of token
+// row t at chunk j ^ (t % 8); the area is 1024-byte aligned and each block's tile N x 128 bytes),
+// with their scales in `scales[i * N + t]`. Columns past a.in get zero codes (the weights' copy
+// zero-fills past `in`, and a garbage byte could be a NaN code); the padding rows a.rows..N-1 are
+// zeroed with scale 0. Half a warp per (block, token) of the real tokens only, four items' loads
+// in flight per half warp (a decode token's 26 blocks of o_proj in one round).
 template <int N>
+__device__ __forceinline__ void quantize_tokens_into(const SmallArgs& a, int kb0, int blocks,
+                                                     uint8_t* area, float* scales) {
+  const int tid = static_cast<int>(threadIdx.x), half = tid / 16, l = tid % 16;
+  const int rows = a.rows, items = blocks * rows;  // item = i * rows + t
+  constexpr int kUnroll = 4, kHalves = kConsumerThreads / 16;
+  for (int base = 0; base < items; base += kHalves * kUnroll) {  // the same trips in every warp
+    uint4 raw[kUnroll];
+    bool has[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int item = base + kHalves * u + half, t = item % rows;
+      const int col = (kb0 + item / rows) * kBlock + 8 * l;
+      has[u] = item < items && col < a.in;  // in % 16 == 0: all 8 values in range
+      raw[u] = has[u] ? *reinterpret_cast<const uint4*>(a.x + int64_t{t} * a.in + col)
+                      : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int item = base + kHalves * u + half, i = item / rows, t = item % rows;
+      const Quant8 q = quantize_half_warp8(raw[u], has[u]);
+      if (item >= items) continue;
+      uint8_t* row = area + (i * N + t) * kBlock;
+      *reinterpret_cast<uint2*>(row + (((l >> 1) ^ (t & 7)) << 4) + (l & 1) * 8) = q.codes;
+      if (l == 0) scales[i * N + t] = q.scale;
+    }
+  }
+  // Padding rows: 16-byte zeros over rows..N-1 of every block (the swizzle only permutes chunks
+  // within a row, so whole rows are zeroed in any order).
+  const int pad_chunks = (N - rows) * (kBlock / 16);
+  for (int c = tid; c < blocks * pad_chunks; c += kConsumerThreads) {
+    const int i = c / pad_chunks, r = c % pad_chunks;
+    *reinterpret_cast<uint4*>(area + (i * N + rows) * kBlock + 16 * r) = make_uint4(0, 0, 0, 0);
+  }
+  for (int c = tid; c < blocks * (N - rows); c += kConsumerThreads) {
+    scales[(c / (N - rows)) * N + rows + c % (N - rows)] = 0.f;
+  }
+}
+
+template <int N, bool kFused>
 __global__ void __launch_bounds__(kThreads)
     linear_fp8_small_kernel(const __grid_constant__ CUtensorMap weights,
                             const __grid_constant__ CUtensorMap tokens, SmallArgs a) {
-  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
-  cuda::pdl_trigger();
+  if constexpr (!kFused) {
+    cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+    cuda::pdl_trigger();
+  }
+  constexpr int kStage = kFused ? kWeightTileBytes : kStageBytes<N>;
+  const int stages = kFused ? a.stages : kStages;  // <= kStages
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -101,7 +187,7 @@ __global__ void __launch_bounds__(kThreads)
   const int kb0 = split * a.kb_per_split;
   const int blocks = min(a.nkb, kb0 + a.kb_per_split) - kb0;
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < stages; ++s) {
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], kConsumerThreads);
     }
@@ -110,20 +196,36 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
 
   if (tid >= kConsumerThreads) {  // the producer warp: one lane issues every copy
+    if constexpr (kFused) {
+      // No wait: this warp reads only the weights, which no kernel of a forward writes (the
+      // consumers wait before touching anything the previous kernels wrote). Unless told not to
+      // prefetch (DSA_FP8_PREFETCH=0, for side-by-side runs).
+      if (!a.prefetch) cuda::pdl_wait();
+      cuda::pdl_trigger();
+    }
     if (tid == kConsumerThreads) {
       prefetch_tensor_map(&weights);
-      prefetch_tensor_map(&tokens);
+      if constexpr (!kFused) prefetch_tensor_map(&tokens);
       for (int i = 0; i < blocks; ++i) {
-        const int s = i % kStages;
-        if (i >= kStages) mbar_wait(&empty[s], ((i / kStages) - 1) & 1);
-        uint8_t* stage = smem + s * kStageBytes<N>;
-        mbar_arrive_expect_tx(&full[s], kStageBytes<N>);
+        const int s = i % stages;
+        if (i >= stages) mbar_wait(&empty[s], ((i / stages) - 1) & 1);
+        uint8_t* stage = smem + s * kStage;
+        mbar_arrive_expect_tx(&full[s], kStage);
         const int k = (kb0 + i) * kBlock;
         tma_load_2d(stage, &weights, &full[s], k, tile * kTileRows);
-        tma_load_2d(stage + kWeightTileBytes, &tokens, &full[s], k, 0);
+        if constexpr (!kFused) tma_load_2d(stage + kWeightTileBytes, &tokens, &full[s], k, 0);
       }
     }
     return;
+  }
+  uint8_t* const token_area = smem + stages * kWeightTileBytes;  // the fused form's
+  float* const token_scales = reinterpret_cast<float*>(token_area + blocks * N * kBlock);
+  if constexpr (kFused) {
+    cuda::pdl_wait();  // the consumers' first global access: the tokens
+    cuda::pdl_trigger();
+    quantize_tokens_into<N>(a, kb0, blocks, token_area, token_scales);
+    fence_proxy_async_smem();  // the codes are read by wgmma, through the async proxy
+    consumers_sync();
   }
 
   const int lane = tid % 32;
@@ -133,7 +235,7 @@ __global__ void __launch_bounds__(kThreads)
   const auto load_scales = [&](int i, float(&sc)[N / 4]) {
     const int kb = kb0 + i;
     const float sw = a.sw[int64_t{weight_block_row} * a.nkb + kb];
-    const float* sxk = a.sx + int64_t{kb} * a.sx_ld;
+    const float* sxk = kFused ? token_scales + i * N : a.sx + int64_t{kb} * a.sx_ld;
 #pragma unroll
     for (int c = 0; c < N / 8; ++c) {
       const int t = 8 * c + 2 * (lane % 4);
@@ -143,9 +245,10 @@ __global__ void __launch_bounds__(kThreads)
   };
   // Waits for block i's stage and issues its four k-steps into d (one commit group).
   const auto issue = [&](int i, float(&d)[N / 2]) {
-    const int s = i % kStages;
-    mbar_wait(&full[s], (i / kStages) & 1);
-    const uint32_t wa = smem_u32(smem + s * kStageBytes<N>), xa = wa + kWeightTileBytes;
+    const int s = i % stages;
+    mbar_wait(&full[s], (i / stages) & 1);
+    const uint32_t wa = smem_u32(smem + s * kStage);
+    const uint32_t xa = kFused ? smem_u32(token_area + i * N * kBlock) : wa + kWeightTileBytes;
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < kBlock / 32; ++k) {
@@ -158,7 +261,7 @@ __global__ void __launch_bounds__(kThreads)
   // Block i's MMA completed into d: release its stage, add d * scales to the sums.
   const auto promote = [&](int i, float(&d)[N / 2], const float(&sc)[N / 4]) {
     fence_registers(d);
-    mbar_arrive(&empty[i % kStages]);  // this thread's reads of the stage are done
+    mbar_arrive(&empty[i % stages]);  // this thread's reads of the stage are done
 #pragma unroll
     for (int c = 0; c < N / 8; ++c) {
       acc[4 * c + 0] = fmaf(d[4 * c + 0], sc[2 * c], acc[4 * c + 0]);
@@ -216,6 +319,7 @@ __global__ void __launch_bounds__(kThreads)
   if (!last_split) return;
   __threadfence();
   float sum[N / 2] = {};
+#pragma unroll 8  // the loads of eight splits in flight; the adds stay in split order
   for (int s = 0; s < a.splits; ++s) {
     const float4* part = reinterpret_cast<const float4*>(
         a.partial + ((int64_t{s} * tiles + tile) * kConsumerThreads + tid) * (N / 2));

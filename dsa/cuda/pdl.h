@@ -11,10 +11,6 @@
 //     and its writes are visible; since the predecessor itself waited on its own predecessor
 //     before completing, completion is transitive down the chain. A kernel that returned early
 //     without waiting would break that chain for its successor, hence "before any return".
-//     One exception: a warp that reads only model weights may read them before (or without) the
-//     wait (the FP8 few-token linear's producer, linear_fp8_wgmma.cuh), because no kernel of a
-//     forward writes weights and the model synchronises once after making them. The grid still
-//     completes only after its predecessor: its other threads wait.
 //   * `pdl_trigger()` follows it: it lets the successor be scheduled as soon as every CTA of this
 //     grid has reached it (the successor's CTAs then sit in their own pdl_wait()). All of this
 //     grid's CTAs are resident by then, so the successor cannot starve it.

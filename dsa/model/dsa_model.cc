@@ -195,10 +195,6 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
     ep.foreign = m->store_.get(m->ep_tables_.foreign);
     ep.negative_zero = m->store_.get(m->ep_tables_.negative_zero);
   }
-  // Every weight is final before the first forward: the FP8 linear streams its weights ahead of
-  // its PDL wait (linear_fp8_wgmma.cuh), which is right only while no kernel still in flight
-  // writes them.
-  DSA_RETURN_IF_ERROR(runtime::memory_ops(ops.backend).sync());
   DSA_RETURN_IF_ERROR(m->allocate_outputs());
   if (options.cuda_graphs) DSA_RETURN_IF_ERROR(m->capture_graphs());
   if (options.profile_device_time) {

@@ -73,42 +73,14 @@ void choose_splits(int32_t tiles, int32_t nkb, int n, int sms, int ctas_per_sm,
   a.splits = (nkb + a.kb_per_split - 1) / a.kb_per_split;
 }
 
-template <int N, bool kFused>
-Status launch_small(const LinearParams& p, const CUtensorMap& weights, const CUtensorMap& tokens,
-                    SmallArgs a, const Scratch& scratch) {
+// The few-token kernel's wgmma N for `rows` tokens.
+int small_n(int32_t rows) { return rows <= 8 ? 8 : rows <= 16 ? 16 : rows <= 32 ? 32 : 64; }
+
+// The few-token kernel's arguments for p's rows [0, rows), both forms: the pointers and the
+// split-K plan (about as many CTAs as the two-kernel form keeps resident).
+StatusOr<SmallArgs> small_plan(const LinearParams& p, int32_t rows, const Scratch& scratch) {
   static const StatusOr<int> sm_count = cuda::sm_count();  // host calls: once, not per launch
   DSA_ASSIGN_OR_RETURN(const int sms, sm_count);
-  const int32_t tiles = (p.out_features + kTileRows - 1) / kTileRows;
-  const int ctas_per_sm = std::max(1, (227 * 1024) / (kSmemBytes<N> + 1024));
-  choose_splits(tiles, a.nkb, N, sms, ctas_per_sm, scratch, a);
-  size_t smem = size_t{kSmemBytes<N>};
-  if constexpr (kFused) {
-    if (a.kb_per_split > kFusedMaxBlocks<N>) {  // the token area bounds a split's K blocks
-      a.kb_per_split = kFusedMaxBlocks<N>;
-      a.splits = (a.nkb + a.kb_per_split - 1) / a.kb_per_split;
-      if (int64_t{a.splits} * tiles * kTileRows * N > int64_t(scratch.partial_floats) ||
-          (a.splits > 1 && tiles > scratch.max_tiles)) {
-        return internal_error("linear: fused few-token kernel chosen past its scratch");
-      }
-    }
-    a.stages = fused_stages<N>(a.kb_per_split);
-    smem = fused_smem_bytes<N>(a.kb_per_split);
-  }
-  // The fused form's smem varies with the split: its attribute is set once, to the largest.
-  const size_t smem_limit =
-      kFused ? std::max(size_t{kSmemBytes<N>}, fused_smem_bytes<N>(kFusedMaxBlocks<N>)) : smem;
-  using Kernel = decltype(&linear_fp8_small_kernel<N, kFused>);
-  constexpr Kernel kernel = &linear_fp8_small_kernel<N, kFused>;
-  DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<kernel>(smem_limit));
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.splits));
-  DSA_CUDA_RETURN_IF_ERROR(
-      cuda::launch(cuda::LaunchShape{dim3(grid), dim3(kThreads), smem, cuda::current_stream()},
-                   kernel, weights, tokens, a));
-  return cuda::launch_error(kFused ? "linear_fp8_small_fused" : "linear_fp8_small");
-}
-
-// The few-token kernel's arguments common to both forms.
-SmallArgs small_args(const LinearParams& p, int32_t rows, const Scratch& scratch) {
   SmallArgs a;
   a.sw = p.weight_scale_inv;
   a.rows = rows;
@@ -118,10 +90,36 @@ SmallArgs small_args(const LinearParams& p, int32_t rows, const Scratch& scratch
   a.tickets = scratch.tickets;
   a.y = p.y;
   a.y_f32 = p.y_f32;
+  const int n = small_n(rows);
+  const int smem = kStages * (kWeightTileBytes + n * kBlock) + 1024;  // kSmemBytes<n>
+  const int32_t tiles = (p.out_features + kTileRows - 1) / kTileRows;
+  choose_splits(tiles, a.nkb, n, sms, std::max(1, (227 * 1024) / (smem + 1024)), scratch, a);
   return a;
 }
 
-int small_n(int32_t rows) { return rows <= 8 ? 8 : rows <= 16 ? 16 : rows <= 32 ? 32 : 64; }
+int fused_max_blocks(int n) {
+  return n == 8 ? kFusedMaxBlocks<8> : n == 16 ? kFusedMaxBlocks<16> : kFusedMaxBlocks<32>;
+}
+
+template <int N, bool kFused>
+Status launch_small(const LinearParams& p, const CUtensorMap& weights, const CUtensorMap& tokens,
+                    const SmallArgs& a) {
+  if (kFused && a.kb_per_split > kFusedMaxBlocks<N>) {
+    return internal_error("linear: fused few-token kernel given more K blocks than its area");
+  }
+  // The fused form's smem varies with the split: its attribute is set once, to the largest.
+  const size_t smem = kFused ? fused_smem_bytes<N>(a.kb_per_split) : size_t{kSmemBytes<N>};
+  const size_t smem_limit = kFused ? fused_smem_bytes<N>(kFusedMaxBlocks<N>) : smem;
+  using Kernel = decltype(&linear_fp8_small_kernel<N, kFused>);
+  constexpr Kernel kernel = &linear_fp8_small_kernel<N, kFused>;
+  DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<kernel>(smem_limit));
+  const int32_t tiles = (p.out_features + kTileRows - 1) / kTileRows;
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.splits));
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(grid), dim3(kThreads), smem, cuda::current_stream()},
+                   kernel, weights, tokens, a));
+  return cuda::launch_error(kFused ? "linear_fp8_small_fused" : "linear_fp8_small");
+}
 
 }  // namespace
 
@@ -173,18 +171,18 @@ Status small_gemm(const LinearParams& p, int32_t rows, const uint8_t* x8, const 
   DSA_RETURN_IF_ERROR(
       byte_rows_map(p.weight_fp8, p.out_features, p.in_features, kTileRows, &weights));
   DSA_RETURN_IF_ERROR(byte_rows_map(x8, rows, p.in_features, n, &tokens));
-  SmallArgs a = small_args(p, rows, scratch);
+  DSA_ASSIGN_OR_RETURN(SmallArgs a, small_plan(p, rows, scratch));
   a.sx = sx;
   a.sx_ld = sx_ld;
   switch (n) {
     case 8:
-      return launch_small<8, false>(p, weights, tokens, a, scratch);
+      return launch_small<8, false>(p, weights, tokens, a);
     case 16:
-      return launch_small<16, false>(p, weights, tokens, a, scratch);
+      return launch_small<16, false>(p, weights, tokens, a);
     case 32:
-      return launch_small<32, false>(p, weights, tokens, a, scratch);
+      return launch_small<32, false>(p, weights, tokens, a);
     default:
-      return launch_small<64, false>(p, weights, tokens, a, scratch);
+      return launch_small<64, false>(p, weights, tokens, a);
   }
 }
 
@@ -197,13 +195,8 @@ bool fused_enabled() {
 
 bool fused_fits(const LinearParams& p, int32_t rows, const Scratch& scratch) {
   if (!fused_enabled() || rows < 1 || rows > kFusedMaxRows) return false;
-  const int n = small_n(rows);
-  const int32_t tiles = (p.out_features + kTileRows - 1) / kTileRows;
-  const int32_t nkb = (p.in_features + kLinearBlock - 1) / kLinearBlock;
-  const int32_t max_blocks = kFusedTokenBytes / (n * kBlock);
-  const int64_t splits = (nkb + max_blocks - 1) / max_blocks;  // the fewest the token area allows
-  return splits * tiles * kTileRows * n <= int64_t(scratch.partial_floats) &&
-         (splits == 1 || tiles <= scratch.max_tiles);
+  const StatusOr<SmallArgs> a = small_plan(p, rows, scratch);
+  return a.ok() && a->kb_per_split <= fused_max_blocks(small_n(rows));
 }
 
 Status fused_small_gemm(const LinearParams& p, int32_t rows, const Scratch& scratch) {
@@ -214,18 +207,16 @@ Status fused_small_gemm(const LinearParams& p, int32_t rows, const Scratch& scra
   CUtensorMap weights;
   DSA_RETURN_IF_ERROR(
       byte_rows_map(p.weight_fp8, p.out_features, p.in_features, kTileRows, &weights));
-  SmallArgs a = small_args(p, rows, scratch);
+  DSA_ASSIGN_OR_RETURN(SmallArgs a, small_plan(p, rows, scratch));
   a.x = p.x;
   a.in = p.in_features;
-  const char* prefetch = std::getenv("DSA_FP8_PREFETCH");  // per call, as fused_enabled
-  a.prefetch = prefetch == nullptr || std::string_view(prefetch) != "0";
   switch (small_n(rows)) {
     case 8:
-      return launch_small<8, true>(p, weights, weights, a, scratch);
+      return launch_small<8, true>(p, weights, weights, a);
     case 16:
-      return launch_small<16, true>(p, weights, weights, a, scratch);
+      return launch_small<16, true>(p, weights, weights, a);
     default:
-      return launch_small<32, true>(p, weights, weights, a, scratch);
+      return launch_small<32, true>(p, weights, weights, a);
   }
 }
 

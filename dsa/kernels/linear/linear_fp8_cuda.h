@@ -45,10 +45,10 @@ Status small_gemm(const LinearParams& p, int32_t rows, const uint8_t* x8, const 
                   int32_t sx_ld, const Scratch& scratch);
 
 // The fused form: one kernel quantises p.x's rows [0, rows) and multiplies (the same codes,
-// scales and sums as quantize_tokens + small_gemm, bit for bit). Takes rows <= kFusedMaxRows;
-// fused_fits says whether it takes this shape (the split-K scratch bounds it) and whether
-// DSA_FP8_FUSED_QUANT=0 (for side-by-side runs) turned it off. DSA_FP8_PREFETCH=0 makes its
-// weight copies wait for the previous kernel like everything else (side-by-side runs too).
+// scales and sums as quantize_tokens + small_gemm, bit for bit). Takes rows <= kFusedMaxRows.
+// fused_fits says whether it takes this shape: the split-K plan must leave each CTA few enough K
+// blocks for its token area (linear_fp8_wgmma.cuh), and DSA_FP8_FUSED_QUANT=0 (for side-by-side
+// runs) turns it off.
 inline constexpr int32_t kFusedMaxRows = 32;
 bool fused_fits(const LinearParams& p, int32_t rows, const Scratch& scratch);
 Status fused_small_gemm(const LinearParams& p, int32_t rows, const Scratch& scratch);

@@ -18,10 +18,10 @@
 //
 // The fused form (kFused) takes the tokens in bf16 and quantises them itself: the consumers write
 // the CTA's K blocks of every token, already in the swizzled layout, into a token area beside the
-// weight ring, so a call is one kernel instead of the quantiser and the GEMM (a graph node and a
-// few microseconds fewer per linear at decode). Its producer issues the first weight stages before
-// the PDL wait: the weights are never written by a forward (the model synchronises once after
-// loading them), so their first bytes stream in while the previous kernel of the forward finishes.
+// weight ring, so a call is one kernel instead of the quantiser and the GEMM (a graph node fewer
+// per linear at decode). It is taken only where the area fits beside the full ring without
+// costing residency (kFusedMaxBlocks): measured on the H100, a ring cut to 3 stages to make room
+// for o_proj's 26 blocks cost more than the quantiser it saved (bench/RESULTS.md 2026-12-05).
 #pragma once
 
 #include <cuda.h>
@@ -51,28 +51,20 @@ inline constexpr int kStageBytes = kWeightTileBytes + N* kBlock;  // a multiple 
 template <int N>
 inline constexpr int kSmemBytes = kStages* kStageBytes<N> + 1024;  // + the base alignment
 
-// The fused form's shared memory: a weight ring of `stages` 8 KiB stages, then the token area
-// ([blocks][N][128 B], the CTA's K blocks of every token), then their scales ([blocks][N]
-// floats). The area is held to 32 KiB, which bounds the K blocks one split may own, and the ring
-// gives up stages so that a CTA takes no more than the two-kernel form's kSmemBytes<N>: as many
-// CTAs stay resident per SM (one more wave of a 560-CTA o_proj costs more than the quantiser).
-inline constexpr int kFusedTokenBytes = 32 * 1024;
+// The fused form's shared memory: the weight ring (kStages x 8 KiB, as the two-kernel form),
+// then the token area ([blocks][N][128 B], the CTA's K blocks of every token), then their scales
+// ([blocks][N] floats). A CTA may take the larger of the two-kernel form's kSmemBytes<N> and a
+// quarter of the SM (four CTAs resident, as the decode shapes run), which bounds the K blocks of
+// one split (6 at N = 8, 5 at N = 16 and 32).
+inline constexpr int kFusedRingBytes = kStages * kWeightTileBytes;
 template <int N>
-inline constexpr int kFusedMaxBlocks = kFusedTokenBytes / (N * kBlock);
-inline constexpr int kFusedMinStages = 2;
+inline constexpr int kFusedSmemBudget = kSmemBytes<N> > 57344 ? kSmemBytes<N> : 57344;
 template <int N>
-constexpr int fused_token_bytes(int kb_per_split) {
-  return kb_per_split * N * (kBlock + static_cast<int>(sizeof(float)));
-}
-template <int N>
-constexpr int fused_stages(int kb_per_split) {
-  const int room = (kSmemBytes<N> - 1024 - fused_token_bytes<N>(kb_per_split)) / kWeightTileBytes;
-  return room < kFusedMinStages ? kFusedMinStages : (room > kStages ? kStages : room);
-}
+inline constexpr int kFusedMaxBlocks = (kFusedSmemBudget<N> - 1024 - kFusedRingBytes) /
+                                       (N * (kBlock + static_cast<int>(sizeof(float))));
 template <int N>
 constexpr size_t fused_smem_bytes(int kb_per_split) {
-  return 1024 + size_t(fused_stages<N>(kb_per_split)) * kWeightTileBytes +
-         size_t(fused_token_bytes<N>(kb_per_split));
+  return 1024 + size_t{kFusedRingBytes} + size_t(kb_per_split) * N * (kBlock + sizeof(float));
 }
 
 struct SmallArgs {
@@ -90,8 +82,6 @@ struct SmallArgs {
   float* y_f32 = nullptr;       // [rows][out]
   const bf16* x = nullptr;      // the fused form's tokens [rows][in] (bf16, 16-byte aligned rows)
   int32_t in = 0;               // input features (the fused form)
-  int32_t stages = kStages;     // the fused form's weight ring (fused_stages)
-  bool prefetch = true;         // the fused form: weights streamed before the PDL wait
 };
 
 // Consumer-warpgroup barrier (the producer warp has left by then).
@@ -127,7 +117,7 @@ __device__ __forceinline__ void store_rows(const SmallArgs& a, int tile, const f
 // with their scales in `scales[i * N + t]`. Columns past a.in get zero codes (the weights' copy
 // zero-fills past `in`, and a garbage byte could be a NaN code); the padding rows a.rows..N-1 are
 // zeroed with scale 0. Half a warp per (block, token) of the real tokens only, four items' loads
-// in flight per half warp (a decode token's 26 blocks of o_proj in one round).
+// in flight per half warp (a decode token's blocks in one round).
 template <int N>
 __device__ __forceinline__ void quantize_tokens_into(const SmallArgs& a, int kb0, int blocks,
                                                      uint8_t* area, float* scales) {
@@ -171,12 +161,9 @@ template <int N, bool kFused>
 __global__ void __launch_bounds__(kThreads)
     linear_fp8_small_kernel(const __grid_constant__ CUtensorMap weights,
                             const __grid_constant__ CUtensorMap tokens, SmallArgs a) {
-  if constexpr (!kFused) {
-    cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
-    cuda::pdl_trigger();
-  }
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
   constexpr int kStage = kFused ? kWeightTileBytes : kStageBytes<N>;
-  const int stages = kFused ? a.stages : kStages;  // <= kStages
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -187,7 +174,7 @@ __global__ void __launch_bounds__(kThreads)
   const int kb0 = split * a.kb_per_split;
   const int blocks = min(a.nkb, kb0 + a.kb_per_split) - kb0;
   if (tid == 0) {
-    for (int s = 0; s < stages; ++s) {
+    for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], kConsumerThreads);
     }
@@ -196,19 +183,12 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
 
   if (tid >= kConsumerThreads) {  // the producer warp: one lane issues every copy
-    if constexpr (kFused) {
-      // No wait: this warp reads only the weights, which no kernel of a forward writes (the
-      // consumers wait before touching anything the previous kernels wrote). Unless told not to
-      // prefetch (DSA_FP8_PREFETCH=0, for side-by-side runs).
-      if (!a.prefetch) cuda::pdl_wait();
-      cuda::pdl_trigger();
-    }
     if (tid == kConsumerThreads) {
       prefetch_tensor_map(&weights);
       if constexpr (!kFused) prefetch_tensor_map(&tokens);
       for (int i = 0; i < blocks; ++i) {
-        const int s = i % stages;
-        if (i >= stages) mbar_wait(&empty[s], ((i / stages) - 1) & 1);
+        const int s = i % kStages;
+        if (i >= kStages) mbar_wait(&empty[s], ((i / kStages) - 1) & 1);
         uint8_t* stage = smem + s * kStage;
         mbar_arrive_expect_tx(&full[s], kStage);
         const int k = (kb0 + i) * kBlock;
@@ -218,11 +198,9 @@ __global__ void __launch_bounds__(kThreads)
     }
     return;
   }
-  uint8_t* const token_area = smem + stages * kWeightTileBytes;  // the fused form's
+  uint8_t* const token_area = smem + kFusedRingBytes;  // the fused form's
   float* const token_scales = reinterpret_cast<float*>(token_area + blocks * N * kBlock);
   if constexpr (kFused) {
-    cuda::pdl_wait();  // the consumers' first global access: the tokens
-    cuda::pdl_trigger();
     quantize_tokens_into<N>(a, kb0, blocks, token_area, token_scales);
     fence_proxy_async_smem();  // the codes are read by wgmma, through the async proxy
     consumers_sync();
@@ -245,8 +223,8 @@ __global__ void __launch_bounds__(kThreads)
   };
   // Waits for block i's stage and issues its four k-steps into d (one commit group).
   const auto issue = [&](int i, float(&d)[N / 2]) {
-    const int s = i % stages;
-    mbar_wait(&full[s], (i / stages) & 1);
+    const int s = i % kStages;
+    mbar_wait(&full[s], (i / kStages) & 1);
     const uint32_t wa = smem_u32(smem + s * kStage);
     const uint32_t xa = kFused ? smem_u32(token_area + i * N * kBlock) : wa + kWeightTileBytes;
     wgmma_fence();
@@ -261,7 +239,7 @@ __global__ void __launch_bounds__(kThreads)
   // Block i's MMA completed into d: release its stage, add d * scales to the sums.
   const auto promote = [&](int i, float(&d)[N / 2], const float(&sc)[N / 4]) {
     fence_registers(d);
-    mbar_arrive(&empty[i % stages]);  // this thread's reads of the stage are done
+    mbar_arrive(&empty[i % kStages]);  // this thread's reads of the stage are done
 #pragma unroll
     for (int c = 0; c < N / 8; ++c) {
       acc[4 * c + 0] = fmaf(d[4 * c + 0], sc[2 * c], acc[4 * c + 0]);

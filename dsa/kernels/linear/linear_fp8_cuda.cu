@@ -200,14 +200,14 @@ bool fused_fits(const LinearParams& p, int32_t rows, const Scratch& scratch) {
 }
 
 Status fused_small_gemm(const LinearParams& p, int32_t rows, const Scratch& scratch) {
-  if (!fused_fits(p, rows, scratch)) {
+  if (rows < 1 || rows > kFusedMaxRows) {
     return invalid_argument("linear: fused_small_gemm rows " + std::to_string(rows) +
-                            " past what the fused kernel takes");
+                            " not in [1, 32]");
   }
+  DSA_ASSIGN_OR_RETURN(SmallArgs a, small_plan(p, rows, scratch));
   CUtensorMap weights;
   DSA_RETURN_IF_ERROR(
       byte_rows_map(p.weight_fp8, p.out_features, p.in_features, kTileRows, &weights));
-  DSA_ASSIGN_OR_RETURN(SmallArgs a, small_plan(p, rows, scratch));
   a.x = p.x;
   a.in = p.in_features;
   switch (small_n(rows)) {

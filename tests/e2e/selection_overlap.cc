@@ -5,10 +5,10 @@
 // Real selections: the tiny model on the CPU, d = 3, greedy, one request at a time over windows
 // of testdata/heldout.txt. The op table's sparse_mla_decode is wrapped to record every call's
 // selections (the verify's and the draft extend's n <= d + 1 rows of one request; the draft
-// chain's single rows and the prompt chunks are not counted), keyed by the layer's latent pool: the target's layers appear in multi-row calls only,
-// the MTP layer also in single-row ones (its draft decodes).
-// Synthetic selections: V3.2's K = 2048 of 32768 keys, n = 4 rows whose indexer scores are one
-// shared score per key plus independent noise of a given size (as scores of nearby queries
+// chain's single rows and the prompt chunks are not counted), keyed by the layer's latent pool: the
+// target's layers appear in multi-row calls only, the MTP layer also in single-row ones (its draft
+// decodes). Synthetic selections: V3.2's K = 2048 of 32768 keys, n = 4 rows whose indexer scores
+// are one shared score per key plus independent noise of a given size (as scores of nearby queries
 // would), top-K each.
 // For n rows with selections S_1..S_n of sizes k_i, printed per layer (means over the calls):
 //   union / k   |S_1 ∪ ... ∪ S_n| / mean k_i: the keys a shared kernel gathers, in units of one
@@ -17,8 +17,13 @@
 //               MMA work grows by the same factor unless the tiles are cut to the row's own keys).
 //   with row 1  |S_i ∩ S_1| / k_i over i > 1: the share of a row's keys the request's first row
 //               also selected.
+//   grouped     the MMA work of a shared kernel that keeps each row to its own keys, over a
+//               row-at-a-time kernel's: the union grouped by the set of rows that selected each
+//               key, each group cut into 64-key tiles, every row scoring the tiles of its groups (1
+//               = no waste; above it, the groups' partial last tiles). Its gathers stay union / k.
 //   usage: selection_overlap [windows (6)] [window tokens (768)] [new tokens (64)]
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -39,18 +44,24 @@ namespace {
 using dsa::Status;
 
 struct Overlap {
-  int32_t rows = 0;      // rows with at least one valid slot
-  double union_k = 0;    // |union| / mean |S_i|
-  double with_first = 0; // mean over i > 1 of |S_i ∩ S_1| / |S_i|
+  int32_t rows = 0;        // rows with at least one valid slot
+  double union_k = 0;      // |union| / mean |S_i|
+  double with_first = 0;   // mean over i > 1 of |S_i ∩ S_1| / |S_i|
+  double grouped_mma = 0;  // scored (row, key) pairs of the grouped tiling / sum |S_i|
 };
+
+// Keys per tile of the grouped tiling (the sparse MLA kernel's key tile).
+constexpr int32_t kTile = 64;
 
 // One call's rows, all of one request (one request runs at a time).
 Overlap measure(const std::vector<std::vector<int32_t>>& sets) {
   Overlap o;
   std::unordered_set<int32_t> all, first;
+  std::map<int32_t, uint32_t> rows_of_key;  // key -> the rows that selected it (bit i: row i)
   double sizes = 0, shared = 0;
   for (const auto& s : sets) {
     if (s.empty()) continue;
+    for (int32_t k : s) rows_of_key[k] |= 1u << o.rows;
     ++o.rows;
     sizes += double(s.size());
     all.insert(s.begin(), s.end());
@@ -65,6 +76,16 @@ Overlap measure(const std::vector<std::vector<int32_t>>& sets) {
   if (o.rows == 0) return o;
   o.union_k = double(all.size()) / (sizes / o.rows);
   o.with_first = o.rows > 1 ? shared / (o.rows - 1) : 1.0;
+  // The union grouped by row set, each group cut into tiles: a row scores the tiles of the groups
+  // it is in, so a tile never carries a key none of its rows selected; the waste is the groups'
+  // last, partial tiles.
+  std::map<uint32_t, int64_t> group_sizes;
+  for (const auto& [key, mask] : rows_of_key) ++group_sizes[mask];
+  double pairs = 0;
+  for (const auto& [mask, n] : group_sizes) {
+    pairs += double((n + kTile - 1) / kTile * kTile) * std::popcount(mask);
+  }
+  o.grouped_mma = pairs / sizes;
   return o;
 }
 
@@ -100,22 +121,23 @@ Status recording_decode(const dsa::kernels::SparseMlaDecodeParams& p) {
 
 void print_row(const char* label, const std::vector<Overlap>& v) {
   if (v.empty()) return;
-  double rows = 0, u = 0, w = 0, u_max = 0, w_min = 1;
+  double rows = 0, u = 0, w = 0, g = 0, u_max = 0, w_min = 1;
   for (const Overlap& o : v) {
     rows += o.rows;
     u += o.union_k;
     w += o.with_first;
+    g += o.grouped_mma;
     u_max = std::max(u_max, o.union_k);
     w_min = std::min(w_min, o.with_first);
   }
   const double n = double(v.size());
-  std::printf("%-26s %6zu %6.2f %9.3f %9.3f %9.3f %9.3f\n", label, v.size(), rows / n, u / n,
-              u_max, w / n, w_min);
+  std::printf("%-26s %6zu %6.2f %9.3f %9.3f %9.3f %9.3f %9.3f\n", label, v.size(), rows / n, u / n,
+              u_max, w / n, w_min, g / n);
 }
 
 void print_header() {
-  std::printf("%-26s %6s %6s %9s %9s %9s %9s\n", "", "calls", "rows", "union/k", "max",
-              "w/ row 1", "min");
+  std::printf("%-26s %6s %6s %9s %9s %9s %9s %9s\n", "", "calls", "rows", "union/k", "max",
+              "w/ row 1", "min", "grouped");
 }
 
 // Synthetic: n rows' scores = shared + noise * N(0, 1) over `keys` keys, top-k each.
@@ -197,9 +219,10 @@ int run(int argc, char** argv) {
       return 1;
     }
   }
-  std::printf("tiny model, CPU, d = 3, greedy: %d windows of %d heldout tokens, %d new each; "
-              "top-%d\n",
-              windows, window, new_tokens, topk);
+  std::printf(
+      "tiny model, CPU, d = 3, greedy: %d windows of %d heldout tokens, %d new each; "
+      "top-%d\n",
+      windows, window, new_tokens, topk);
   print_header();
   std::vector<const std::pair<const uint8_t* const, LayerStats>*> order;
   for (const auto& e : g_layers) order.push_back(&e);
@@ -209,8 +232,7 @@ int run(int argc, char** argv) {
   for (auto* e : order) {
     char label[64];
     std::snprintf(label, sizeof label, "%s (cache %d)",
-                  e->second.single_row_calls ? "MTP layer" : "target layer",
-                  e->second.first_seen);
+                  e->second.single_row_calls ? "MTP layer" : "target layer", e->second.first_seen);
     print_row(label, e->second.multi);
     if (!e->second.single_row_calls)
       target.insert(target.end(), e->second.multi.begin(), e->second.multi.end());

@@ -62,6 +62,8 @@ inline constexpr int kFusedSmemBudget = kSmemBytes<N> > 57344 ? kSmemBytes<N> : 
 template <int N>
 inline constexpr int kFusedMaxBlocks = (kFusedSmemBudget<N> - 1024 - kFusedRingBytes) /
                                        (N * (kBlock + static_cast<int>(sizeof(float))));
+static_assert(kFusedMaxBlocks<8> == 6 && kFusedMaxBlocks<16> == 5 && kFusedMaxBlocks<32> == 5,
+              "the limits docs/architecture.md and the tests name");
 template <int N>
 constexpr size_t fused_smem_bytes(int kb_per_split) {
   return 1024 + size_t{kFusedRingBytes} + size_t(kb_per_split) * N * (kBlock + sizeof(float));

@@ -103,6 +103,7 @@ std::map<const uint8_t*, LayerStats> g_layers;
 const dsa::kernels::OpTable* g_cpu = nullptr;
 
 Status recording_decode(const dsa::kernels::SparseMlaDecodeParams& p) {
+  if (p.rows > kMaxStepRows) return g_cpu->sparse_mla_decode(p);  // a prompt chunk
   auto [it, added] = g_layers.try_emplace(p.cache.data);
   if (added) it->second.first_seen = int32_t(g_layers.size()) - 1;
   std::vector<std::vector<int32_t>> sets(size_t(p.rows));
@@ -115,7 +116,7 @@ Status recording_decode(const dsa::kernels::SparseMlaDecodeParams& p) {
   }
   const Overlap o = measure(sets);
   if (o.rows == 1) it->second.single_row_calls = true;
-  if (o.rows >= 2 && p.rows <= kMaxStepRows) it->second.multi.push_back(o);
+  if (o.rows >= 2) it->second.multi.push_back(o);
   return g_cpu->sparse_mla_decode(p);
 }
 

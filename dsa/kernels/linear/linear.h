@@ -29,7 +29,8 @@ struct LinearParams {
 };
 
 // Host checks (InvalidArgument): T >= 0, in >= 1, out >= 1, exactly one weight form (and the
-// scale with, and only with, the FP8 one), exactly one output, pointers.
+// scale with, and only with, the FP8 one), exactly one output, pointers, the output not
+// overlapping x.
 Status validate(const LinearParams& p);
 
 // CPU reference. FP8 weight: x is quantised per (token, 128 columns) with §2.1 (a shorter last
@@ -39,10 +40,11 @@ Status validate(const LinearParams& p);
 // §2.1) or weight_scale_inv is OutOfRange, nothing written.
 Status linear_ref(const LinearParams& p);
 // CUDA backend (device pointers): bf16 weights through cuBLASLt; FP8 weights through a few-token
-// wgmma kernel (below 32 tokens) or cuBLASLt's block-scaled FP8 GEMM (more), after quantising
-// the tokens into per-stream scratch allocated on the stream's first FP8 call (so that call must
-// come before any graph capture, as the warm-up does). Checked mode takes a simple fused kernel
-// that checks every input.
+// wgmma kernel (below 32 tokens; where the split allows, it quantises the tokens itself) or
+// cuBLASLt's block-scaled FP8 GEMM (more), after quantising the tokens into per-stream scratch.
+// That scratch (with the split-K partials) is allocated on the stream's first FP8 call, so that
+// call must come before any graph capture, as the warm-up does. Checked mode takes a simple fused
+// kernel that checks every input.
 Status linear_cuda(const LinearParams& p);
 
 // §8.8's class-T bound for one output: with M = sum_j |x^_j w^_j| over the dequantised operands,

@@ -412,8 +412,8 @@ int32_t rows_per_pass(const linear_fp8::Scratch& s, int32_t in, int32_t multiple
   return static_cast<int32_t>(int64_t(s.x8_bytes) / in / multiple * multiple);
 }
 
-// Rows [row0, row0 + rows) by the few-token kernel, 64 at a time, quantised in passes that fit
-// the scratch.
+// Rows [row0, row0 + rows) by the few-token kernel: in one fused launch where it takes them
+// (linear_fp8::fused_fits), else 64 at a time, quantised in passes that fit the scratch.
 Status fp8_small_rows(const LinearParams& p, int32_t row0, int32_t rows,
                       const linear_fp8::Scratch& s) {
   const LinearParams few = rows_of(p, row0, rows);

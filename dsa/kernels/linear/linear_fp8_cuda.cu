@@ -123,11 +123,16 @@ Status launch_small(const LinearParams& p, const CUtensorMap& weights, const CUt
 
 }  // namespace
 
-StatusOr<Scratch> allocate_scratch() {
+Scratch scratch_sizes() {
   Scratch s;
   s.x8_bytes = kX8Bytes;
   s.partial_floats = kPartialBytes / sizeof(float);
   s.max_tiles = kMaxTiles;
+  return s;
+}
+
+StatusOr<Scratch> allocate_scratch() {
+  Scratch s = scratch_sizes();
   // One scale per started 128-column block of a token: at most one per 16 codes (in % 16 == 0).
   const size_t sx_bytes = kX8Bytes / 16 * sizeof(float);
   DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.x8, kX8Bytes));

@@ -26,6 +26,8 @@ struct Scratch {
 };
 
 StatusOr<Scratch> allocate_scratch();
+// The sizes allocate_scratch gives (pointers null): what the split plans are bounded by.
+Scratch scratch_sizes();
 
 // The few-token kernel's limit on tokens per launch (wgmma N <= 64).
 inline constexpr int32_t kSmallMaxRows = 64;

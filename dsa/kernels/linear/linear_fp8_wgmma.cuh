@@ -70,12 +70,12 @@ constexpr size_t fused_smem_bytes(int kb_per_split) {
 }
 
 struct SmallArgs {
-  const float* sw;    // [ceil(out / 128)][nkb] weight block scales
-  const float* sx;    // token t's scale of block k: sx[k * sx_ld + t]
-  int32_t sx_ld = 0;  //
-  int32_t rows = 0;   // tokens of this launch, 1..N
-  int32_t out = 0;    // output features
-  int32_t nkb = 0;    // K blocks
+  const float* sw = nullptr;  // [ceil(out / 128)][nkb] weight block scales
+  const float* sx = nullptr;  // token t's scale of block k: sx[k * sx_ld + t] (two-kernel form)
+  int32_t sx_ld = 0;          //
+  int32_t rows = 0;           // tokens of this launch, 1..N
+  int32_t out = 0;            // output features
+  int32_t nkb = 0;            // K blocks
   int32_t kb_per_split = 0;
   int32_t splits = 1;
   float* partial = nullptr;     // [splits][tiles][128 threads][N / 2] (splits > 1)

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "dsa/core/checked_mode.h"
@@ -113,7 +114,17 @@ Status validate(const LinearParams& p) {
                                         p.y == nullptr ? "null" : "set"));
   }
   if (p.num_tokens == 0) return ok_status();
-  return require_pointer(kOp, "x", p.x);
+  DSA_RETURN_IF_ERROR(require_pointer(kOp, "x", p.x));
+  // Every path reads x while other outputs are written (threads, CTAs), so y may not alias it.
+  const auto begin = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };
+  const uintptr_t x0 = begin(p.x), x1 = x0 + size_t(p.num_tokens) * size_t(p.in_features) * 2;
+  const uintptr_t y0 = p.y != nullptr ? begin(p.y) : begin(p.y_f32);
+  const uintptr_t y1 =
+      y0 + size_t(p.num_tokens) * size_t(p.out_features) * (p.y != nullptr ? 2 : sizeof(float));
+  if (x0 < y1 && y0 < x1) {
+    return invalid_argument(fmt::format("{}: the output overlaps x: they must be separate", kOp));
+  }
+  return ok_status();
 }
 
 Status linear_ref(const LinearParams& p) {

@@ -226,6 +226,14 @@ TEST(LinearRejects, EveryHostRule) {
   expect_invalid(p, "y and y_f32 are both null");
   p = c.params(), p.x = nullptr;
   expect_invalid(p, "x is null");
+  // The output over x, at its start and overlapping only x's last element; next to it is fine.
+  std::vector<bf16> xy(8);
+  p = c.params(), p.x = xy.data(), p.y_f32 = nullptr, p.y = xy.data();
+  expect_invalid(p, "the output overlaps x");
+  p.y = xy.data() + 3;  // x is [2][2]: elements 0..3
+  expect_invalid(p, "the output overlaps x");
+  p.y = xy.data() + 4;
+  EXPECT_TRUE(validate(p).ok());
   p = c.params();
   Status s = linear_tolerance_bounds(p, nullptr, c.y.data());
   EXPECT_NE(s.message().find("ref is null"), std::string::npos) << s.to_string();

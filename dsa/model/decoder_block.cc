@@ -1,5 +1,7 @@
 #include "dsa/model/decoder_block.h"
 
+#include <utility>
+
 #include "dsa/model/block_parts.h"
 
 namespace dsa::model {
@@ -63,17 +65,25 @@ Status run_linear(const kernels::OpTable& ops, const WeightStore& store, const L
   return ops.linear(p);
 }
 
+Status gathered_rmsnorm(const BlockContext& c, const bf16* x, const int32_t* x_rows,
+                        int32_t x_row_bound, bool skip_minus_one, bf16* x_copy,
+                        const std::vector<bf16>& w, bf16* y, int32_t rows, int64_t y_stride) {
+  auto p =
+      norm_params<kernels::RmsNormParams>(c, w, y, rows, int32_t(c.config.hidden_size), y_stride);
+  p.x = x;
+  p.x_rows = x_rows;
+  p.x_row_bound = x_row_bound;
+  p.skip_minus_one = skip_minus_one;
+  p.x_copy = x_copy;
+  return c.ops.rmsnorm(p);
+}
+
 Status norm_residual(const BlockContext& c, ResidualStream& r, const std::vector<bf16>& w, bf16* y,
                      int32_t rows, int64_t y_stride) {
   const int32_t D = int32_t(c.config.hidden_size);
   if (r.table != nullptr) {
-    auto p = norm_params<kernels::RmsNormParams>(c, w, y, rows, D, y_stride);
-    p.x = r.table;
-    p.x_rows = r.ids;
-    p.x_row_bound = r.vocab;
-    p.x_copy = r.h;
-    r.table = nullptr;
-    return c.ops.rmsnorm(p);
+    const bf16* table = std::exchange(r.table, nullptr);
+    return gathered_rmsnorm(c, table, r.ids, r.vocab, false, r.h, w, y, rows, y_stride);
   }
   if (!r.pending) return block_rmsnorm(c, r.h, 0, w, y, rows, D, y_stride);
   auto p = norm_params<kernels::AddRmsNormParams>(c, w, y, rows, D, y_stride);

@@ -251,23 +251,6 @@ BlockContext DsaModel::block_context(const runtime::ForwardMetadata& meta) {
   return BlockContext{ops_, config_, store_, rope_, attention_, meta, mirror_.arrays(), ws_, &ep_};
 }
 
-Status DsaModel::gathered_rmsnorm(const bf16* x, const int32_t* x_rows, int32_t x_row_bound,
-                                  bool skip_minus_one, const std::vector<bf16>& w, bf16* y,
-                                  int32_t rows, int64_t y_stride) {
-  kernels::RmsNormParams n;
-  n.x = x;
-  n.x_rows = x_rows;
-  n.x_row_bound = x_row_bound;
-  n.skip_minus_one = skip_minus_one;
-  n.weight = store_.get(w);
-  n.y = y;
-  n.num_tokens = rows;
-  n.dim = int32_t(config_.hidden_size);
-  n.y_stride = y_stride;
-  n.eps = float(config_.rms_norm_eps);
-  return ops_.rmsnorm(n);
-}
-
 // The LM head over the header's sample count: fixed per (mode, B_pad) in uniform modes (padded
 // requests carry -1 entries, which gather zero rows), so a graph computes exactly what eager does.
 Status DsaModel::head(const runtime::ForwardMetadata& meta, const bf16* normed, const bf16* hidden,
@@ -335,17 +318,17 @@ Status DsaModel::mtp_body(const runtime::ForwardMetadata& meta) {
   // only in its head, after both. The bound is the buffer's (a graph cannot hold the last
   // forward's row count): stage() checks host row lists against last_rows_pad_, and the step
   // commit's row b n + a_b < B n is below it by construction.
+  const BlockContext ctx = block_context(meta);
   DSA_ASSIGN_OR_RETURN(bf16 * cat, ws_.take_uninit<bf16>(sz(rows) * 2 * D));
-  DSA_RETURN_IF_ERROR(gathered_rmsnorm(store_.get(weights_.mtp_embed()), mirror_.tokens(),
-                                       int32_t(config_.vocab_size), false, m.enorm, cat, rows,
-                                       2 * D));
-  DSA_RETURN_IF_ERROR(gathered_rmsnorm(hidden_out_.data(), mirror_.hidden_rows(),
-                                       metadata_config_.row_capacity(), true, m.hnorm, cat + D,
+  DSA_RETURN_IF_ERROR(gathered_rmsnorm(ctx, store_.get(weights_.mtp_embed()), mirror_.tokens(),
+                                       int32_t(config_.vocab_size), false, nullptr, m.enorm, cat,
                                        rows, 2 * D));
+  DSA_RETURN_IF_ERROR(gathered_rmsnorm(ctx, hidden_out_.data(), mirror_.hidden_rows(),
+                                       metadata_config_.row_capacity(), true, nullptr, m.hnorm,
+                                       cat + D, rows, 2 * D));
   DSA_ASSIGN_OR_RETURN(bf16 * h, ws_.take_uninit<bf16>(sz(rows) * D));
   DSA_RETURN_IF_ERROR(run_linear(ops_, store_, m.eh_proj, cat, rows, h));
   const int32_t mtp_layer = int32_t(config_.num_hidden_layers);
-  const BlockContext ctx = block_context(meta);
   DSA_ASSIGN_OR_RETURN(bf16 * branch, ws_.take_uninit<bf16>(sz(rows) * D));
   ResidualStream r{h, branch};
   DSA_RETURN_IF_ERROR(

@@ -342,10 +342,6 @@ class DsaModel {
     ++timing_.readbacks;
     timing_.readback_bytes += int64_t(bytes);
   }
-  // y = RMSNorm(row x_rows[t] of x) with weight w (rmsnorm's gather: no copy of the rows first).
-  Status gathered_rmsnorm(const bf16* x, const int32_t* x_rows, int32_t x_row_bound,
-                          bool skip_minus_one, const std::vector<bf16>& w, bf16* y, int32_t rows,
-                          int64_t y_stride);
   // Logits of the sampled rows of `normed` and the rows of `hidden` into the output buffers (a
   // copy of `hidden` unless the body already wrote it in place there).
   Status head(const runtime::ForwardMetadata& meta, const bf16* normed, const bf16* hidden,

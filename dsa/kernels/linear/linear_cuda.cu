@@ -413,11 +413,13 @@ int32_t rows_per_pass(const linear_fp8::Scratch& s, int32_t in, int32_t multiple
 }
 
 // Rows [row0, row0 + rows) by the few-token kernel: in one fused launch where it takes them
-// (linear_fp8::fused_fits), else 64 at a time, quantised in passes that fit the scratch.
+// (linear_fp8::fused_plan), else 64 at a time, quantised in passes that fit the scratch.
 Status fp8_small_rows(const LinearParams& p, int32_t row0, int32_t rows,
                       const linear_fp8::Scratch& s) {
   const LinearParams few = rows_of(p, row0, rows);
-  if (linear_fp8::fused_fits(few, rows, s)) return linear_fp8::fused_small_gemm(few, rows, s);
+  if (const auto plan = linear_fp8::fused_plan(few, rows, s)) {
+    return linear_fp8::fused_small_gemm(few, *plan);
+  }
   const int32_t in = p.in_features;
   const int32_t pass = rows_per_pass(s, in, linear_fp8::kSmallMaxRows);
   for (int32_t r0 = row0; r0 < row0 + rows; r0 += pass) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 
 #include "dsa/core/fp8_quant.h"
@@ -198,30 +199,26 @@ bool fused_enabled() {
   return env == nullptr || std::string_view(env) != "0";
 }
 
-bool fused_fits(const LinearParams& p, int32_t rows, const Scratch& scratch) {
-  if (!fused_enabled() || rows < 1 || rows > kFusedMaxRows) return false;
-  const StatusOr<SmallArgs> a = small_plan(p, rows, scratch);
-  return a.ok() && a->kb_per_split <= fused_max_blocks(small_n(rows));
+std::optional<SmallArgs> fused_plan(const LinearParams& p, int32_t rows, const Scratch& scratch) {
+  if (!fused_enabled() || rows < 1 || rows > kFusedMaxRows) return std::nullopt;
+  StatusOr<SmallArgs> a = small_plan(p, rows, scratch);
+  if (!a.ok() || a->kb_per_split > fused_max_blocks(small_n(rows))) return std::nullopt;
+  a->x = p.x;
+  a->in = p.in_features;
+  return *a;
 }
 
-Status fused_small_gemm(const LinearParams& p, int32_t rows, const Scratch& scratch) {
-  if (rows < 1 || rows > kFusedMaxRows) {
-    return invalid_argument("linear: fused_small_gemm rows " + std::to_string(rows) +
-                            " not in [1, 32]");
-  }
-  DSA_ASSIGN_OR_RETURN(SmallArgs a, small_plan(p, rows, scratch));
+Status fused_small_gemm(const LinearParams& p, const SmallArgs& plan) {
   CUtensorMap weights;
   DSA_RETURN_IF_ERROR(
       byte_rows_map(p.weight_fp8, p.out_features, p.in_features, kTileRows, &weights));
-  a.x = p.x;
-  a.in = p.in_features;
-  switch (small_n(rows)) {
+  switch (small_n(plan.rows)) {
     case 8:
-      return launch_small<8, true>(p, weights, weights, a);
+      return launch_small<8, true>(p, weights, weights, plan);
     case 16:
-      return launch_small<16, true>(p, weights, weights, a);
+      return launch_small<16, true>(p, weights, weights, plan);
     default:
-      return launch_small<32, true>(p, weights, weights, a);
+      return launch_small<32, true>(p, weights, weights, plan);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "dsa/core/status.h"
 #include "dsa/kernels/linear/linear.h"
@@ -23,6 +24,24 @@ struct Scratch {
   size_t partial_floats = 0;
   uint32_t* tickets = nullptr;
   int32_t max_tiles = 0;
+};
+
+// The few-token kernel's arguments: pointers, sizes and the split-K plan (linear_fp8_wgmma.cuh).
+struct SmallArgs {
+  const float* sw = nullptr;  // [ceil(out / 128)][nkb] weight block scales
+  const float* sx = nullptr;  // token t's scale of block k: sx[k * sx_ld + t] (two-kernel form)
+  int32_t sx_ld = 0;          //
+  int32_t rows = 0;           // tokens of this launch, 1..N
+  int32_t out = 0;            // output features
+  int32_t nkb = 0;            // K blocks
+  int32_t kb_per_split = 0;
+  int32_t splits = 1;
+  float* partial = nullptr;     // [splits][tiles][128 threads][N / 2] (splits > 1)
+  uint32_t* tickets = nullptr;  // [tiles], zero between launches (splits > 1)
+  bf16* y = nullptr;            // [rows][out], or
+  float* y_f32 = nullptr;       // [rows][out]
+  const bf16* x = nullptr;      // the fused form's tokens [rows][in] (bf16, 16-byte aligned rows)
+  int32_t in = 0;               // input features (the fused form)
 };
 
 StatusOr<Scratch> allocate_scratch();
@@ -47,12 +66,13 @@ Status small_gemm(const LinearParams& p, int32_t rows, const uint8_t* x8, const 
                   int32_t sx_ld, const Scratch& scratch);
 
 // The fused form: one kernel quantises p.x's rows [0, rows) and multiplies (the same codes,
-// scales and sums as quantize_tokens + small_gemm, bit for bit). Takes rows <= kFusedMaxRows.
-// fused_fits says whether it takes this shape: the split-K plan must leave each CTA few enough K
-// blocks for its token area (linear_fp8_wgmma.cuh), and DSA_FP8_FUSED_QUANT=0 (for side-by-side
-// runs) turns it off.
+// scales and sums as quantize_tokens + small_gemm, bit for bit), for rows <= kFusedMaxRows.
+// fused_plan gives its launch plan where it takes the shape (the split-K plan must leave each CTA
+// few enough K blocks for its token area, linear_fp8_wgmma.cuh) and DSA_FP8_FUSED_QUANT=0 (for
+// side-by-side runs; read at each call, so a test can run both forms) has not turned it off;
+// fused_small_gemm launches that plan.
 inline constexpr int32_t kFusedMaxRows = 32;
-bool fused_fits(const LinearParams& p, int32_t rows, const Scratch& scratch);
-Status fused_small_gemm(const LinearParams& p, int32_t rows, const Scratch& scratch);
+std::optional<SmallArgs> fused_plan(const LinearParams& p, int32_t rows, const Scratch& scratch);
+Status fused_small_gemm(const LinearParams& p, const SmallArgs& plan);
 
 }  // namespace dsa::kernels::linear_fp8

@@ -33,6 +33,7 @@
 #include "dsa/cuda/pdl.h"
 #include "dsa/kernels/common/hopper_async.cuh"
 #include "dsa/kernels/common/wgmma_e4m3_ops.cuh"
+#include "dsa/kernels/linear/linear_fp8_cuda.h"
 #include "dsa/kernels/linear/token_quant.cuh"
 
 namespace dsa::kernels::linear_fp8 {
@@ -68,23 +69,6 @@ template <int N>
 constexpr size_t fused_smem_bytes(int kb_per_split) {
   return 1024 + size_t{kFusedRingBytes} + size_t(kb_per_split) * N * (kBlock + sizeof(float));
 }
-
-struct SmallArgs {
-  const float* sw = nullptr;  // [ceil(out / 128)][nkb] weight block scales
-  const float* sx = nullptr;  // token t's scale of block k: sx[k * sx_ld + t] (two-kernel form)
-  int32_t sx_ld = 0;          //
-  int32_t rows = 0;           // tokens of this launch, 1..N
-  int32_t out = 0;            // output features
-  int32_t nkb = 0;            // K blocks
-  int32_t kb_per_split = 0;
-  int32_t splits = 1;
-  float* partial = nullptr;     // [splits][tiles][128 threads][N / 2] (splits > 1)
-  uint32_t* tickets = nullptr;  // [tiles], zero between launches (splits > 1)
-  bf16* y = nullptr;            // [rows][out], or
-  float* y_f32 = nullptr;       // [rows][out]
-  const bf16* x = nullptr;      // the fused form's tokens [rows][in] (bf16, 16-byte aligned rows)
-  int32_t in = 0;               // input features (the fused form)
-};
 
 // Consumer-warpgroup barrier (the producer warp has left by then).
 __device__ __forceinline__ void consumers_sync() {

@@ -117,10 +117,11 @@ Status validate(const LinearParams& p) {
   DSA_RETURN_IF_ERROR(require_pointer(kOp, "x", p.x));
   // Every path reads x while other outputs are written (threads, CTAs), so y may not alias it.
   const auto begin = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };
-  const uintptr_t x0 = begin(p.x), x1 = x0 + size_t(p.num_tokens) * size_t(p.in_features) * 2;
+  const uintptr_t x0 = begin(p.x),
+                  x1 = x0 + size_t(p.num_tokens) * size_t(p.in_features) * sizeof(bf16);
   const uintptr_t y0 = p.y != nullptr ? begin(p.y) : begin(p.y_f32);
-  const uintptr_t y1 =
-      y0 + size_t(p.num_tokens) * size_t(p.out_features) * (p.y != nullptr ? 2 : sizeof(float));
+  const uintptr_t y1 = y0 + size_t(p.num_tokens) * size_t(p.out_features) *
+                                (p.y != nullptr ? sizeof(bf16) : sizeof(float));
   if (x0 < y1 && y0 < x1) {
     return invalid_argument(fmt::format("{}: the output overlaps x: they must be separate", kOp));
   }

@@ -32,6 +32,15 @@ for name in os.listdir(sys.argv[1]):
 PY
 }
 sync
+# What the disk itself gives (the bound on a cold load): every shard read once with READERS readers
+# at a time (1: one stream; 8: the queue depth parallel readers give), the page cache dropped
+# before each pass.
+for readers in 1 8; do
+  evict
+  t1=$(date +%s.%N)
+  ls "$ck"/*.safetensors | xargs -P "$readers" -I{} dd if={} of=/dev/null bs=16M status=none
+  echo "disk, $readers reader(s): $(python3 -c "import os,time; b=sum(os.path.getsize(os.path.join('$ck',f)) for f in os.listdir('$ck')); print(f'{b/1e9:.2f} GB in {time.time()-$t1:.2f} s, {b/1e9/(time.time()-$t1):.2f} GB/s')")"
+done
 evict
 for pass in cold warm; do
   "$dsa" generate --model "$ck" --device cuda --prompt "load" --max-new-tokens 1 \

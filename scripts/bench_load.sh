@@ -4,8 +4,9 @@
 # top-8; LAYERS layers, sharded with an index), its pages are dropped from the page cache
 # (posix_fadvise DONTNEED after fsync, so the load reads the disk, not memory), then
 # `dsa generate --device cuda` loads it (memory-mapped, streamed to the device through the
-# staging ring) and prints "loaded checkpoint: N tensors, X GB in S s, R GB/s". A second load of
-# the same files (now in the page cache) shows the loader's own ceiling.
+# staging ring) and prints "loaded checkpoint: N tensors, X GB in S s, R GB/s", with one reader
+# per chunk and with READERS. A second load of the same files (now in the page cache) shows the
+# loader's own ceiling.
 # Usage: scripts/bench_load.sh BUILD_DIR [OUT_DIR]   LAYERS=10 SHARDS=16 CKPT_DIR=(temp dir)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,16 +36,21 @@ sync
 # What the disk itself gives (the bound on a cold load): every shard read once with READERS readers
 # at a time (1: one stream; 8: the queue depth parallel readers give), the page cache dropped
 # before each pass.
-for readers in 1 8; do
+for readers in 1 8 16; do
   evict
   t1=$(date +%s.%N)
   ls "$ck"/*.safetensors | xargs -P "$readers" -I{} dd if={} of=/dev/null bs=16M status=none
   echo "disk, $readers reader(s): $(python3 -c "import os,time; b=sum(os.path.getsize(os.path.join('$ck',f)) for f in os.listdir('$ck')); print(f'{b/1e9:.2f} GB in {time.time()-$t1:.2f} s, {b/1e9/(time.time()-$t1):.2f} GB/s')")"
 done
-evict
-for pass in cold warm; do
-  "$dsa" generate --model "$ck" --device cuda --prompt "load" --max-new-tokens 1 \
-    --context-length 256 --max-running-requests 1 --progress >"$out/load_$pass.log" 2>&1
-  echo "$pass (rc $?): $(grep -m1 "loaded checkpoint" "$out/load_$pass.log" || tail -3 "$out/load_$pass.log")"
+# The loader with one reader per chunk and with READERS (default 8): each read cold (page cache
+# dropped first), then again warm (the files in the page cache: the loader's own ceiling).
+for threads in 1 ${READERS:-8}; do
+  for pass in cold warm; do
+    [ "$pass" = cold ] && evict
+    "$dsa" generate --model "$ck" --device cuda --prompt "load" --max-new-tokens 1 \
+      --context-length 256 --max-running-requests 1 --progress --load-threads "$threads" \
+      >"$out/load_${pass}_$threads.log" 2>&1
+    echo "$pass, --load-threads $threads (rc $?): $(grep -m1 "loaded checkpoint" "$out/load_${pass}_$threads.log" || tail -3 "$out/load_${pass}_$threads.log")"
+  done
 done
 rm -rf "$ck"

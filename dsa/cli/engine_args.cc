@@ -170,6 +170,10 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
                  "Checkpoint load: bytes of each of the two staging chunks a tensor is copied "
                  "through on its way to the device (cuda; on the cpu, tensors are copied straight)")
       ->capture_default_str();
+  cmd.add_option("--load-threads", a.load_threads,
+                 "Checkpoint load: threads reading each chunk from the shard files at once (more "
+                 "reads in flight keep a disk's queue full)")
+      ->capture_default_str();
   cmd.add_option("--checked-mode", a.checked_mode,
                  "Device data validation on every op (SPEC.md §1.3; slower: the FP8 linears take "
                  "the checking kernel): on, off, or auto (DSA_CHECKED when set, else on in debug "
@@ -192,7 +196,7 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
                "chain (by default they are built at once and moved to the accepted counts on the "
                "device, so the step's forwards run back to back: the same tokens)");
   for (const char* name :
-       {"--random-weights-seed", "--load-chunk-bytes", "--speculative-num-steps",
+       {"--random-weights-seed", "--load-chunk-bytes", "--load-threads", "--speculative-num-steps",
         "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--max-running-requests",
         "--context-length", "--chunked-prefill-size", "--max-prefill-tokens"}) {
     cmd.get_option(name)->check(int64_range());
@@ -251,6 +255,7 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
   DSA_RETURN_IF_ERROR(check_range("--dp-size", a.dp_size, 1, kMaxDpSize));
   DSA_RETURN_IF_ERROR(check_range("--load-chunk-bytes", a.load_chunk_bytes, kMinLoadChunkFlagBytes,
                                   int64_t(model::kMaxLoadChunkBytes)));
+  DSA_RETURN_IF_ERROR(check_range("--load-threads", a.load_threads, 1, runtime::kMaxReaders));
   if (a.dp_size > 1 && a.device == "cuda") {
     // One process per GPU over NcclGroup is the product path; the launcher that starts those
     // processes is not built, and N in-process ranks on one GPU would only share it.
@@ -321,6 +326,7 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
   o.random_weights = a.random_weights;
   o.random_seed = uint64_t(a.random_weights_seed);
   o.load_chunk_bytes = size_t(a.load_chunk_bytes);
+  o.load_threads = int(a.load_threads);
   if (a.kv_cache_dtype == "auto" || a.kv_cache_dtype == "bf16" || a.kv_cache_dtype == "bfloat16") {
     o.latent_format = kernels::LatentFormat::kBf16;
   } else if (a.kv_cache_dtype == "fp8_e4m3") {

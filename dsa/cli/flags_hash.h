@@ -15,9 +15,9 @@ namespace dsa::cli {
 
 // "name=value" lines, one per shared flag, in a fixed order: what the hash covers, and what each
 // rank logs so that the flag that differs can be found. Left out because they may differ between
-// ranks: --node-rank, --load-chunk-bytes (a node's staging buffers), --dist-init-addr (the ranks
-// meet there, so it agrees). `s` must come from resolve_engine_args(a, ...) with the same
-// num_requests on every rank (it caps the running requests and so the buckets).
+// ranks: --node-rank, --load-chunk-bytes and --load-threads (how a node reads), --dist-init-addr
+// (the ranks meet there, so it agrees). `s` must come from resolve_engine_args(a, ...) with the
+// same num_requests on every rank (it caps the running requests and so the buckets).
 std::string engine_flags_text(const EngineArgs& a, const EngineSetup& s);
 
 // FNV-1a (64-bit) of engine_flags_text: a fixed function of the text, the same in every build

@@ -61,8 +61,9 @@ TEST(FlagsHash, SpellingsAndOrderThatMeanTheSameAgree) {
                      "--speculative-num-draft-tokens", "4", "--speculative-algorithm", "nextn",
                      "--kv-cache-dtype", "bf16", "--ep", "1", "--nnodes", "1"}),
             base);
-  // Flags that may differ between ranks: a node's staging chunks, the address they meet at.
+  // Flags that may differ between ranks: how a node reads its checkpoint, the address they meet at.
   EXPECT_EQ(hash_of(with(kBase, {"--load-chunk-bytes", "4194304"})), base);
+  EXPECT_EQ(hash_of(with(kBase, {"--load-threads", "2"})), base);
   EXPECT_EQ(hash_of(with(kBase, {"--dist-init-addr", "node0:29500"})), base);
 }
 

@@ -49,6 +49,10 @@ StatusOr<runtime::MetadataConfig> metadata_config_for(const ModelConfig& c, cons
                                         o.load_chunk_bytes, kMinLoadChunkBytes,
                                         kMaxLoadChunkBytes));
   }
+  if (o.load_threads < 1 || o.load_threads > runtime::kMaxReaders) {
+    return invalid_argument(
+        fmt::format("load_threads = {}: must be in [1, {}]", o.load_threads, runtime::kMaxReaders));
+  }
   if (o.num_draft_tokens < 0 || o.num_draft_tokens > runtime::kMaxDraftTokens) {
     return invalid_argument(fmt::format("num_draft_tokens = {}: must be in [0, {}]",
                                         o.num_draft_tokens, runtime::kMaxDraftTokens));
@@ -156,6 +160,7 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
                                               : Checkpoint::open(dir));
     StreamOptions so;
     so.chunk_bytes = options.load_chunk_bytes;
+    so.threads = options.load_threads;
     so.progress = options.on_load_progress;
     DSA_ASSIGN_OR_RETURN(m->load_stats_,
                          stream_checkpoint(file, m->config_, so, m->weights_, m->store_));

@@ -78,6 +78,9 @@ struct ModelOptions {
   // Each of the two staging chunks the checkpoint streams through (weight_stream.h), in
   // [kMinLoadChunkBytes, kMaxLoadChunkBytes].
   size_t load_chunk_bytes = kDefaultLoadChunkBytes;
+  // Threads reading each staging chunk from the checkpoint's mappings, in [1,
+  // runtime::kMaxReaders].
+  int load_threads = kDefaultLoadThreads;
   // Benchmarks: only config.json is read; the weights are generated with this seed where they
   // live (model/random_tensors.h on the host; on CUDA, model/device_random_weights.h).
   bool random_weights = false;

@@ -11,7 +11,8 @@ StatusOr<StreamStats> stream_checkpoint(const Checkpoint& checkpoint, const Mode
                                         WeightStore& store) {
   DSA_ASSIGN_OR_RETURN(
       runtime::StagedUpload up,
-      runtime::StagedUpload::create(store.backend(), options.chunk_bytes, options.stage_on_host));
+      runtime::StagedUpload::create(store.backend(), options.chunk_bytes, options.stage_on_host,
+                                    runtime::ReadOptions{.readers = options.threads}));
   StreamStats stats;
   const auto start = std::chrono::steady_clock::now();
   WeightSink sink = [&](const void* key, const void* src, size_t bytes) {
@@ -23,6 +24,7 @@ StatusOr<StreamStats> stream_checkpoint(const Checkpoint& checkpoint, const Mode
   stats.bytes = checkpoint.total_bytes();
   stats.tensors = checkpoint.names().size();
   stats.staging = up.stats();
+  stats.readers = options.threads;
   DSA_RETURN_IF_ERROR(store.add_model(out));
   return stats;
 }
@@ -32,8 +34,10 @@ std::string describe_load(const StreamStats& s) {
   const std::string staging = slot == 0            ? std::string("copied straight from the mapping")
                               : slot >= (1u << 20) ? fmt::format("staging 2 x {} MiB", slot >> 20)
                                                    : fmt::format("staging 2 x {} B", slot);
-  return fmt::format("loaded checkpoint: {} tensors, {:.2f} GB in {:.2f} s, {:.2f} GB/s ({})",
-                     s.tensors, double(s.bytes) / 1e9, s.seconds, s.gb_per_s(), staging);
+  return fmt::format(
+      "loaded checkpoint: {} tensors, {:.2f} GB in {:.2f} s, {:.2f} GB/s ({}, {} reader{})",
+      s.tensors, double(s.bytes) / 1e9, s.seconds, s.gb_per_s(), staging, s.readers,
+      s.readers == 1 ? "" : "s");
 }
 
 }  // namespace dsa::model

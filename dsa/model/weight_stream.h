@@ -27,9 +27,13 @@ namespace dsa::model {
 // transfer (a few microseconds against ~3 ms at 25 GB/s), small enough to be no real host memory.
 inline constexpr size_t kDefaultLoadChunkBytes = size_t(64) << 20;
 inline constexpr size_t kMinLoadChunkBytes = 4096, kMaxLoadChunkBytes = size_t(1) << 30;
+// Threads reading each chunk from the shard's mapping (runtime/staged_upload.h): on the H100
+// machine's disk one reader gets 1.45 GB/s and eight 1.60 (bench/RESULTS.md).
+inline constexpr int kDefaultLoadThreads = 8;
 
 struct StreamOptions {
   size_t chunk_bytes = kDefaultLoadChunkBytes;
+  int threads = kDefaultLoadThreads;  // in [1, runtime::kMaxReaders]
   // Stage through the slots on the CPU backend too (tests: the CUDA path's chunking on the host).
   bool stage_on_host = false;
   LoadProgressFn progress;
@@ -40,6 +44,7 @@ struct StreamStats {
   size_t tensors = 0;
   uint64_t bytes = 0;  // checkpoint data read
   double seconds = 0;  // from the first read until the last copy landed
+  int readers = 1;     // threads that read each chunk
   runtime::StagingStats staging;
   double gb_per_s() const { return seconds > 0 ? double(bytes) / 1e9 / seconds : 0; }
 };
@@ -51,7 +56,7 @@ StatusOr<StreamStats> stream_checkpoint(const Checkpoint& checkpoint, const Mode
                                         const StreamOptions& options, ModelWeights& out,
                                         WeightStore& store);
 
-// "loaded checkpoint: 1184 tensors, 5.03 GB in 2.31 s, 2.18 GB/s (staging 2 x 64 MiB)".
+// "loaded checkpoint: 1184 tensors, 5.03 GB in 2.31 s, 2.18 GB/s (staging 2 x 64 MiB, 8 readers)".
 std::string describe_load(const StreamStats& stats);
 
 }  // namespace dsa::model

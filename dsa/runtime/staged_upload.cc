@@ -1,17 +1,47 @@
 #include "dsa/runtime/staged_upload.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <utility>
 
+#include "dsa/core/thread_pool.h"
+
 namespace dsa::runtime {
 
+namespace {
+
+// Advice only: the kernel starts reading [p, p + n)'s pages of a file mapping; on other memory,
+// or if refused, nothing happens.
+void advise_willneed(const void* p, size_t n) {
+  if (n == 0) return;
+  static const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t last = reinterpret_cast<uintptr_t>(p) + n;
+  (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_WILLNEED);
+}
+
+}  // namespace
+
+StagedUpload::StagedUpload(const MemoryOps& mem, size_t chunk_bytes, ReadOptions read)
+    : mem_(&mem), chunk_(chunk_bytes), read_(read) {
+  if (read_.readers > 1) readers_ = std::make_unique<ThreadPool>(read_.readers);
+}
+
 StatusOr<StagedUpload> StagedUpload::create(kernels::Backend backend, size_t chunk_bytes,
-                                            bool stage_on_host) {
+                                            bool stage_on_host, ReadOptions read) {
   if (chunk_bytes == 0) return invalid_argument("staged upload: chunk_bytes = 0: must be >= 1");
-  StagedUpload up(memory_ops(backend), chunk_bytes);
+  if (read.readers < 1 || read.readers > kMaxReaders) {
+    return invalid_argument(
+        fmt::format("staged upload: readers = {}: must be in [1, {}]", read.readers, kMaxReaders));
+  }
+  if (read.piece_bytes == 0) {
+    return invalid_argument("staged upload: piece_bytes = 0: must be >= 1");
+  }
+  StagedUpload up(memory_ops(backend), chunk_bytes, read);
   // The CPU backend's memory is the host's: a slot would only add a copy.
   if (backend == kernels::Backend::kCpu && !stage_on_host) return up;
   for (void*& slot : up.slots_) {
@@ -28,7 +58,12 @@ StatusOr<StagedUpload> StagedUpload::create(kernels::Backend backend, size_t chu
 }
 
 StagedUpload::StagedUpload(StagedUpload&& o) noexcept
-    : mem_(o.mem_), chunk_(o.chunk_), next_(o.next_), stats_(o.stats_) {
+    : mem_(o.mem_),
+      chunk_(o.chunk_),
+      read_(o.read_),
+      readers_(std::move(o.readers_)),
+      next_(o.next_),
+      stats_(o.stats_) {
   for (int i = 0; i < 2; ++i) slots_[i] = std::exchange(o.slots_[i], nullptr);
 }
 
@@ -43,22 +78,50 @@ void StagedUpload::release() {
   }
 }
 
+void StagedUpload::read_chunk(void* dst, const void* src, size_t n) {
+  const size_t by_size = (n + read_.piece_bytes - 1) / read_.piece_bytes;
+  const int64_t pieces =
+      int64_t(std::min<size_t>(size_t(read_.readers), std::max<size_t>(by_size, 1)));
+  stats_.pieces += uint64_t(pieces);
+  if (pieces == 1 || readers_ == nullptr) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  // Equal pieces, on 4 KiB boundaries where they are pages or more (whole pages of the source's
+  // mapping per reader), else on 64 bytes.
+  const size_t even = (n + size_t(pieces) - 1) / size_t(pieces);
+  const size_t align = even >= 4096 ? 4096 : 64;
+  const size_t piece = (even + align - 1) / align * align;
+  readers_->parallel_for(pieces, [&](int64_t i) {
+    const size_t begin = std::min(n, size_t(i) * piece), end = std::min(n, begin + piece);
+    std::memcpy(static_cast<unsigned char*>(dst) + begin,
+                static_cast<const unsigned char*>(src) + begin, end - begin);
+  });
+}
+
 Status StagedUpload::copy(void* dst, const void* src, size_t bytes) {
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const unsigned char*>(src);
+  // On the CPU backend the destination is host memory: the readers copy straight into it.
+  const bool host_dst = mem_->backend == kernels::Backend::kCpu;
   for (size_t off = 0; off < bytes; off += chunk_) {
     const size_t n = std::min(chunk_, bytes - off);
-    const void* from = s + off;
+    if (read_.advise_next && off + n < bytes) {
+      advise_willneed(s + off + n, std::min(chunk_, bytes - off - n));
+    }
     if (void* slot = slots_[next_]) {
-      std::memcpy(slot, s + off, n);
+      read_chunk(slot, s + off, n);
       stats_.max_slot_fill = std::max(stats_.max_slot_fill, n);
       // The copy in flight reads the other slot; after this sync the stream holds none, so this
       // slot's refill (two chunks from now) cannot race the copy issued just below.
       DSA_RETURN_IF_ERROR(mem_->sync());
-      from = slot;
+      DSA_RETURN_IF_ERROR(mem_->copy(d + off, slot, n));
       next_ ^= 1;
+    } else if (host_dst) {
+      read_chunk(d + off, s + off, n);
+    } else {
+      DSA_RETURN_IF_ERROR(mem_->copy(d + off, s + off, n));
     }
-    DSA_RETURN_IF_ERROR(mem_->copy(d + off, from, n));
     ++stats_.chunks;
     stats_.max_chunk = std::max(stats_.max_chunk, n);
     stats_.bytes += n;

@@ -7,16 +7,38 @@
 // copy then in flight reads the other slot). On the CPU backend the destination is host memory
 // already, so chunks are copied straight from the source (no third copy) unless `stage_on_host`
 // asks for the CUDA path's slots, which is how the tests exercise that logic without a GPU.
+//
+// A chunk is read by `readers` threads at once, each a piece of it: from a file mapping, each
+// thread's page faults are reads of the disk, so several in flight keep the disk's queue full
+// where one memcpy waits for one readahead window at a time (issue 16's load rate); and before a
+// chunk is read, the next chunk of the same source is advised (MADV_WILLNEED), so the disk
+// works on it while this one is copied. Both are only speed: the bytes and the bound are the same.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "dsa/core/status.h"
 #include "dsa/kernels/op_table.h"
 #include "dsa/runtime/backend_memory.h"
 
+namespace dsa {
+class ThreadPool;
+}
+
 namespace dsa::runtime {
+
+// How a chunk is read from its source.
+inline constexpr int kMaxReaders = 64;
+
+struct ReadOptions {
+  int readers = 1;  // threads reading one chunk, >= 1
+  // Smallest piece one reader takes: below ~1 MiB a piece is all fixed cost. Tests set it small
+  // to split 4 KiB chunks.
+  size_t piece_bytes = size_t(1) << 20;
+  bool advise_next = true;  // MADV_WILLNEED on the next chunk before a chunk is read
+};
 
 // What an upload did, counted by StagedUpload itself (the bound is a checked property, not a hope).
 struct StagingStats {
@@ -26,13 +48,15 @@ struct StagingStats {
   size_t slot_bytes = 0;     // size of each staging slot (0: copied straight from the source)
   size_t max_slot_fill = 0;  // most bytes ever written into one slot (<= slot_bytes)
   size_t staging_bytes = 0;  // host memory held for staging: 2 * slot_bytes, or 0
+  uint64_t pieces = 0;       // reads of a chunk's piece by one reader (>= chunks read in parallel)
 };
 
 class StagedUpload {
  public:
-  // chunk_bytes >= 1; InvalidArgument otherwise. The slots (when staged) are allocated here.
+  // chunk_bytes >= 1, read.readers >= 1, read.piece_bytes >= 1; InvalidArgument otherwise. The
+  // slots (when staged) and the readers' threads are made here.
   static StatusOr<StagedUpload> create(kernels::Backend backend, size_t chunk_bytes,
-                                       bool stage_on_host = false);
+                                       bool stage_on_host = false, ReadOptions read = {});
   StagedUpload(StagedUpload&& o) noexcept;
   StagedUpload& operator=(StagedUpload&&) = delete;
   StagedUpload(const StagedUpload&) = delete;
@@ -47,11 +71,15 @@ class StagedUpload {
   const StagingStats& stats() const { return stats_; }
 
  private:
-  StagedUpload(const MemoryOps& mem, size_t chunk_bytes) : mem_(&mem), chunk_(chunk_bytes) {}
+  StagedUpload(const MemoryOps& mem, size_t chunk_bytes, ReadOptions read);
   void release();
+  // [src, src + n) into host memory at dst, by up to read_.readers threads.
+  void read_chunk(void* dst, const void* src, size_t n);
 
   const MemoryOps* mem_;
   size_t chunk_;
+  ReadOptions read_;
+  std::unique_ptr<ThreadPool> readers_;  // null with one reader
   void* slots_[2] = {nullptr, nullptr};  // null: copy straight from the source
   int next_ = 0;
   StagingStats stats_;

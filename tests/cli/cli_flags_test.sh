@@ -124,6 +124,8 @@ bad "load-chunk-bytes = 1000: must be in \\[1048576, 1073741824\\]" --load-chunk
 bad "load-chunk-bytes = 2147483648" --load-chunk-bytes 2147483648
 bad "load-chunk-bytes.*range" --load-chunk-bytes $big
 bad "load-chunk-bytes.*not an integer" --load-chunk-bytes 64M
+bad "load-threads = 0: must be in \\[1, 64\\]" --load-threads 0
+bad "load-threads = 65: must be in \\[1, 64\\]" --load-threads 65
 good --load-chunk-bytes 1048576
 good --load-chunk-bytes 1073741824
 good --kv-cache-dtype fp8_e4m3

@@ -328,26 +328,29 @@ void set_fp8_scales(DecodeCase& c, int32_t slot, float scale) {
 // The FP8 dequantisation's edges: large scales (2^7, 2^8, 2^100), products in bf16's subnormal
 // range (2^-126 * e4m3 subnormals), a zero scale, scales that are not powers of two; e4m3
 // subnormal, zero and +-448 bytes written explicitly.
+// H 64 and H 128 (one head block, and the crossover's pair sharing each tile's dequantisation).
 TEST(SparseMlaDecodeCuda, Fp8DequantPathsEdgeScalesAndBytes) {
   DSA_SKIP_WITHOUT_GPU();
-  Rng rng(testing::test_seed() + 57);
-  const int32_t num_pages = 8, topk = 192;
-  DecodeCase c(num_pages, LatentFormat::kFp8_656, 6, 64, topk, rng);
-  std::vector<int32_t> perm = rng.permutation(kPageSize, num_pages * kPageSize);
-  const float scales[] = {0x1p7f, 0x1p8f, 0x1p100f, 0x1p-126f, 0.f, 1.5f, 3 * 0x1p-10f, 0x1p-3f};
-  for (int32_t i = 0; i < 64; ++i) set_fp8_scales(c, perm[i], scales[i % 8]);
-  const uint8_t edge_bytes[] = {0x00, 0x80, 0x01, 0x81, 0x07, 0x87, 0x08, 0x7E, 0xFE, 0x3F};
-  for (int32_t i = 64; i < 96; ++i) {
-    uint8_t* row = c.pool.bytes().data() + int64_t{perm[i]} * kFp8LatentBytes;
-    for (int v = 0; v < kLatentDim; ++v) {
-      if (rng.randint(0, 1) == 0) row[v] = edge_bytes[rng.randint(0, 9)];
+  for (int32_t heads : {64, 128}) {
+    Rng rng(testing::test_seed() + 57 + heads);
+    const int32_t num_pages = 8, topk = 192;
+    DecodeCase c(num_pages, LatentFormat::kFp8_656, 6, heads, topk, rng);
+    std::vector<int32_t> perm = rng.permutation(kPageSize, num_pages * kPageSize);
+    const float scales[] = {0x1p7f, 0x1p8f, 0x1p100f, 0x1p-126f, 0.f, 1.5f, 3 * 0x1p-10f, 0x1p-3f};
+    for (int32_t i = 0; i < 64; ++i) set_fp8_scales(c, perm[i], scales[i % 8]);
+    const uint8_t edge_bytes[] = {0x00, 0x80, 0x01, 0x81, 0x07, 0x87, 0x08, 0x7E, 0xFE, 0x3F};
+    for (int32_t i = 64; i < 96; ++i) {
+      uint8_t* row = c.pool.bytes().data() + int64_t{perm[i]} * kFp8LatentBytes;
+      for (int v = 0; v < kLatentDim; ++v) {
+        if (rng.randint(0, 1) == 0) row[v] = edge_bytes[rng.randint(0, 9)];
+      }
+      set_fp8_scales(c, perm[i], scales[i % 8]);
     }
-    set_fp8_scales(c, perm[i], scales[i % 8]);
+    for (int32_t r = 0; r < c.rows; ++r) {
+      for (int32_t i = 0; i < topk; ++i) c.row_indices(r)[i] = perm[(i + 17 * r) % 128];
+    }
+    check_decode_paths(c, "fp8 edges H " + std::to_string(heads), {2});
   }
-  for (int32_t r = 0; r < c.rows; ++r) {
-    for (int32_t i = 0; i < topk; ++i) c.row_indices(r)[i] = perm[(i + 17 * r) % 128];
-  }
-  check_decode_paths(c, "fp8 edges", {2});
 }
 
 // A NaN byte (0x7F, 0xFF) dequantises to NaN (SPEC.md §1.1, §2.4), so every output and lse of a
@@ -355,37 +358,86 @@ TEST(SparseMlaDecodeCuda, Fp8DequantPathsEdgeScalesAndBytes) {
 // a row that does not attend it gets the same bits as without the NaN.
 TEST(SparseMlaDecodeCuda, Fp8NanBytePropagatesToItsRowsOnly) {
   DSA_SKIP_WITHOUT_GPU();
-  Rng rng(testing::test_seed() + 59);
-  const int32_t num_pages = 6, topk = 128;  // pages 1..5: 320 slots for two rows' 256 keys
-  DecodeCase c(num_pages, LatentFormat::kFp8_656, 2, 64, topk, rng);
-  std::vector<int32_t> perm = rng.permutation(kPageSize, num_pages * kPageSize);
-  for (int32_t i = 0; i < topk; ++i) c.row_indices(0)[i] = perm[i];
-  for (int32_t i = 0; i < topk; ++i) c.row_indices(1)[i] = perm[topk + i];
-  const size_t row_elems = size_t(c.heads) * kVDim;
-  for (int32_t splits : {1, 2}) {  // the kernel's own epilogue, and the split combine
-    const int64_t ws = splits > 1 ? sparse_mla_decode_workspace_floats(c.rows, c.heads, splits) : 0;
-    for (uint8_t nan_byte : {uint8_t{0x7F}, uint8_t{0xFF}}) {
-      GpuOut clean, with_nan;
-      {
-        GpuDecode g(c);
-        const Status st = g.run(splits, ws, &clean);
-        ASSERT_TRUE(st.ok()) << st.to_string();
+  for (int32_t heads : {64, 128}) {  // one head block; the crossover pair
+    Rng rng(testing::test_seed() + 59 + heads);
+    const int32_t num_pages = 6, topk = 128;  // pages 1..5: 320 slots for two rows' 256 keys
+    DecodeCase c(num_pages, LatentFormat::kFp8_656, 2, heads, topk, rng);
+    std::vector<int32_t> perm = rng.permutation(kPageSize, num_pages * kPageSize);
+    for (int32_t i = 0; i < topk; ++i) c.row_indices(0)[i] = perm[i];
+    for (int32_t i = 0; i < topk; ++i) c.row_indices(1)[i] = perm[topk + i];
+    const size_t row_elems = size_t(c.heads) * kVDim;
+    for (int32_t splits : {1, 2}) {  // the kernel's own epilogue, and the split combine
+      const int64_t ws =
+          splits > 1 ? sparse_mla_decode_workspace_floats(c.rows, c.heads, splits) : 0;
+      for (uint8_t nan_byte : {uint8_t{0x7F}, uint8_t{0xFF}}) {
+        GpuOut clean, with_nan;
+        {
+          GpuDecode g(c);
+          const Status st = g.run(splits, ws, &clean);
+          ASSERT_TRUE(st.ok()) << st.to_string();
+        }
+        std::vector<uint8_t> saved = c.pool.bytes();
+        c.pool.bytes()[int64_t{perm[5]} * kFp8LatentBytes + 300] = nan_byte;  // row 0's 6th key
+        {
+          GpuDecode g(c);
+          const Status st = g.run(splits, ws, &with_nan);
+          ASSERT_TRUE(st.ok()) << st.to_string();
+        }
+        c.pool.bytes() = saved;
+        for (size_t i = 0; i < row_elems; ++i) {
+          ASSERT_TRUE(std::isnan(bf16_to_float(with_nan.out[i])))
+              << "splits " << splits << " byte " << int(nan_byte) << " element " << i;
+        }
+        for (int32_t h = 0; h < c.heads; ++h) EXPECT_TRUE(std::isnan(with_nan.lse[size_t(h)]));
+        for (size_t i = row_elems; i < 2 * row_elems; ++i) {
+          ASSERT_EQ(with_nan.out[i].bits, clean.out[i].bits) << "element " << i;
+        }
       }
-      std::vector<uint8_t> saved = c.pool.bytes();
-      c.pool.bytes()[int64_t{perm[5]} * kFp8LatentBytes + 300] = nan_byte;  // row 0's 6th key
-      {
-        GpuDecode g(c);
-        const Status st = g.run(splits, ws, &with_nan);
-        ASSERT_TRUE(st.ok()) << st.to_string();
+    }
+  }
+}
+
+// The FP8 crossover (H 128: the two head blocks of a row in one cluster, each dequantising half of
+// every tile for both) gives the same bits as each head block run alone (H 64: one CTA per row,
+// dequantising its whole tile), for every split count: the dequantised tiles are the same bytes.
+TEST(SparseMlaDecodeCuda, Fp8CrossoverEqualsEachHeadBlockAlone) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 61);
+  const int32_t rows = 8, topk = 320;
+  DecodeCase both(12, LatentFormat::kFp8_656, rows, 128, topk, rng);
+  fill_edge_rows(both, rng);
+  for (int32_t i = 0; i < 16; ++i) scale_fp8_slot(both, kPageSize + 3 * i, i % 2 == 0 ? 16 : -40);
+  DecodeCase half(12, LatentFormat::kFp8_656, rows, 64, topk, rng);
+  half.pool.bytes() = both.pool.bytes();
+  half.indices = both.indices, half.topk_len = both.topk_len;
+  const size_t head_block = size_t(64) * kQkDim, out_block = size_t(64) * kVDim;
+  for (int32_t splits : {1, 2, 5}) {
+    const int64_t ws = splits > 1 ? sparse_mla_decode_workspace_floats(rows, 128, splits) : 0;
+    GpuOut full;
+    {
+      GpuDecode g(both);
+      const Status st = g.run(splits, ws, &full);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+    }
+    for (int32_t hb = 0; hb < 2; ++hb) {
+      for (int32_t r = 0; r < rows; ++r) {
+        std::copy_n(both.q.begin() + (size_t(r) * 2 + hb) * head_block, head_block,
+                    half.q.begin() + size_t(r) * head_block);
       }
-      c.pool.bytes() = saved;
-      for (size_t i = 0; i < row_elems; ++i) {
-        ASSERT_TRUE(std::isnan(bf16_to_float(with_nan.out[i])))
-            << "splits " << splits << " byte " << int(nan_byte) << " element " << i;
-      }
-      for (int32_t h = 0; h < c.heads; ++h) EXPECT_TRUE(std::isnan(with_nan.lse[size_t(h)]));
-      for (size_t i = row_elems; i < 2 * row_elems; ++i) {
-        ASSERT_EQ(with_nan.out[i].bits, clean.out[i].bits) << "element " << i;
+      GpuOut alone;
+      GpuDecode g(half);
+      const Status st = g.run(splits, ws, &alone);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      for (int32_t r = 0; r < rows; ++r) {
+        const std::string what = "splits " + std::to_string(splits) + " head block " +
+                                 std::to_string(hb) + " row " + std::to_string(r);
+        ASSERT_EQ(0,
+                  std::memcmp(full.out.data() + (size_t(r) * 2 + hb) * out_block,
+                              alone.out.data() + size_t(r) * out_block, out_block * sizeof(bf16)))
+            << what;
+        ASSERT_EQ(0, std::memcmp(full.lse.data() + (size_t(r) * 2 + hb) * 64,
+                                 alone.lse.data() + size_t(r) * 64, 64 * sizeof(float)))
+            << what;
       }
     }
   }

@@ -79,6 +79,24 @@ __device__ __forceinline__ void st_cluster16(uint32_t cluster_addr, uint4 v) {
                "r"(v.y), "r"(v.z), "r"(v.w)
                : "memory");
 }
+// Sixteen bytes into another CTA's shared memory (addresses from map_to_rank), asynchronously:
+// their arrival counts 16 bytes of transaction on that CTA's barrier `cluster_bar_addr` (which
+// its own threads armed with mbar_arrive_expect_tx), so no fence or release is needed.
+__device__ __forceinline__ void st_async16(uint32_t cluster_addr, uint4 v,
+                                           uint32_t cluster_bar_addr) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
+      "[%5];\n" ::"r"(cluster_addr),
+      "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(cluster_bar_addr)
+      : "memory");
+}
+// An arrival on another CTA's barrier that orders nothing (no membar): for a thread whose reads
+// the arrival hands back have all been performed already (wgmma retired by wgmma.wait_group).
+__device__ __forceinline__ void mbar_arrive_remote_relaxed(uint32_t cluster_bar_addr) {
+  asm volatile(
+      "mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar_addr)
+      : "memory");
+}
 // Arrives on a barrier of another CTA of the cluster (address from map_to_rank), releasing this
 // thread's writes before it at cluster scope.
 __device__ __forceinline__ void mbar_arrive_remote(uint32_t cluster_bar_addr) {

@@ -268,13 +268,13 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
 // is bound by that dequantisation (bench/RESULTS.md). Launched as 2-CTA clusters (the row's two
 // head blocks), CTA `rank` gathers and dequantises only keys 32 rank .. 32 rank + 31 of each tile
 // and writes their bf16 rows into both CTAs' key tiles (its own by st.shared, its peer's by
-// st.shared::cluster); each CTA still copies all 64 bf16 RoPE parts and flags itself. A tile is
-// full once the CTA's own 128 producer threads and the peer's 4 producer warps have arrived
-// (remote arrivals release the peer's writes at cluster scope); it is empty once the CTA's own 256
+// st.async); each CTA still copies all 64 bf16 RoPE parts and flags itself. A tile is full once
+// the CTA's own 128 producer threads have arrived (one of them arming the barrier for the peer's
+// kCrossTxBytes) and the peer's st.async bytes have landed; it is empty once the CTA's own 256
 // consumer threads and the peer's 8 consumer warps have arrived, since the peer's producer writes
 // into this CTA's tile too.
 inline constexpr int kCrossKeys = kTileKeys / 2;
-inline constexpr int kCrossFullCount = kProducerThreads + kProducerThreads / 32;
+inline constexpr int kCrossTxBytes = kCrossKeys * kLatentDim * 2;  // the peer's bf16 rows
 inline constexpr int kCrossEmptyCount = kConsumerThreads + kConsumerThreads / 32;
 
 // The list entries of a crossover producer thread for one tile: the key whose raw row it copies
@@ -294,11 +294,12 @@ __device__ __forceinline__ CrossIndices load_cross_indices(const MlaKernelArgs& 
   return ix;
 }
 
-// Sixteen bytes to the same offset of this CTA's tile and of the peer's.
-__device__ __forceinline__ void store_both(uint8_t* tile, uint32_t peer_tile, uint32_t off,
-                                           uint4 v) {
+// Sixteen bytes to the same offset of this CTA's tile and of the peer's (st.async, counted as
+// transaction bytes on the peer's "full" barrier `peer_full`).
+__device__ __forceinline__ void store_both(uint8_t* tile, uint32_t peer_tile, uint32_t peer_full,
+                                           uint32_t off, uint4 v) {
   *reinterpret_cast<uint4*>(tile + off) = v;
-  hopper::st_cluster16(peer_tile + off, v);
+  hopper::st_async16(peer_tile + off, v, peer_full);
 }
 
 // One tile of the crossover producer (see above). Thread (k = ptid & 31, g = ptid >> 5) converts
@@ -307,7 +308,7 @@ __device__ __forceinline__ void store_both(uint8_t* tile, uint32_t peer_tile, ui
 __device__ __forceinline__ void produce_fp8_cross(const MlaKernelArgs& a, int32_t r,
                                                   const CrossIndices& ix, int ptid, int rank,
                                                   uint8_t* tile, uint32_t peer_tile,
-                                                  uint8_t* valid) {
+                                                  uint32_t peer_full, uint8_t* valid) {
   const uint32_t base = hopper::smem_u32(tile);
   const uint8_t* dummy = reinterpret_cast<const uint8_t*>(a.q);  // mapped, for zero-fills
   {  // this CTA's 32 raw rows: 4 threads per row, 8 chunks each
@@ -347,8 +348,8 @@ __device__ __forceinline__ void produce_fp8_cross(const MlaKernelArgs& a, int32_
     const int u = 4 * g + j;
     uint4 lo, hi;
     dequant16(*reinterpret_cast<const uint4*>(tile + tile_off(k, 32 + u)), scale_a, lo, hi);
-    store_both(tile, peer_tile, tile_off(k, 2 * u), lo);
-    store_both(tile, peer_tile, tile_off(k, 2 * u + 1), hi);
+    store_both(tile, peer_tile, peer_full, tile_off(k, 2 * u), lo);
+    store_both(tile, peer_tile, peer_full, tile_off(k, 2 * u + 1), hi);
   }
   uint4 raw[4];
 #pragma unroll
@@ -361,8 +362,8 @@ __device__ __forceinline__ void produce_fp8_cross(const MlaKernelArgs& a, int32_
     const int u = 16 + 4 * g + j;
     uint4 lo, hi;
     dequant16(raw[j], scale_b, lo, hi);
-    store_both(tile, peer_tile, tile_off(k, 2 * u), lo);
-    store_both(tile, peer_tile, tile_off(k, 2 * u + 1), hi);
+    store_both(tile, peer_tile, peer_full, tile_off(k, 2 * u), lo);
+    store_both(tile, peer_tile, peer_full, tile_off(k, 2 * u + 1), hi);
   }
 }
 
@@ -420,7 +421,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
   };
   if (tid == 0) {
     for (int b = 0; b < 2; ++b) {
-      mbar_init(&full[b], kCross ? wg::kCrossFullCount : wg::kProducerThreads);
+      mbar_init(&full[b], wg::kProducerThreads);
       mbar_init(&empty[b], kCross ? wg::kCrossEmptyCount : wg::kConsumerThreads);
     }
     fence_mbar_init();
@@ -459,7 +460,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
       uint8_t* tile = smem + wg::kKOff + b * wg::kTileBytes;
       if constexpr (kCross) {
         wg::produce_fp8_cross(a, r, cur, tid, int(rank), tile, map_to_rank(smem_u32(tile), peer),
-                              valid_s + b * kTileKeys);
+                              map_to_rank(smem_u32(&full[b]), peer), valid_s + b * kTileKeys);
       } else if constexpr (kFormat == LatentFormat::kBf16) {
         wg::produce_bf16(a, r, cur, tid, tile, valid_s + b * kTileKeys);
       } else {
@@ -468,13 +469,11 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
       cp_async_commit();
       cp_async_wait_all();
       fence_proxy_async_smem();  // this thread's tile writes, visible to the consumers' wgmma
-      if constexpr (kCross) {
-        // Its writes into the peer's tile too; then one arrival per warp on the peer's barrier.
-        fence_proxy_async_cluster_smem();
-        __syncwarp();
-        if ((tid & 31) == 0) mbar_arrive_remote(map_to_rank(smem_u32(&full[b]), peer));
+      if (kCross && tid == 0) {
+        mbar_arrive_expect_tx(&full[b], wg::kCrossTxBytes);  // the peer's rows, by st.async
+      } else {
+        mbar_arrive(&full[b]);
       }
-      mbar_arrive(&full[b]);
     }
   } else {
     // ---------------------------------- consumers ----------------------------------
@@ -503,9 +502,9 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
         mbar_arrive(&empty[b ^ 1]);
         if constexpr (kCross) {
           // The peer's producer writes into this CTA's tile: it waits for these warps' wgmma reads
-          // (retired above for every lane of the warp) too.
+          // too, which every lane has retired above (so the arrival need not order them).
           __syncwarp();
-          if (lane == 0) mbar_arrive_remote(map_to_rank(smem_u32(&empty[b ^ 1]), peer));
+          if (lane == 0) mbar_arrive_remote_relaxed(map_to_rank(smem_u32(&empty[b ^ 1]), peer));
         }
       }
       wait_phase(&full[b], (i >> 1) & 1);

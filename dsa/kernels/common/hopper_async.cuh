@@ -47,68 +47,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   } while (!done);
 }
 
-// As mbar_wait, with acquire at cluster scope: for phases completed by arrivals from another CTA of
-// the cluster (mbar_arrive_remote), whose writes before the arrival it then sees.
-__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
-  const uint32_t addr = smem_u32(bar);
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
-// ---- thread-block clusters: distributed shared memory -------------------------------------------
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// The address of the same shared-memory offset in CTA `rank` of the cluster.
-__device__ __forceinline__ uint32_t map_to_rank(uint32_t smem_addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(smem_addr), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void st_cluster16(uint32_t cluster_addr, uint4 v) {
-  asm volatile("st.shared::cluster.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(cluster_addr), "r"(v.x),
-               "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
-// Sixteen bytes into another CTA's shared memory (addresses from map_to_rank), asynchronously:
-// their arrival counts 16 bytes of transaction on that CTA's barrier `cluster_bar_addr` (which
-// its own threads armed with mbar_arrive_expect_tx), so no fence or release is needed.
-__device__ __forceinline__ void st_async16(uint32_t cluster_addr, uint4 v,
-                                           uint32_t cluster_bar_addr) {
-  asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
-      "[%5];\n" ::"r"(cluster_addr),
-      "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(cluster_bar_addr)
-      : "memory");
-}
-// An arrival on another CTA's barrier that orders nothing (no membar): for a thread whose reads
-// the arrival hands back have all been performed already (wgmma retired by wgmma.wait_group).
-__device__ __forceinline__ void mbar_arrive_remote_relaxed(uint32_t cluster_bar_addr) {
-  asm volatile(
-      "mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar_addr)
-      : "memory");
-}
-// Arrives on a barrier of another CTA of the cluster (address from map_to_rank), releasing this
-// thread's writes before it at cluster scope.
-__device__ __forceinline__ void mbar_arrive_remote(uint32_t cluster_bar_addr) {
-  asm volatile(
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar_addr)
-      : "memory");
-}
-// Every thread of every CTA of the cluster; the writes before it are seen by all after it.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-
 // ---- 16-byte asynchronous copies (cp.async, completing per thread) ------------------------------
 // src_bytes = 0 zero-fills the 16 bytes at dst without reading src (which must still be mapped).
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
@@ -166,10 +104,6 @@ __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
 // waited for) visible to the async proxy, which wgmma's descriptor operands are read through.
 __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-// The same for generic writes into the shared memory of other CTAs of the cluster.
-__device__ __forceinline__ void fence_proxy_async_cluster_smem() {
-  asm volatile("fence.proxy.async.shared::cluster;\n" ::: "memory");
 }
 
 // ---- Warpgroup MMA -----------------------------------------------------------------------------

@@ -4,9 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
-#include <string_view>
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/cuda_check.h"
@@ -38,22 +36,11 @@ StatusOr<int32_t> choose_splits(const SparseMlaDecodeParams& p) {
   return static_cast<int32_t>(std::clamp<int64_t>(splits, 1, kMaxSparseMlaSplits));
 }
 
-// Whether the FP8 kernel shares each tile's dequantisation between a row's two head blocks
-// (sparse_mla_wgmma.cuh: crossover): on unless DSA_MLA_CROSSOVER=0 (read once), for measuring
-// one form against the other in one build.
-bool crossover_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("DSA_MLA_CROSSOVER");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
-  return on;
-}
-
 // The attention kernel, then (split) the combine; in checked mode (the kernels were given the error
 // word) the word is collected, synchronously, after the last launch.
-template <LatentFormat kFormat, bool kCross>
-Status launch_kernels(const MlaKernelArgs& args, std::string_view op) {
-  constexpr auto kernel = sparse_mla_cuda::sparse_mla_wgmma_kernel<kFormat, kCross>;
+template <LatentFormat kFormat>
+Status launch(const MlaKernelArgs& args, std::string_view op) {
+  constexpr auto kernel = sparse_mla_cuda::sparse_mla_wgmma_kernel<kFormat>;
   constexpr int kSmem = sparse_mla_cuda::wg::kSmemBytes;
   DSA_RETURN_IF_ERROR(cuda::allow_dynamic_smem_once<kernel>(kSmem));
   const bool checked = args.err != nullptr;
@@ -61,10 +48,10 @@ Status launch_kernels(const MlaKernelArgs& args, std::string_view op) {
       (args.heads + sparse_mla_cuda::kHeadsPerCta - 1) / sparse_mla_cuda::kHeadsPerCta;
   const dim3 grid(static_cast<uint32_t>(int64_t{args.rows} * head_blocks), 1,
                   static_cast<uint32_t>(args.num_splits));
-  cuda::LaunchShape shape{dim3(grid), dim3(sparse_mla_cuda::wg::kThreads), size_t(kSmem),
-                          cuda::current_stream()};
-  shape.cluster = kCross ? 2 : 1;  // a row's head blocks 2j, 2j + 1 (head_blocks is even)
-  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(shape, kernel, args));
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(grid), dim3(sparse_mla_cuda::wg::kThreads), size_t(kSmem),
+                                     cuda::current_stream()},
+                   kernel, args));
   if (args.num_splits <= 1) return cuda::end_launch("sparse_mla_wgmma_kernel", checked, op);
   DSA_RETURN_IF_ERROR(cuda::launch_error("sparse_mla_wgmma_kernel"));
   const int64_t blocks = int64_t{args.rows} * args.heads;
@@ -73,16 +60,6 @@ Status launch_kernels(const MlaKernelArgs& args, std::string_view op) {
                                      cuda::current_stream()},
                    sparse_mla_cuda::sparse_mla_combine_kernel, args));
   return cuda::end_launch("sparse_mla_combine_kernel", checked, op);
-}
-
-template <LatentFormat kFormat>
-Status launch(const MlaKernelArgs& args, std::string_view op) {
-  const int64_t head_blocks =
-      (args.heads + sparse_mla_cuda::kHeadsPerCta - 1) / sparse_mla_cuda::kHeadsPerCta;
-  if constexpr (kFormat == LatentFormat::kFp8_656) {
-    if (head_blocks % 2 == 0 && crossover_enabled()) return launch_kernels<kFormat, true>(args, op);
-  }
-  return launch_kernels<kFormat, false>(args, op);
 }
 }  // namespace
 

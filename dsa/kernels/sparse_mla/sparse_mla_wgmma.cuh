@@ -263,119 +263,12 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
   }
 }
 
-// ---- crossover: the two head-block CTAs of a row share one dequantisation ----------------------
-// With H = 128 both CTAs of a row read and dequantise the same 64 keys per tile, and the FP8 path
-// is bound by that dequantisation (bench/RESULTS.md). Launched as 2-CTA clusters (the row's two
-// head blocks), CTA `rank` gathers and dequantises only keys 32 rank .. 32 rank + 31 of each tile
-// and writes their bf16 rows into both CTAs' key tiles (its own by st.shared, its peer's by
-// st.async); each CTA still copies all 64 bf16 RoPE parts and flags itself. A tile is full once
-// the CTA's own 128 producer threads have arrived (one of them arming the barrier for the peer's
-// kCrossTxBytes) and the peer's st.async bytes have landed; it is empty once the CTA's own 256
-// consumer threads and the peer's 8 consumer warps have arrived, since the peer's producer writes
-// into this CTA's tile too.
-inline constexpr int kCrossKeys = kTileKeys / 2;
-inline constexpr int kCrossTxBytes = kCrossKeys * kLatentDim * 2;  // the peer's bf16 rows
-inline constexpr int kCrossEmptyCount = kConsumerThreads + kConsumerThreads / 32;
-
-// The list entries of a crossover producer thread for one tile: the key whose raw row it copies
-// (4 threads per key, of this CTA's half), the key whose RoPE part and flag it copies (2 threads
-// per key, all 64), the key it dequantises (ptid & 31, of this CTA's half).
-struct CrossIndices {
-  int32_t raw = -1, rope = -1, own = -1;
-};
-
-__device__ __forceinline__ CrossIndices load_cross_indices(const MlaKernelArgs& a, int32_t r,
-                                                           int32_t len, int t, int ptid, int rank) {
-  const int base = t * kTileKeys, half = base + rank * kCrossKeys;
-  CrossIndices ix;
-  ix.raw = list_entry(a, r, len, half + (ptid >> 2));
-  ix.rope = list_entry(a, r, len, base + (ptid >> 1));
-  ix.own = list_entry(a, r, len, half + (ptid & (kCrossKeys - 1)));
-  return ix;
-}
-
-// Sixteen bytes to the same offset of this CTA's tile and of the peer's (st.async, counted as
-// transaction bytes on the peer's "full" barrier `peer_full`).
-__device__ __forceinline__ void store_both(uint8_t* tile, uint32_t peer_tile, uint32_t peer_full,
-                                           uint32_t off, uint4 v) {
-  *reinterpret_cast<uint4*>(tile + off) = v;
-  hopper::st_async16(peer_tile + off, v, peer_full);
-}
-
-// One tile of the crossover producer (see above). Thread (k = ptid & 31, g = ptid >> 5) converts
-// raw chunks 4g .. 4g + 3 of each half of key 32 rank + k; the staging and the in-place order are
-// produce_fp8's, over this CTA's 32 rows.
-__device__ __forceinline__ void produce_fp8_cross(const MlaKernelArgs& a, int32_t r,
-                                                  const CrossIndices& ix, int ptid, int rank,
-                                                  uint8_t* tile, uint32_t peer_tile,
-                                                  uint32_t peer_full, uint8_t* valid) {
-  const uint32_t base = hopper::smem_u32(tile);
-  const uint8_t* dummy = reinterpret_cast<const uint8_t*>(a.q);  // mapped, for zero-fills
-  {  // this CTA's 32 raw rows: 4 threads per row, 8 chunks each
-    const int key = rank * kCrossKeys + (ptid >> 2);
-    const int32_t idx = attended(a, r, ix.raw, /*report=*/false);
-    const uint8_t* row = a.kv + int64_t{idx < 0 ? 0 : idx} * kFp8LatentBytes;
-#pragma unroll
-    for (int m = 0; m < 8; ++m) {
-      const int c = (ptid & 3) * 8 + m;
-      hopper::cp_async16(base + tile_off(key, 32 + c), idx >= 0 ? row + c * 16 : dummy,
-                         idx >= 0 ? 16 : 0);
-    }
-  }
-  {  // all 64 RoPE parts and flags: 2 threads per row, 4 chunks each
-    const int key = ptid >> 1;
-    const int32_t idx = attended(a, r, ix.rope, /*report=*/(ptid & 1) == 0);
-    if ((ptid & 1) == 0) valid[key] = idx >= 0;
-    const uint8_t* row = a.kv + int64_t{idx < 0 ? 0 : idx} * kFp8LatentBytes;
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      const int c = (ptid & 1) * 4 + m;
-      hopper::cp_async16(base + tile_off(key, kLatentDim / 8 + c),
-                         idx >= 0 ? row + kLatentDim + 16 + c * 16 : dummy, idx >= 0 ? 16 : 0);
-    }
-  }
-  const int k = rank * kCrossKeys + (ptid & (kCrossKeys - 1)), g = ptid >> 5;
-  const int32_t idx_k = attended(a, r, ix.own, /*report=*/false);
-  const float* scales = reinterpret_cast<const float*>(
-      a.kv + int64_t{idx_k < 0 ? 0 : idx_k} * kFp8LatentBytes + kLatentDim);
-  const float scale_a = idx_k >= 0 ? ldg_early(scales + (g >> 1)) : 0.f;
-  const float scale_b = idx_k >= 0 ? ldg_early(scales + 2 + (g >> 1)) : 0.f;
-  hopper::cp_async_commit();
-  hopper::cp_async_wait_all();
-  producer_sync();  // every row staged
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int u = 4 * g + j;
-    uint4 lo, hi;
-    dequant16(*reinterpret_cast<const uint4*>(tile + tile_off(k, 32 + u)), scale_a, lo, hi);
-    store_both(tile, peer_tile, peer_full, tile_off(k, 2 * u), lo);
-    store_both(tile, peer_tile, peer_full, tile_off(k, 2 * u + 1), hi);
-  }
-  uint4 raw[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    raw[j] = *reinterpret_cast<const uint4*>(tile + tile_off(k, 48 + 4 * g + j));
-  }
-  producer_sync();  // the staging is read
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int u = 16 + 4 * g + j;
-    uint4 lo, hi;
-    dequant16(raw[j], scale_b, lo, hi);
-    store_both(tile, peer_tile, peer_full, tile_off(k, 2 * u), lo);
-    store_both(tile, peer_tile, peer_full, tile_off(k, 2 * u + 1), hi);
-  }
-}
-
 }  // namespace wg
 
 // grid = (R * ceil(H / 64), 1, S), head blocks fastest: the head blocks of one row are neighbours,
-// so the second reads the row's keys from L2. block = 384. kCross (FP8, an even number of head
-// blocks): 2-CTA clusters along x, the row's head blocks 2j and 2j + 1 sharing the dequantisation
-// (wg::produce_fp8_cross).
-template <LatentFormat kFormat, bool kCross = false>
+// so the second reads the row's keys from L2. block = 384.
+template <LatentFormat kFormat>
 __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const MlaKernelArgs a) {
-  static_assert(!kCross || kFormat == LatentFormat::kFp8_656, "crossover is the FP8 path's");
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
   using namespace hopper;
@@ -410,27 +303,14 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
   const int t_begin = split * n_tiles / a.num_splits;
   const int n = (split + 1) * n_tiles / a.num_splits - t_begin;  // tiles of this CTA
 
-  // The peer CTA of a crossover cluster, and the wait that sees its writes (cluster scope).
-  const uint32_t rank = kCross ? cluster_ctarank() : 0, peer = rank ^ 1u;
-  auto wait_phase = [](uint64_t* bar, uint32_t parity) {
-    if constexpr (kCross) {
-      mbar_wait_cluster(bar, parity);
-    } else {
-      mbar_wait(bar, parity);
-    }
-  };
   if (tid == 0) {
     for (int b = 0; b < 2; ++b) {
       mbar_init(&full[b], wg::kProducerThreads);
-      mbar_init(&empty[b], kCross ? wg::kCrossEmptyCount : wg::kConsumerThreads);
+      mbar_init(&empty[b], wg::kConsumerThreads);
     }
     fence_mbar_init();
   }
-  if constexpr (kCross) {
-    cluster_sync();  // both CTAs' barriers exist before either arrives on the other's
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();
 
   if (tid < wg::kProducerThreads) {
     // ---------------------------------- producers ----------------------------------
@@ -444,24 +324,14 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
         cp_async16(smem_u32(q_s) + wg::tile_off(row, chunk), src, ok ? 16 : 0);
       }
     }
-    auto load_ix = [&](int t) {
-      if constexpr (kCross) {
-        return wg::load_cross_indices(a, r, len, t, tid, int(rank));
-      } else {
-        return wg::load_tile_indices<kFormat>(a, r, len, t, tid);
-      }
-    };
-    auto ix = load_ix(t_begin);
+    wg::TileIndices ix = wg::load_tile_indices<kFormat>(a, r, len, t_begin, tid);
     for (int i = 0; i < n; ++i) {
       const int b = i & 1;
-      const auto cur = ix;
-      if (i + 1 < n) ix = load_ix(t_begin + i + 1);
-      if (i >= 2) wait_phase(&empty[b], ((i >> 1) - 1) & 1);
+      const wg::TileIndices cur = ix;
+      if (i + 1 < n) ix = wg::load_tile_indices<kFormat>(a, r, len, t_begin + i + 1, tid);
+      if (i >= 2) mbar_wait(&empty[b], ((i >> 1) - 1) & 1);
       uint8_t* tile = smem + wg::kKOff + b * wg::kTileBytes;
-      if constexpr (kCross) {
-        wg::produce_fp8_cross(a, r, cur, tid, int(rank), tile, map_to_rank(smem_u32(tile), peer),
-                              map_to_rank(smem_u32(&full[b]), peer), valid_s + b * kTileKeys);
-      } else if constexpr (kFormat == LatentFormat::kBf16) {
+      if constexpr (kFormat == LatentFormat::kBf16) {
         wg::produce_bf16(a, r, cur, tid, tile, valid_s + b * kTileKeys);
       } else {
         wg::produce_fp8(a, r, cur, tid, tile, valid_s + b * kTileKeys);
@@ -469,11 +339,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
       cp_async_commit();
       cp_async_wait_all();
       fence_proxy_async_smem();  // this thread's tile writes, visible to the consumers' wgmma
-      if (kCross && tid == 0) {
-        mbar_arrive_expect_tx(&full[b], wg::kCrossTxBytes);  // the peer's rows, by st.async
-      } else {
-        mbar_arrive(&full[b]);
-      }
+      mbar_arrive(&full[b]);
     }
   } else {
     // ---------------------------------- consumers ----------------------------------
@@ -500,15 +366,8 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
         // Every consumer thread arrives: an arrival releases only the arriving thread's own reads
         // (of the tile's valid flags here).
         mbar_arrive(&empty[b ^ 1]);
-        if constexpr (kCross) {
-          // The peer's producer writes into this CTA's tile: it waits for these warps' wgmma reads
-          // too, which every lane has retired above (so the arrival need not order them).
-          __syncwarp();
-          if (lane == 0) mbar_arrive_remote_relaxed(map_to_rank(smem_u32(&empty[b ^ 1]), peer));
-        }
       }
-      wait_phase(&full[b], (i >> 1) & 1);
-      if constexpr (kCross) fence_proxy_async_smem();  // the peer's rows, to this thread's wgmma
+      mbar_wait(&full[b], (i >> 1) & 1);
       const uint32_t k_base = smem_u32(smem + wg::kKOff + b * wg::kTileBytes);
 
       // ---- S_c = Q . K[32c .. 32c + 31]^T ----
@@ -646,9 +505,6 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
       }
     }
   }  // consumers
-  // Neither CTA of a crossover cluster leaves while the other may still write into its shared
-  // memory or arrive on its barriers.
-  if constexpr (kCross) cluster_sync();
 }
 
 }  // namespace dsa::kernels::sparse_mla_cuda

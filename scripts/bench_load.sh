@@ -5,7 +5,7 @@
 # (posix_fadvise DONTNEED after fsync, so the load reads the disk, not memory), then
 # `dsa generate --device cuda` loads it (memory-mapped, streamed to the device through the
 # staging ring) and prints "loaded checkpoint: N tensors, X GB in S s, R GB/s", with one reader
-# per chunk and with READERS. A second load of the same files (now in the page cache) shows the
+# per chunk, with READERS, and with READERS but no shard read-ahead. A second load of the same files (now in the page cache) shows the
 # loader's own ceiling.
 # Usage: scripts/bench_load.sh BUILD_DIR [OUT_DIR]   LAYERS=10 SHARDS=16 CKPT_DIR=(temp dir)
 set -uo pipefail
@@ -42,15 +42,20 @@ for readers in 1 8 16; do
   ls "$ck"/*.safetensors | xargs -P "$readers" -I{} dd if={} of=/dev/null bs=16M status=none
   echo "disk, $readers reader(s): $(python3 -c "import os,time; b=sum(os.path.getsize(os.path.join('$ck',f)) for f in os.listdir('$ck')); print(f'{b/1e9:.2f} GB in {time.time()-$t1:.2f} s, {b/1e9/(time.time()-$t1):.2f} GB/s')")"
 done
-# The loader with one reader per chunk and with READERS (default 8): each read cold (page cache
-# dropped first), then again warm (the files in the page cache: the loader's own ceiling).
-for threads in 1 ${READERS:-8}; do
+# The loader: one reader per chunk, READERS (default 8), and READERS without the shard read-ahead
+# (model/shard_read_ahead.h); each cold (page cache dropped first), then again warm (the files in
+# the page cache: the loader's own ceiling).
+for config in "1" "${READERS:-8}" "${READERS:-8} --disable-load-read-ahead"; do
+  set -- $config
+  threads=$1
+  shift
+  tag="$threads${1:+_no_read_ahead}"
   for pass in cold warm; do
     [ "$pass" = cold ] && evict
     "$dsa" generate --model "$ck" --device cuda --prompt "load" --max-new-tokens 1 \
-      --context-length 256 --max-running-requests 1 --progress --load-threads "$threads" \
-      >"$out/load_${pass}_$threads.log" 2>&1
-    echo "$pass, --load-threads $threads (rc $?): $(grep -m1 "loaded checkpoint" "$out/load_${pass}_$threads.log" || tail -3 "$out/load_${pass}_$threads.log")"
+      --context-length 256 --max-running-requests 1 --progress --load-threads "$threads" "$@" \
+      >"$out/load_${pass}_$tag.log" 2>&1
+    echo "$pass, --load-threads $threads $* (rc $?): $(grep -m1 "loaded checkpoint" "$out/load_${pass}_$tag.log" || tail -3 "$out/load_${pass}_$tag.log")"
   done
 done
 rm -rf "$ck"

@@ -174,6 +174,9 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
                  "Checkpoint load: threads reading each chunk from the shard files at once (more "
                  "reads in flight keep a disk's queue full)")
       ->capture_default_str();
+  cmd.add_flag("--disable-load-read-ahead", a.disable_load_read_ahead,
+               "Checkpoint load: do not read each shard into the page cache ahead of the copies "
+               "(one thread streams the shard the load reached, and the next, from the disk)");
   cmd.add_option("--checked-mode", a.checked_mode,
                  "Device data validation on every op (SPEC.md §1.3; slower: the FP8 linears take "
                  "the checking kernel): on, off, or auto (DSA_CHECKED when set, else on in debug "
@@ -327,6 +330,7 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
   o.random_seed = uint64_t(a.random_weights_seed);
   o.load_chunk_bytes = size_t(a.load_chunk_bytes);
   o.load_threads = int(a.load_threads);
+  o.load_read_ahead = !a.disable_load_read_ahead;
   if (a.kv_cache_dtype == "auto" || a.kv_cache_dtype == "bf16" || a.kv_cache_dtype == "bfloat16") {
     o.latent_format = kernels::LatentFormat::kBf16;
   } else if (a.kv_cache_dtype == "fp8_e4m3") {

@@ -53,6 +53,7 @@ struct EngineArgs {
   // such a flag, so the name is dsa's own.
   int64_t load_chunk_bytes = int64_t(model::kDefaultLoadChunkBytes);
   int64_t load_threads = model::kDefaultLoadThreads;
+  bool disable_load_read_ahead = false;
   // Where sampled rows are decided (engine::AcceptOn): auto, device (the model's backend: only
   // tokens and accept counts leave it) or host (the logits are copied, the host rules run).
   std::string sampling_on = "auto";

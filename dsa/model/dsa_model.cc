@@ -161,6 +161,7 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
     StreamOptions so;
     so.chunk_bytes = options.load_chunk_bytes;
     so.threads = options.load_threads;
+    so.read_ahead = options.load_read_ahead;
     so.progress = options.on_load_progress;
     DSA_ASSIGN_OR_RETURN(m->load_stats_,
                          stream_checkpoint(file, m->config_, so, m->weights_, m->store_));

@@ -81,6 +81,8 @@ struct ModelOptions {
   // Threads reading each staging chunk from the checkpoint's mappings, in [1,
   // runtime::kMaxReaders].
   int load_threads = kDefaultLoadThreads;
+  // A thread reads each shard the load reaches into the page cache ahead of the copies.
+  bool load_read_ahead = true;
   // Benchmarks: only config.json is read; the weights are generated with this seed where they
   // live (model/random_tensors.h on the host; on CUDA, model/device_random_weights.h).
   bool random_weights = false;

@@ -11,6 +11,7 @@
 #include "dsa/core/check.h"
 #include "dsa/core/log.h"
 #include "dsa/model/model_tensors.h"
+#include "dsa/model/shard_read_ahead.h"
 
 namespace dsa::model {
 
@@ -27,8 +28,10 @@ class Reader {
   // `sink` empty: every tensor is copied into its host vector; else each vector's bytes go to the
   // sink (keyed by the vector, which stays empty) straight from the mapping where no conversion
   // is needed, through a host temporary of that one tensor where one is.
-  Reader(const Checkpoint& f, const LoadProgressFn& progress, WeightSink sink)
-      : f_(f), progress_(progress), sink_(std::move(sink)) {
+  // `read_ahead`: the shards are read into the page cache ahead of the copies (streaming only).
+  Reader(const Checkpoint& f, const LoadProgressFn& progress, WeightSink sink,
+         bool read_ahead = false)
+      : f_(f), progress_(progress), sink_(std::move(sink)), read_ahead_(f, read_ahead && sink_) {
     left_.resize(f.num_files());
     for (size_t i = 0; i < f.num_files(); ++i) {
       left_[i] = f.file(i).data_bytes();
@@ -123,6 +126,7 @@ class Reader {
   StatusOr<TensorInfo> fetch(const std::string& name) {
     DSA_ASSIGN_OR_RETURN(TensorInfo t, f_.get(name));
     DSA_RETURN_IF_ERROR(f_.check_intact(name));
+    read_ahead_.touch(size_t(f_.file_index(name)));
     if (p_.tensors_done == 0) start_ = std::chrono::steady_clock::now();
     return t;
   }
@@ -186,6 +190,7 @@ class Reader {
   const Checkpoint& f_;
   LoadProgressFn progress_;
   WeightSink sink_;
+  ShardReadAhead read_ahead_;
   bool host_ = false;           // this linear into host vectors even when streaming (kv_b_proj)
   std::vector<uint64_t> left_;  // per file: data bytes not read yet
   std::set<int64_t> done_;
@@ -338,10 +343,11 @@ StatusOr<ModelWeights> load_model_weights(const Checkpoint& file, const ModelCon
 }
 
 Status stream_model_weights(const Checkpoint& file, const ModelConfig& c, ModelWeights& out,
-                            const WeightSink& sink, const LoadProgressFn& progress) {
+                            const WeightSink& sink, const LoadProgressFn& progress,
+                            bool read_ahead) {
   DSA_CHECK(sink);
   DSA_RETURN_IF_ERROR(check_model_tensors(file, c));
-  Reader rd(file, progress, sink);
+  Reader rd(file, progress, sink, read_ahead);
   return build_weights(rd, file, c, out);
 }
 

@@ -106,10 +106,11 @@ using WeightSink = std::function<Status(const void* key, const void* src, size_t
 // keeps it at) with every vector left empty: stored bytes go to `sink` straight from the mapping,
 // and the few converted tensors (f32-stored norms, bf16-stored scales and indexer norms, the
 // per-head split of kv_b_proj) through a host temporary of that one tensor. So no host copy of
-// the checkpoint is made. A sink error is returned with the tensor's file and name.
+// the checkpoint is made. A sink error is returned with the tensor's file and name. `read_ahead`:
+// a thread reads each shard the load reaches into the page cache ahead of it (shard_read_ahead.h).
 Status stream_model_weights(const Checkpoint& checkpoint, const ModelConfig& config,
                             ModelWeights& out, const WeightSink& sink,
-                            const LoadProgressFn& progress = {});
+                            const LoadProgressFn& progress = {}, bool read_ahead = false);
 
 // Every struct load_model_weights makes, with the shapes (LinearWeight out / in / fp8) and no data:
 // every vector is empty. For weights made in backend memory (backend_random_weights.h); the MTP

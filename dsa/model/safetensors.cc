@@ -312,6 +312,14 @@ void SafetensorsFile::drop_pages(const TensorInfo& t) const {
   ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+int64_t SafetensorsFile::read_at(uint64_t offset, void* dst, size_t n) const {
+  if (!file_backed_ || fd_ < 0) return 0;
+  for (;;) {
+    const ssize_t got = ::pread(fd_, dst, n, off_t(offset));
+    if (got >= 0 || errno != EINTR) return int64_t(got);
+  }
+}
+
 Status SafetensorsFile::check_intact(std::string_view tensor) const {
   if (!file_backed_) return ok_status();
   const std::string where = path_.string() + ": tensor " + clip_for_message(tensor) + ": ";

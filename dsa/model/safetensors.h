@@ -85,6 +85,10 @@ class SafetensorsFile {
   // The loader asks before and after reading each tensor; kFailedPrecondition
   // "<file>: tensor <name>: ..." saying what changed. Always OK for an in-memory image.
   Status check_intact(std::string_view tensor) const;
+  // Up to `n` bytes of the file from byte `offset` into `dst` by pread (not through the mapping):
+  // the bytes read, 0 at the end or for an in-memory image, -1 on an error. For reading ahead
+  // (shard_read_ahead.h), which only warms the page cache.
+  int64_t read_at(uint64_t offset, void* dst, size_t n) const;
   // kNotFound as get(); kInvalidArgument "<file>: <name>: expected bf16 [256], got f32 [255]".
   Status expect(std::string_view name, DType dtype, const Shape& shape) const;
 

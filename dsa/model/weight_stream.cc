@@ -18,13 +18,15 @@ StatusOr<StreamStats> stream_checkpoint(const Checkpoint& checkpoint, const Mode
   WeightSink sink = [&](const void* key, const void* src, size_t bytes) {
     return store.stream(key, src, bytes, up);
   };
-  DSA_RETURN_IF_ERROR(stream_model_weights(checkpoint, config, out, sink, options.progress));
+  DSA_RETURN_IF_ERROR(
+      stream_model_weights(checkpoint, config, out, sink, options.progress, options.read_ahead));
   DSA_RETURN_IF_ERROR(up.finish());
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats.bytes = checkpoint.total_bytes();
   stats.tensors = checkpoint.names().size();
   stats.staging = up.stats();
   stats.readers = options.threads;
+  stats.read_ahead = options.read_ahead;
   DSA_RETURN_IF_ERROR(store.add_model(out));
   return stats;
 }
@@ -35,9 +37,9 @@ std::string describe_load(const StreamStats& s) {
                               : slot >= (1u << 20) ? fmt::format("staging 2 x {} MiB", slot >> 20)
                                                    : fmt::format("staging 2 x {} B", slot);
   return fmt::format(
-      "loaded checkpoint: {} tensors, {:.2f} GB in {:.2f} s, {:.2f} GB/s ({}, {} reader{})",
+      "loaded checkpoint: {} tensors, {:.2f} GB in {:.2f} s, {:.2f} GB/s ({}, {} reader{}{})",
       s.tensors, double(s.bytes) / 1e9, s.seconds, s.gb_per_s(), staging, s.readers,
-      s.readers == 1 ? "" : "s");
+      s.readers == 1 ? "" : "s", s.read_ahead ? ", shards read ahead" : "");
 }
 
 }  // namespace dsa::model

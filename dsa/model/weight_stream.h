@@ -34,6 +34,7 @@ inline constexpr int kDefaultLoadThreads = 8;
 struct StreamOptions {
   size_t chunk_bytes = kDefaultLoadChunkBytes;
   int threads = kDefaultLoadThreads;  // in [1, runtime::kMaxReaders]
+  bool read_ahead = true;             // shard_read_ahead.h
   // Stage through the slots on the CPU backend too (tests: the CUDA path's chunking on the host).
   bool stage_on_host = false;
   LoadProgressFn progress;
@@ -45,6 +46,7 @@ struct StreamStats {
   uint64_t bytes = 0;  // checkpoint data read
   double seconds = 0;  // from the first read until the last copy landed
   int readers = 1;     // threads that read each chunk
+  bool read_ahead = false;
   runtime::StagingStats staging;
   double gb_per_s() const { return seconds > 0 ? double(bytes) / 1e9 / seconds : 0; }
 };

@@ -24,7 +24,8 @@ using testing::write_file;
 Checkpoint three_shards(TempDir& dir, std::vector<uint64_t>& sizes) {
   nlohmann::json map;
   for (int i = 0; i < 3; ++i) {
-    const std::string name = "t" + std::to_string(i), file = "s" + std::to_string(i) + ".safetensors";
+    const std::string name = "t" + std::to_string(i),
+                      file = "s" + std::to_string(i) + ".safetensors";
     const std::string bytes =
         testing::safetensors_bytes({{name, "BF16", {int64_t(1000 * (i + 1))}, 2, char('a' + i)}});
     write_file(dir / file, bytes);
@@ -53,10 +54,10 @@ TEST(ShardReadAhead, ReadsTheTouchedShardAndTheNextOnce) {
   Checkpoint c = three_shards(dir, sizes);
   const int64_t i0 = c.file_index("t0"), i2 = c.file_index("t2");
   ShardReadAhead r(c, true);
-  ASSERT_EQ(i0, 0);  // the checkpoint lists its files in order
+  ASSERT_EQ(i0, 0);     // the checkpoint lists its files in order
   r.touch(size_t(i0));  // reads files 0 and 1
-  const uint64_t want01 = std::filesystem::file_size(c.file(0).path()) +
-                          std::filesystem::file_size(c.file(1).path());
+  const uint64_t want01 =
+      std::filesystem::file_size(c.file(0).path()) + std::filesystem::file_size(c.file(1).path());
   EXPECT_EQ(wait_for(r, want01), want01);
   r.touch(0);
   r.touch(1);  // file 1 is read already; file 2 is queued by it
@@ -91,9 +92,8 @@ TEST(ShardReadAhead, ReadAtReadsTheFileAndNothingFromAnImage) {
   EXPECT_EQ(std::memcmp(whole.data() + data_at, t->data, t->nbytes), 0);
   EXPECT_EQ(f.read_at(size, whole.data(), 10), 0);
 
-  auto image = SafetensorsFile::from_image("image", size, [&](unsigned char* p) {
-    std::memcpy(p, whole.data(), size);
-  });
+  auto image = SafetensorsFile::from_image(
+      "image", size, [&](unsigned char* p) { std::memcpy(p, whole.data(), size); });
   ASSERT_TRUE(image.ok()) << image.status().to_string();
   EXPECT_EQ(image->read_at(0, whole.data(), 10), 0);
 }

@@ -1,8 +1,6 @@
 #include "dsa/runtime/staged_upload.h"
 
 #include <fmt/format.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -11,20 +9,6 @@
 #include "dsa/core/thread_pool.h"
 
 namespace dsa::runtime {
-
-namespace {
-
-// Advice only: the kernel starts reading [p, p + n)'s pages of a file mapping; on other memory,
-// or if refused, nothing happens.
-void advise_willneed(const void* p, size_t n) {
-  if (n == 0) return;
-  static const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
-  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
-  const uintptr_t last = reinterpret_cast<uintptr_t>(p) + n;
-  (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_WILLNEED);
-}
-
-}  // namespace
 
 StagedUpload::StagedUpload(const MemoryOps& mem, size_t chunk_bytes, ReadOptions read)
     : mem_(&mem), chunk_(chunk_bytes), read_(read) {
@@ -106,9 +90,6 @@ Status StagedUpload::copy(void* dst, const void* src, size_t bytes) {
   const bool host_dst = mem_->backend == kernels::Backend::kCpu;
   for (size_t off = 0; off < bytes; off += chunk_) {
     const size_t n = std::min(chunk_, bytes - off);
-    if (read_.advise_next && off + n < bytes) {
-      advise_willneed(s + off + n, std::min(chunk_, bytes - off - n));
-    }
     if (void* slot = slots_[next_]) {
       read_chunk(slot, s + off, n);
       stats_.max_slot_fill = std::max(stats_.max_slot_fill, n);

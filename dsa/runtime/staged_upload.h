@@ -10,9 +10,9 @@
 //
 // A chunk is read by `readers` threads at once, each a piece of it: from a file mapping, each
 // thread's page faults are reads of the disk, so several in flight keep the disk's queue full
-// where one memcpy waits for one readahead window at a time (issue 16's load rate); and before a
-// chunk is read, the next chunk of the same source is advised (MADV_WILLNEED), so the disk
-// works on it while this one is copied. Both are only speed: the bytes and the bound are the same.
+// where one memcpy waits for one readahead window at a time, and several copies from the page
+// cache run faster than one (issue 16's load rate; model/shard_read_ahead.h keeps the disk busy
+// ahead of them). Only speed: the bytes and the bound are the same.
 #pragma once
 
 #include <cstddef>
@@ -37,7 +37,6 @@ struct ReadOptions {
   // Smallest piece one reader takes: below ~1 MiB a piece is all fixed cost. Tests set it small
   // to split 4 KiB chunks.
   size_t piece_bytes = size_t(1) << 20;
-  bool advise_next = true;  // MADV_WILLNEED on the next chunk before a chunk is read
 };
 
 // What an upload did, counted by StagedUpload itself (the bound is a checked property, not a hope).

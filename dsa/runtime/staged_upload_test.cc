@@ -73,7 +73,7 @@ TEST(StagedUpload, SeveralReadersStraight) {
   roundtrip(false, {.readers = 4, .piece_bytes = 1000});
 }
 TEST(StagedUpload, SeveralReadersThroughSlots) {
-  roundtrip(true, {.readers = 3, .piece_bytes = 1000, .advise_next = false});
+  roundtrip(true, {.readers = 3, .piece_bytes = 1000});
 }
 
 TEST(StagedUpload, ReaderCountOutOfRangeIsRefused) {

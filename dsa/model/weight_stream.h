@@ -27,8 +27,9 @@ namespace dsa::model {
 // transfer (a few microseconds against ~3 ms at 25 GB/s), small enough to be no real host memory.
 inline constexpr size_t kDefaultLoadChunkBytes = size_t(64) << 20;
 inline constexpr size_t kMinLoadChunkBytes = 4096, kMaxLoadChunkBytes = size_t(1) << 30;
-// Threads reading each chunk from the shard's mapping (runtime/staged_upload.h): on the H100
-// machine's disk one reader gets 1.45 GB/s and eight 1.60 (bench/RESULTS.md).
+// Threads reading each chunk from the shard's mapping (runtime/staged_upload.h): eight took a
+// warm load (the shards in the page cache) from 2.81 to 3.57 GB/s on the lent H100 machine
+// (bench/RESULTS.md); the disk itself is kept busy by the shard read-ahead (shard_read_ahead.h).
 inline constexpr int kDefaultLoadThreads = 8;
 
 struct StreamOptions {

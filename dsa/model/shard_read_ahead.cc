@@ -11,7 +11,8 @@ constexpr size_t kReadAheadPiece = size_t(8) << 20;
 
 ShardReadAhead::ShardReadAhead(const Checkpoint& checkpoint, bool enabled)
     : checkpoint_(checkpoint), queued_(checkpoint.num_files(), false) {
-  if (enabled && checkpoint.num_files() > 0) worker_ = std::thread([this] { run(); });
+  if (!enabled || checkpoint.num_files() == 0) return;
+  for (int t = 0; t < kReadAheadThreads; ++t) workers_.emplace_back([this] { run(); });
 }
 
 ShardReadAhead::~ShardReadAhead() {
@@ -20,7 +21,7 @@ ShardReadAhead::~ShardReadAhead() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  for (std::thread& t : workers_) t.join();
 }
 
 void ShardReadAhead::queue(size_t i) {
@@ -30,7 +31,7 @@ void ShardReadAhead::queue(size_t i) {
 }
 
 void ShardReadAhead::touch(size_t i) {
-  if (!worker_.joinable()) return;
+  if (workers_.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (i < queued_.size() && queued_[i] && (i + 1 >= queued_.size() || queued_[i + 1])) return;

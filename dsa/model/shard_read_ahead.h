@@ -4,9 +4,10 @@
 // page it touches is a fault that reads the disk, one readahead window at a time, and the disk
 // idles while the loader copies what arrived. Advice does not fix it: MADV_WILLNEED and
 // POSIX_FADV_WILLNEED read at most the device's readahead window (force_page_cache_ra caps them).
-// So one thread reads each shard the loader has reached, and the one after it, front to back with
-// large pread() calls into a scratch buffer: the disk streams at its own rate while the loader
-// copies, and the loader's faults then find the pages in the page cache (or already on their way).
+// So two threads read the shard the loader has reached and the one after it, each front to back
+// with large pread() calls into a scratch buffer: the disk streams at its own rate (two streams
+// keep more requests in flight than one) while the loader copies, and the loader's faults then find
+// the pages in the page cache (or already on their way).
 // Only speed: the loader reads the same bytes from the same mapping either way, and a shard that
 // changes under it is still caught by SafetensorsFile::check_intact.
 #pragma once
@@ -23,9 +24,11 @@
 
 namespace dsa::model {
 
+inline constexpr int kReadAheadThreads = 2;
+
 class ShardReadAhead {
  public:
-  // Starts the reading thread; `enabled` false makes every call a no-op (no thread).
+  // Starts the reading threads; `enabled` false makes every call a no-op (no thread).
   ShardReadAhead(const Checkpoint& checkpoint, bool enabled);
   // Stops after the read in progress (a few MB) and joins.
   ~ShardReadAhead();
@@ -48,7 +51,7 @@ class ShardReadAhead {
   std::deque<size_t> pending_;
   bool stop_ = false;
   uint64_t bytes_read_ = 0;
-  std::thread worker_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace dsa::model

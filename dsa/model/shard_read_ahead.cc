@@ -34,7 +34,6 @@ void ShardReadAhead::touch(size_t i) {
   if (workers_.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (i < queued_.size() && queued_[i] && (i + 1 >= queued_.size() || queued_[i + 1])) return;
     queue(i);
     queue(i + 1);
   }

@@ -10,11 +10,6 @@
 
 namespace dsa::runtime {
 
-StagedUpload::StagedUpload(const MemoryOps& mem, size_t chunk_bytes, ReadOptions read)
-    : mem_(&mem), chunk_(chunk_bytes), read_(read) {
-  if (read_.readers > 1) readers_ = std::make_unique<ThreadPool>(read_.readers);
-}
-
 StatusOr<StagedUpload> StagedUpload::create(kernels::Backend backend, size_t chunk_bytes,
                                             bool stage_on_host, ReadOptions read) {
   if (chunk_bytes == 0) return invalid_argument("staged upload: chunk_bytes = 0: must be >= 1");
@@ -42,12 +37,7 @@ StatusOr<StagedUpload> StagedUpload::create(kernels::Backend backend, size_t chu
 }
 
 StagedUpload::StagedUpload(StagedUpload&& o) noexcept
-    : mem_(o.mem_),
-      chunk_(o.chunk_),
-      read_(o.read_),
-      readers_(std::move(o.readers_)),
-      next_(o.next_),
-      stats_(o.stats_) {
+    : mem_(o.mem_), chunk_(o.chunk_), read_(o.read_), next_(o.next_), stats_(o.stats_) {
   for (int i = 0; i < 2; ++i) slots_[i] = std::exchange(o.slots_[i], nullptr);
 }
 
@@ -67,7 +57,7 @@ void StagedUpload::read_chunk(void* dst, const void* src, size_t n) {
   const int64_t pieces =
       int64_t(std::min<size_t>(size_t(read_.readers), std::max<size_t>(by_size, 1)));
   stats_.pieces += uint64_t(pieces);
-  if (pieces == 1 || readers_ == nullptr) {
+  if (pieces == 1) {
     std::memcpy(dst, src, n);
     return;
   }
@@ -76,7 +66,8 @@ void StagedUpload::read_chunk(void* dst, const void* src, size_t n) {
   const size_t even = (n + size_t(pieces) - 1) / size_t(pieces);
   const size_t align = even >= 4096 ? 4096 : 64;
   const size_t piece = (even + align - 1) / align * align;
-  readers_->parallel_for(pieces, [&](int64_t i) {
+  // The process's pool (core/thread_pool.h) runs the pieces: nothing else runs during a load.
+  parallel_for(pieces, [&](int64_t i) {
     const size_t begin = std::min(n, size_t(i) * piece), end = std::min(n, begin + piece);
     std::memcpy(static_cast<unsigned char*>(dst) + begin,
                 static_cast<const unsigned char*>(src) + begin, end - begin);

@@ -8,8 +8,8 @@
 // already, so chunks are copied straight from the source (no third copy) unless `stage_on_host`
 // asks for the CUDA path's slots, which is how the tests exercise that logic without a GPU.
 //
-// A chunk is read by `readers` threads at once, each a piece of it: from a file mapping, each
-// thread's page faults are reads of the disk, so several in flight keep the disk's queue full
+// A chunk is read in `readers` pieces at once, by the process thread pool: from a file mapping,
+// each thread's page faults are reads of the disk, so several in flight keep the disk's queue full
 // where one memcpy waits for one readahead window at a time, and several copies from the page
 // cache run faster than one (issue 16's load rate; model/shard_read_ahead.h keeps the disk busy
 // ahead of them). Only speed: the bytes and the bound are the same.
@@ -17,15 +17,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 
 #include "dsa/core/status.h"
 #include "dsa/kernels/op_table.h"
 #include "dsa/runtime/backend_memory.h"
-
-namespace dsa {
-class ThreadPool;
-}
 
 namespace dsa::runtime {
 
@@ -33,7 +28,9 @@ namespace dsa::runtime {
 inline constexpr int kMaxReaders = 64;
 
 struct ReadOptions {
-  int readers = 1;  // threads reading one chunk, >= 1
+  // Pieces one chunk is cut into, read at once by the process's thread pool (core/thread_pool.h:
+  // as many at a time as it has threads), >= 1.
+  int readers = 1;
   // Smallest piece one reader takes: below ~1 MiB a piece is all fixed cost. Tests set it small
   // to split 4 KiB chunks.
   size_t piece_bytes = size_t(1) << 20;
@@ -53,7 +50,7 @@ struct StagingStats {
 class StagedUpload {
  public:
   // chunk_bytes >= 1, read.readers >= 1, read.piece_bytes >= 1; InvalidArgument otherwise. The
-  // slots (when staged) and the readers' threads are made here.
+  // slots (when staged) are allocated here.
   static StatusOr<StagedUpload> create(kernels::Backend backend, size_t chunk_bytes,
                                        bool stage_on_host = false, ReadOptions read = {});
   StagedUpload(StagedUpload&& o) noexcept;
@@ -70,15 +67,15 @@ class StagedUpload {
   const StagingStats& stats() const { return stats_; }
 
  private:
-  StagedUpload(const MemoryOps& mem, size_t chunk_bytes, ReadOptions read);
+  StagedUpload(const MemoryOps& mem, size_t chunk_bytes, ReadOptions read)
+      : mem_(&mem), chunk_(chunk_bytes), read_(read) {}
   void release();
-  // [src, src + n) into host memory at dst, by up to read_.readers threads.
+  // [src, src + n) into host memory at dst, in up to read_.readers pieces read at once.
   void read_chunk(void* dst, const void* src, size_t n);
 
   const MemoryOps* mem_;
   size_t chunk_;
   ReadOptions read_;
-  std::unique_ptr<ThreadPool> readers_;  // null with one reader
   void* slots_[2] = {nullptr, nullptr};  // null: copy straight from the source
   int next_ = 0;
   StagingStats stats_;

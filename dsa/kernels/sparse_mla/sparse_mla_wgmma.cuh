@@ -3,28 +3,28 @@
 // One CTA = one query row r, a block of 64 heads [h0, h0 + 64) (heads >= H are zero rows of Q) and
 // one split's range of 64-key tiles of the row's index list. 384 threads in three warpgroups:
 //   producers (warpgroup 0): gather the tile's 64 selected latent rows into one of two
-//     bf16 key tiles: bf16 cache rows by cp.async straight into the tile; FP8-656 rows by cp.async
-//     into a staging area inside the tile (the whole tile in flight at once), then dequantised in
-//     place, exactly (e4m3 * 2^e is a bf16), their bf16 RoPE part by cp.async. Invalid keys are
-//     zero rows (never read from memory) and flagged, so the consumers mask them to -inf. The
-//     tile's completion is an mbarrier phase ("full"); the consumers hand the tile back through
-//     another ("empty").
-//   consumers (warpgroups 1, 2): consumer c computes, per tile,
-//     S_c[64 h, 32 keys] = Q[64, 576] . K[keys 32c .. 32c + 31, 576]^T   (wgmma m64n32k16, 36
-//     steps) the online softmax in the log2 domain (row maxima exchanged between the two consumers
-//     through shared memory, one named barrier), its half of P[64 h, 64 keys] (bf16) to shared
-//     memory, a second named barrier, then
-//     O_c[64 h, 256 dims] += P[64, 64] . K[64 keys, dims 256c .. 256c + 255]   (m64n256k16, 4
-//     steps, the value columns read MN-major from the same key tile)
-//   with O_c in registers. Each consumer keeps its own partial row sums (both use the same running
-//   maxima, so the sums add at the end). At the top of tile t the consumer waits for the P . V of
-//   tile t - 1 (which overlaps only its wait for tile t's data), hands that key tile back to the
-//   producers at once, then issues S of tile t.
+//     bf16 key tiles: bf16 cache rows by cp.async straight into the tile; FP8-656 rows into
+//     registers a whole tile ahead (each chunk's load for tile i + 1 issued as the chunk of tile
+//     i is dequantised), then dequantised exactly (e4m3 * 2^e is a bf16) into the tile, their bf16
+//     RoPE part by cp.async. Invalid keys are zero rows (never read from memory) and flagged, so
+//     the consumers mask them to -inf. The tile's completion is an mbarrier phase ("full"); the
+//     consumers hand the tile back through another ("empty").
+//   the score warpgroup (1) computes, per tile,
+//     S[64 h, 64 keys] = Q[64, 576] . K[64 keys, 576]^T   (wgmma m64n64k16, 36 steps)
+//     the online softmax in the log2 domain over the whole tile (no exchange with anyone), P (bf16)
+//     and the rescale factor of each row to shared memory, then
+//     O[64 h, dims 0..255] += P[64, 64] . K[64 keys, dims 0..255]   (m64n256k16, 4 steps, the
+//     value columns read MN-major from the same key tile)
+//   the value warpgroup (2) rescales its O[64 h, dims 256..511] by the score warpgroup's factors
+//     and adds P . K[64 keys, dims 256..511].
+//   The two meet twice per tile: "P ready" (P and the factors written) and "P free" (the value
+//   warpgroup's MMA has read them). The score warpgroup's S of tile i + 1 runs on the tensor cores
+//   while the value warpgroup's P . V of tile i does, and neither waits for the other's softmax.
 // A non-split CTA writes out = O / l (bf16) and lse = (m + log2 l) ln 2; a split CTA writes its
 // unnormalised (O, m, l) to the workspace and sparse_mla_combine_kernel merges the splits in order.
 //
-// Shared memory: Q [64, 576] bf16 | key tiles 0, 1 [64, 576] bf16 | P [64, 64] bf16 | row maxima
-// [2 tiles][2 consumers][64] fp32 | row sums [2][64] | key valid bytes [2 tiles][64] | mbarriers.
+// Shared memory: Q [64, 576] bf16 | key tiles 0, 1 [64, 576] bf16 | P [64, 64] bf16 | the rescale
+// factors [64] fp32 | row sums [64] | key valid bytes [2 tiles][64] | mbarriers.
 // Q and key tiles are nine column blocks of [64 rows, 64 values] (8 KB each), each in the 128-byte
 // swizzle wgmma reads (16-byte chunk j of row i at chunk j ^ (i & 7)); P is one such block.
 #pragma once
@@ -47,31 +47,44 @@ namespace dsa::kernels::sparse_mla_cuda {
 
 namespace wg {
 
-inline constexpr int kThreads = 384;
-inline constexpr int kProducerThreads = 128;
+// Two producer warpgroups, each gathering (and dequantising) half of every tile's keys: one warp
+// per scheduler cannot hide its own latencies, and the FP8 dequantisation is a chain of dependent
+// conversions per chunk.
+inline constexpr int kProducerWarpgroups = 2;
+inline constexpr int kProducerThreads = 128 * kProducerWarpgroups;
 inline constexpr int kConsumerThreads = 256;
-// Register split (setmaxnreg, which ptxas allocates each role by): the consumers hold O (128
-// fp32) and S (16) with all of O live across the m64n256 MMAs; the producers need far fewer (the
-// FP8 one holds 8 raw chunks, 32, plus two tiles' list entries; the rows themselves are staged in
-// shared memory). 128 x 120 + 256 x 192 = 384 x 168, the launch's allocation.
-inline constexpr int kProducerRegs = 120;
-inline constexpr int kConsumerRegs = 192;
-static_assert(kProducerThreads * kProducerRegs + kConsumerThreads * kConsumerRegs <=
-              kThreads * 168);
+inline constexpr int kThreads = kProducerThreads + kConsumerThreads;
+inline constexpr int kKeysPerProducer = kTileKeys / kProducerWarpgroups;
+inline constexpr int kPasses = kKeysPerProducer / 16;  // copy passes of 16 keys x 8 threads
+// FP8 dequantisation: kGroups threads per key, each converting kChunksPerThread 16-value chunks of
+// each half of the row.
+inline constexpr int kGroups = 128 / kKeysPerProducer;
+inline constexpr int kChunksPerThread = 16 / kGroups;
+// Register split (setmaxnreg, which ptxas allocates each role by): the score warpgroup holds its
+// O (128 fp32) and S (32) with O live across the P . V MMAs (it spills below 208); the value
+// warpgroup only its O; a producer thread its staged chunks and two tiles' list entries. The
+// launch gives every thread 65536 / kThreads, in multiples of 8.
+inline constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+inline constexpr int kScoreRegs = 208;
+inline constexpr int kValueRegs = 160;
+inline constexpr int kProducerRegs =
+    kProducerWarpgroups == 1 ? 136
+                             : (65536 - 128 * (kScoreRegs + kValueRegs)) / kProducerThreads / 8 * 8;
+static_assert(kProducerThreads * kProducerRegs + 128 * (kScoreRegs + kValueRegs) <=
+              kThreads * kLaunchRegs);
 
 inline constexpr int kBlockBytes = kTileKeys * 128;           // one [64, 64] bf16 column block
 inline constexpr int kTileBytes = kQkDim / 64 * kBlockBytes;  // 9 blocks: 73,728
 inline constexpr int kQOff = 0;
 inline constexpr int kKOff = kQOff + kTileBytes;  // two key tiles
 inline constexpr int kPOff = kKOff + 2 * kTileBytes;
-inline constexpr int kMaxOff = kPOff + kBlockBytes;
-inline constexpr int kSumOff = kMaxOff + 2 * 2 * kHeadsPerCta * 4;
-inline constexpr int kValidOff = kSumOff + 2 * kHeadsPerCta * 4;
+inline constexpr int kAlphaOff = kPOff + kBlockBytes;
+inline constexpr int kSumOff = kAlphaOff + kHeadsPerCta * 4;
+inline constexpr int kValidOff = kSumOff + kHeadsPerCta * 4;
 inline constexpr int kBarOff = kValidOff + 2 * kTileKeys;
 // + 1008: the dynamic base (16-byte aligned) is aligned up to the 1024 bytes of the swizzle atom.
 inline constexpr int kSmemBytes = kBarOff + 4 * 8 + 1008;
 static_assert(kSmemBytes <= 227 * 1024, "exceeds the sm_90 shared memory per block");
-static_assert(kProducerThreads == 2 * kTileKeys, "copy passes: 16 keys x 8 threads, 4 passes");
 
 // Byte offset of 16-byte chunk `chunk` (of 72 per 576-wide row) of row `row` in a tile.
 __device__ __forceinline__ uint32_t tile_off(int row, int chunk) {
@@ -91,11 +104,15 @@ __device__ __forceinline__ uint64_t mnmajor_sw128_desc(uint32_t addr) {
   return desc;
 }
 
+// Named barriers (0 is __syncthreads): the score and value warpgroups' two meeting points and
+// their epilogue, then one per producer warpgroup.
+inline constexpr int kBarPReady = 1, kBarPFree = 2, kBarEpilogue = 3, kBarProducer0 = 4;
+
 __device__ __forceinline__ void consumer_sync(int id) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kConsumerThreads) : "memory");
 }
-__device__ __forceinline__ void producer_sync() {
-  asm volatile("bar.sync 3, %0;\n" ::"n"(kProducerThreads) : "memory");
+__device__ __forceinline__ void producer_sync(int pw) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(kBarProducer0 + pw) : "memory");
 }
 
 // Sixteen e4m3 values times `scale` into sixteen bf16, as two 16-byte chunks (e4m3 -> f16 -> f32,
@@ -119,10 +136,11 @@ __device__ __forceinline__ void dequant16(uint4 raw, float scale, uint4& lo, uin
 }
 
 // The list entries one producer thread reads for a tile, loaded a tile ahead (their latency then
-// hides behind the current tile's copies): the key of each copy pass (16 keys per pass, 8
-// threads per key: key pass * 16 + ptid / 8) and, for FP8, the key it dequantises (ptid & 63).
+// hides behind the current tile's copies): the key of each copy pass (16 keys per pass, 8 threads
+// per key) and, for FP8, the key it dequantises. Producer warpgroup pw owns the tile's keys
+// [key_base, key_base + 32), key_base = 32 pw.
 struct TileIndices {
-  int32_t pass[kTileKeys / 16];
+  int32_t pass[kPasses];
   int32_t own = -1;
 };
 
@@ -146,15 +164,16 @@ __device__ __forceinline__ int32_t list_entry(const MlaKernelArgs& a, int32_t r,
 
 template <LatentFormat kFormat>
 __device__ __forceinline__ TileIndices load_tile_indices(const MlaKernelArgs& a, int32_t r,
-                                                         int32_t len, int t, int ptid) {
+                                                         int32_t len, int t, int key_base,
+                                                         int ptid) {
   TileIndices ix{};
+  const int first = t * kTileKeys + key_base;
 #pragma unroll
-  for (int p = 0; p < kTileKeys / 16; ++p) {
-    ix.pass[p] = list_entry(a, r, len, t * kTileKeys + p * 16 + (ptid >> 3));
-  }
+  for (int p = 0; p < kPasses; ++p)
+    ix.pass[p] = list_entry(a, r, len, first + p * 16 + (ptid >> 3));
   // Only the FP8 producer dequantises a row of its own (the loads are volatile: not dropped).
   if constexpr (kFormat == LatentFormat::kFp8_656) {
-    ix.own = list_entry(a, r, len, t * kTileKeys + (ptid & (kTileKeys - 1)));
+    ix.own = list_entry(a, r, len, first + (ptid & (kKeysPerProducer - 1)));
   }
   return ix;
 }
@@ -170,28 +189,28 @@ __device__ __forceinline__ int32_t attended(const MlaKernelArgs& a, int32_t r, i
   return ok ? idx : -1;
 }
 
-// The key of copy pass p for this thread (16 keys per pass, 8 threads per key) and its attended
-// index (-1 if not attended); the first thread of the key's eight writes its flag.
+// The key of copy pass p for this thread and its attended index (-1 if not attended); the first
+// thread of the key's eight writes its flag.
 __device__ __forceinline__ int32_t pass_key(const MlaKernelArgs& a, int32_t r,
-                                            const TileIndices& ix, int p, int ptid, uint8_t* valid,
-                                            int& key) {
-  key = p * 16 + (ptid >> 3);
+                                            const TileIndices& ix, int p, int key_base, int ptid,
+                                            uint8_t* valid, int& key) {
+  key = key_base + p * 16 + (ptid >> 3);
   const int32_t idx = attended(a, r, ix.pass[p], /*report=*/(ptid & 7) == 0);
   if ((ptid & 7) == 0) valid[key] = idx >= 0;
   return idx;
 }
 
-// bf16 cache: the tile's 64 rows by cp.async straight into `tile` (8 threads per row, 128
+// bf16 cache: the warpgroup's 32 rows by cp.async straight into `tile` (8 threads per row, 128
 // contiguous bytes per copy instruction), their flags into `valid`.
 __device__ __forceinline__ void produce_bf16(const MlaKernelArgs& a, int32_t r,
-                                             const TileIndices& ix, int ptid, uint8_t* tile,
-                                             uint8_t* valid) {
+                                             const TileIndices& ix, int key_base, int ptid,
+                                             uint8_t* tile, uint8_t* valid) {
   const uint32_t base = hopper::smem_u32(tile);
   const uint8_t* dummy = reinterpret_cast<const uint8_t*>(a.q);  // mapped, for zero-fills
 #pragma unroll
-  for (int p = 0; p < kTileKeys / 16; ++p) {
+  for (int p = 0; p < kPasses; ++p) {
     int key;
-    const int32_t idx = pass_key(a, r, ix, p, ptid, valid, key);
+    const int32_t idx = pass_key(a, r, ix, p, key_base, ptid, valid, key);
     const uint8_t* src = idx >= 0 ? a.kv + int64_t{idx} * kBf16LatentBytes : dummy;
 #pragma unroll
     for (int k = 0; k < kQkChunks / 8; ++k) {
@@ -202,24 +221,26 @@ __device__ __forceinline__ void produce_bf16(const MlaKernelArgs& a, int32_t r,
   }
 }
 
-// FP8-656: the raw e4m3 rows land by cp.async (no registers: the whole tile in flight at once) in
-// a staging area inside the tile itself, raw chunk c (16 values) of row k where bf16 chunk 32 + c
-// of the row goes (column blocks 4..7); the bf16 RoPE parts go straight to column block 8. Then
-// the rows are dequantised in place, exactly (e4m3 * 2^e is a bf16): values 0..255 into column
-// blocks 0..3, which hold no staging, then 256..511, whose raw chunks every thread reads before
-// any thread overwrites the staging. Thread (k = ptid & 63, g = ptid >> 6) converts chunks
-// 8g .. 8g + 7 of each half of row k; eight consecutive threads take eight rows, so the swizzled
-// reads and writes are conflict-free.
+// FP8-656: the raw e4m3 rows land by cp.async (no registers: the warpgroup's rows in flight at
+// once) in a staging area inside the tile itself, raw chunk c (16 values) of row k where bf16
+// chunk 32 + c of the row goes (column blocks 4..7); the bf16 RoPE parts go straight to column
+// block 8. Then the rows are dequantised in place, exactly (e4m3 * 2^e is a bf16): values 0..255
+// into column blocks 0..3, which hold no staging, then 256..511, whose raw chunks every thread of
+// the warpgroup reads before any overwrites the staging (the two warpgroups' rows are disjoint).
+// Thread (k = key_base + ptid % 32, g = ptid / 32) converts chunks 4g .. 4g + 3 of each half of row
+// k (with one producer warpgroup: k = ptid % 64, chunks 8g .. 8g + 7); eight consecutive threads
+// take eight rows, so the swizzled reads and writes are conflict-free.
 __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
-                                            const TileIndices& ix, int ptid, uint8_t* tile,
+                                            const TileIndices& ix, int pw, int ptid, uint8_t* tile,
                                             uint8_t* valid) {
+  const int key_base = pw * kKeysPerProducer;
   const uint32_t base = hopper::smem_u32(tile);
   const uint8_t* dummy = reinterpret_cast<const uint8_t*>(a.q);  // mapped, for zero-fills
 #pragma unroll
-  for (int p = 0; p < kTileKeys / 16; ++p) {
+  for (int p = 0; p < kPasses; ++p) {
     const int lane8 = ptid & 7;
     int key;
-    const int32_t idx = pass_key(a, r, ix, p, ptid, valid, key);
+    const int32_t idx = pass_key(a, r, ix, p, key_base, ptid, valid, key);
     const uint8_t* row = a.kv + int64_t{idx < 0 ? 0 : idx} * kFp8LatentBytes;
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
@@ -230,36 +251,114 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
     hopper::cp_async16(base + tile_off(key, kLatentDim / 8 + lane8),
                        idx >= 0 ? row + kLatentDim + 16 + lane8 * 16 : dummy, idx >= 0 ? 16 : 0);
   }
-  const int k = ptid & (kTileKeys - 1), g = ptid >> 6;
+  const int k = key_base + (ptid & (kKeysPerProducer - 1)), g = ptid / kKeysPerProducer;
   const int32_t idx_k = attended(a, r, ix.own, /*report=*/false);
   const float* scales = reinterpret_cast<const float*>(
       a.kv + int64_t{idx_k < 0 ? 0 : idx_k} * kFp8LatentBytes + kLatentDim);
-  const float scale_a = idx_k >= 0 ? ldg_early(scales + g) : 0.f;
-  const float scale_b = idx_k >= 0 ? ldg_early(scales + 2 + g) : 0.f;
+  const int block = (kChunksPerThread * g) >> 3;  // the 128-value scale block of the chunks
+  const float scale_a = idx_k >= 0 ? ldg_early(scales + block) : 0.f;
+  const float scale_b = idx_k >= 0 ? ldg_early(scales + 2 + block) : 0.f;
   hopper::cp_async_commit();
   hopper::cp_async_wait_all();
-  producer_sync();  // every row staged
+  producer_sync(pw);  // every row of the warpgroup staged
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int u = 8 * g + j;
+  for (int j = 0; j < kChunksPerThread; ++j) {
+    const int u = kChunksPerThread * g + j;
     uint4 lo, hi;
     dequant16(*reinterpret_cast<const uint4*>(tile + tile_off(k, 32 + u)), scale_a, lo, hi);
     *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = lo;
     *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = hi;
   }
-  uint4 raw[8];
+  uint4 raw[kChunksPerThread];
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    raw[j] = *reinterpret_cast<const uint4*>(tile + tile_off(k, 48 + 8 * g + j));
+  for (int j = 0; j < kChunksPerThread; ++j) {
+    raw[j] = *reinterpret_cast<const uint4*>(tile + tile_off(k, 48 + kChunksPerThread * g + j));
   }
-  producer_sync();  // the staging is read
+  producer_sync(pw);  // the staging is read
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int u = 16 + 8 * g + j;
+  for (int j = 0; j < kChunksPerThread; ++j) {
+    const int u = 16 + kChunksPerThread * g + j;
     uint4 lo, hi;
     dequant16(raw[j], scale_b, lo, hi);
     *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = lo;
     *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = hi;
+  }
+}
+
+}  // namespace wg
+
+namespace wg {
+
+// Writes one consumer warpgroup's 256 value dims (c = 0: dims 0..255, 1: 256..511) of the CTA's
+// rows: out = O / l (bf16), or a split's unnormalised O. The score warpgroup (c = 0) also writes
+// lse and max_logit, or the split's (m, l). l: complete row sums; m: row maxima (log2 domain,
+// used by c = 0 only).
+__device__ __forceinline__ void write_rows(const MlaKernelArgs& a, int32_t r, int h0, int split,
+                                           int c, int row0, int cc, const float (&o)[128],
+                                           const float (&m)[2], const float (&l)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (h0 + row0 + 8 * h >= a.heads) continue;  // padding head
+    const int64_t rh = int64_t{r} * a.heads + h0 + row0 + 8 * h;
+    // Empty attended set iff l = 0 exactly: a NaN key (l NaN) is not empty and stays NaN.
+    const bool attended_any = !(l[h] == 0.f);
+    if (a.num_splits == 1) {
+      const float inv = attended_any ? 1.f / l[h] : 0.f;
+      bf16* out = a.out + rh * kVDim + c * 256 + 2 * cc;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const uint32_t v =
+            attended_any ? pack_bf16x2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv) : 0u;
+        *reinterpret_cast<uint32_t*>(out + j * 8) = v;
+      }
+      if (c == 0 && cc == 0) {
+        a.lse[rh] = attended_any ? m[h] * kLn2 + logf(l[h]) : INFINITY;
+        if (a.max_logit != nullptr) a.max_logit[rh] = attended_any ? m[h] * kLn2 : -INFINITY;
+      }
+    } else {
+      const int64_t slot = split * (int64_t{a.rows} * a.heads) + rh;
+      float* po = a.part_o + slot * kVDim + c * 256 + 2 * cc;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        *reinterpret_cast<float2*>(po + j * 8) =
+            make_float2(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
+      }
+      if (c == 0 && cc == 0) {
+        a.part_ml[slot * 2] = attended_any ? m[h] : -INFINITY;
+        a.part_ml[slot * 2 + 1] = l[h];
+      }
+    }
+  }
+}
+
+// O[:, 256c .. 256c + 255] += P . V of the key tile at k_base (4 k-steps of 16 keys), issued and
+// committed, not waited for.
+__device__ __forceinline__ void issue_pv(float (&o)[128], uint32_t p_base, uint32_t k_base, int c) {
+  hopper::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kTileKeys / 16; ++kk) {
+    // Two N = 128 halves, not one N = 256: an instruction's operands must fit the launch's 128
+    // registers per thread (ptxas checks each instruction against it, not against setmaxnreg).
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      wgmma::wgmma_m64n128k16_bf16_bt(
+          *reinterpret_cast<float(*)[64]>(o + 64 * half),
+          hopper::kmajor_sw128_desc(p_base + kk * 32),
+          mnmajor_sw128_desc(k_base + (c * 4 + 2 * half) * kBlockBytes + kk * 16 * 128), 1);
+    }
+  }
+  hopper::wgmma_commit();
+}
+
+// Multiplies row row0's accumulators by alpha[0] and row row0 + 8's by alpha[1], unless every row
+// of this warp keeps its scale (after the first tiles, nearly always).
+__device__ __forceinline__ void rescale_rows(float (&o)[128], const float (&alpha)[2]) {
+  if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      o[4 * j] *= alpha[0], o[4 * j + 1] *= alpha[0];
+      o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
+    }
   }
 }
 
@@ -278,8 +377,8 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
   uint8_t* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   uint8_t* q_s = smem + wg::kQOff;
   uint8_t* p_s = smem + wg::kPOff;
-  float* max_s = reinterpret_cast<float*>(smem + wg::kMaxOff);       // [tile & 1][consumer][64]
-  float* sum_s = reinterpret_cast<float*>(smem + wg::kSumOff);       // [consumer][64]
+  float* alpha_s = reinterpret_cast<float*>(smem + wg::kAlphaOff);   // [64]
+  float* sum_s = reinterpret_cast<float*>(smem + wg::kSumOff);       // [64]
   uint8_t* valid_s = smem + wg::kValidOff;                           // [buffer][64]
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + wg::kBarOff);  // [2]
   uint64_t* empty = full + 2;                                        // [2]
@@ -315,6 +414,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
   if (tid < wg::kProducerThreads) {
     // ---------------------------------- producers ----------------------------------
     regs_release<wg::kProducerRegs>();
+    const int pw = tid >> 7, ptid = tid & 127, key_base = pw * wg::kKeysPerProducer;
     if (n > 0) {
       // Q: 64 heads x 576, padding heads zero-filled; completes with tile 0.
       for (int it = tid; it < kHeadsPerCta * kQkChunks; it += wg::kProducerThreads) {
@@ -324,60 +424,68 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
         cp_async16(smem_u32(q_s) + wg::tile_off(row, chunk), src, ok ? 16 : 0);
       }
     }
-    wg::TileIndices ix = wg::load_tile_indices<kFormat>(a, r, len, t_begin, tid);
+    wg::TileIndices ix = wg::load_tile_indices<kFormat>(a, r, len, t_begin, key_base, ptid);
     for (int i = 0; i < n; ++i) {
       const int b = i & 1;
       const wg::TileIndices cur = ix;
-      if (i + 1 < n) ix = wg::load_tile_indices<kFormat>(a, r, len, t_begin + i + 1, tid);
+      if (i + 1 < n) {
+        ix = wg::load_tile_indices<kFormat>(a, r, len, t_begin + i + 1, key_base, ptid);
+      }
       if (i >= 2) mbar_wait(&empty[b], ((i >> 1) - 1) & 1);
       uint8_t* tile = smem + wg::kKOff + b * wg::kTileBytes;
       if constexpr (kFormat == LatentFormat::kBf16) {
-        wg::produce_bf16(a, r, cur, tid, tile, valid_s + b * kTileKeys);
+        wg::produce_bf16(a, r, cur, key_base, ptid, tile, valid_s + b * kTileKeys);
       } else {
-        wg::produce_fp8(a, r, cur, tid, tile, valid_s + b * kTileKeys);
+        wg::produce_fp8(a, r, cur, pw, ptid, tile, valid_s + b * kTileKeys);
       }
       cp_async_commit();
       cp_async_wait_all();
       fence_proxy_async_smem();  // this thread's tile writes, visible to the consumers' wgmma
       mbar_arrive(&full[b]);
     }
-  } else {
-    // ---------------------------------- consumers ----------------------------------
-    regs_claim<wg::kConsumerRegs>();
-    const int ctid = tid - wg::kProducerThreads;
-    const int c = ctid >> 7;         // consumer: keys 32c.., value dims 256c..
-    const int cw = (ctid >> 5) & 3;  // warp within the consumer warpgroup
-    const int row0 = cw * 16 + (lane >> 2), cc = lane & 3;  // rows row0, row0 + 8; column pair cc
+    return;
+  }
 
+  // Both consumer warpgroups: thread (warp cw, lane) holds rows row0 and row0 + 8 of the 64 heads
+  // and column pair cc of every 8-column group of its accumulators.
+  const int ctid = tid - wg::kProducerThreads;
+  const int c = ctid >> 7;  // 0: the score warpgroup (value dims 0..255), 1: the value one
+  const int cw = (ctid >> 5) & 3;
+  const int row0 = cw * 16 + (lane >> 2), cc = lane & 3;
+  const uint32_t p_base = smem_u32(p_s);
+  // The accumulators are declared after each role's register claim: code before it is held to the
+  // launch's 128 registers per thread.
+  if (c == 0) {
+    // ------------------------------- score warpgroup -------------------------------
+    regs_claim<wg::kScoreRegs>();
     float o[128];
 #pragma unroll
     for (int j = 0; j < 128; ++j) o[j] = 0.f;
     float m[2] = {-INFINITY, -INFINITY};  // running max (log2 domain), rows row0 and row0 + 8
     float l[2] = {0.f, 0.f};              // this thread's share of the running sums
-
-    const uint32_t q_base = smem_u32(q_s), p_base = smem_u32(p_s);
+    const uint32_t q_base = smem_u32(q_s);
     for (int i = 0; i < n; ++i) {
       const int b = i & 1;
       if (i > 0) {
         // P . V of tile i - 1 retired: its key tile goes back to the producers before this
-        // consumer waits for tile i, so they have all of tile i's time to fill it. (Waiting for
-        // that group alone behind S would serialise the MMAs: ptxas C7514.)
+        // warpgroup waits for tile i. (Issuing S of tile i first and waiting for P . V alone,
+        // wait_group 1, was measured slower: 178.5 against 162.4 us, bf16 B 128 on the H100.)
+        // Every thread arrives: an arrival releases only the arriving thread's own reads (of the
+        // tile's valid flags here).
         wgmma_wait<0>();
-        // Every consumer thread arrives: an arrival releases only the arriving thread's own reads
-        // (of the tile's valid flags here).
         mbar_arrive(&empty[b ^ 1]);
       }
       mbar_wait(&full[b], (i >> 1) & 1);
       const uint32_t k_base = smem_u32(smem + wg::kKOff + b * wg::kTileBytes);
 
-      // ---- S_c = Q . K[32c .. 32c + 31]^T ----
-      float s[16];
+      // ---- S = Q . K^T over the tile's 64 keys ----
+      float s[32];
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kQkDim / 16; ++ks) {
         const uint32_t k_off = (ks >> 2) * wg::kBlockBytes + (ks & 3) * 32;
-        wgmma::wgmma_m64n32k16_bf16(s, kmajor_sw128_desc(q_base + k_off),
-                                    kmajor_sw128_desc(k_base + k_off + c * 32 * 128), ks > 0);
+        wgmma::wgmma_m64n64k16_bf16(s, kmajor_sw128_desc(q_base + k_off),
+                                    kmajor_sw128_desc(k_base + k_off), ks > 0);
       }
       wgmma_commit();
       wgmma_wait<0>();  // S of tile i
@@ -388,123 +496,90 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
       const uint8_t* valid = valid_s + b * kTileKeys;
       float tmax[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int key = c * 32 + j * 8 + 2 * cc + (e & 1);
+          const int key = j * 8 + 2 * cc + (e & 1);
           s[4 * j + e] = valid[key] ? s[4 * j + e] * a.scale_log2 : -INFINITY;
           tmax[e >> 1] = fmaxf(tmax[e >> 1], s[4 * j + e]);
         }
       }
+      float m_use[2], alpha[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 1));
         tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 2));
-      }
-      float* max_i = max_s + (i & 1) * 2 * kHeadsPerCta;
-      if (cc == 0) {
-        max_i[c * kHeadsPerCta + row0] = tmax[0];
-        max_i[c * kHeadsPerCta + row0 + 8] = tmax[1];
-      }
-      wg::consumer_sync(1);  // both maxima written; both consumers' P . V of tile i - 1 retired
-      float m_use[2], alpha[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 8 * h;
-        const float m_new = fmaxf(m[h], fmaxf(max_i[row], max_i[kHeadsPerCta + row]));
+        const float m_new = fmaxf(m[h], tmax[h]);
         m_use[h] = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: p = 0, alpha = 0
         alpha[h] = exp2f(m[h] - m_use[h]);
         m[h] = m_new;
         l[h] *= alpha[h];
       }
+      uint32_t pk[16];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < 8; ++j) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const float p0 = exp2f(s[4 * j + 2 * h] - m_use[h]);
           const float p1 = exp2f(s[4 * j + 2 * h + 1] - m_use[h]);
           l[h] += p0 + p1;
+          pk[2 * j + h] = pack_bf16x2(p0, p1);
+        }
+      }
+      wg::rescale_rows(o, alpha);
+      if (i > 0) wg::consumer_sync(wg::kBarPFree);  // the value warpgroup has read P of tile i - 1
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
           const int row = row0 + 8 * h;
-          *reinterpret_cast<uint32_t*>(p_s + row * 128 + (((c * 4 + j) ^ (row & 7)) << 4) +
-                                       4 * cc) = pack_bf16x2(p0, p1);
+          *reinterpret_cast<uint32_t*>(p_s + row * 128 + ((j ^ (row & 7)) << 4) + 4 * cc) =
+              pk[2 * j + h];
         }
       }
-      // O rescales only when a row maximum of this warp grew (after the first tiles, rarely) or a
-      // row is still all masked (alpha = 0 while O is 0).
-      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          o[4 * j] *= alpha[0], o[4 * j + 1] *= alpha[0];
-          o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
-        }
-      }
+      if (cc == 0) alpha_s[row0] = alpha[0], alpha_s[row0 + 8] = alpha[1];
       fence_proxy_async_smem();
-      wg::consumer_sync(2);  // P complete
-
-      // ---- O_c += P . V[:, 256c .. 256c + 255] ----
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kTileKeys / 16; ++kk) {
-        wgmma::wgmma_m64n256k16_bf16_bt(
-            o, kmajor_sw128_desc(p_base + kk * 32),
-            wg::mnmajor_sw128_desc(k_base + c * 4 * wg::kBlockBytes + kk * 16 * 128), 1);
-      }
-      wgmma_commit();
+      wg::consumer_sync(wg::kBarPReady);  // P and the factors written, for both warpgroups
+      wg::issue_pv(o, p_base, k_base, 0);
     }
     wgmma_wait<0>();
     fence_registers(o);
-
-    // ---- epilogue: the row sums of both consumers, then out / lse or the split's partials ----
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
     }
-    if (cc == 0) {
-      sum_s[c * kHeadsPerCta + row0] = l[0];
-      sum_s[c * kHeadsPerCta + row0 + 8] = l[1];
+    if (cc == 0) sum_s[row0] = l[0], sum_s[row0 + 8] = l[1];
+    wg::consumer_sync(wg::kBarEpilogue);
+    wg::write_rows(a, r, h0, split, 0, row0, cc, o, m, l);
+  } else {
+    // ------------------------------- value warpgroup -------------------------------
+    regs_claim<wg::kValueRegs>();
+    float o[128];
+#pragma unroll
+    for (int j = 0; j < 128; ++j) o[j] = 0.f;
+    for (int i = 0; i < n; ++i) {
+      const int b = i & 1;
+      wg::consumer_sync(wg::kBarPReady);
+      // Already complete (the score warpgroup waited for it before S); waited here too so this
+      // warpgroup's reads of the tile are ordered after the producers' writes by the barrier.
+      mbar_wait(&full[b], (i >> 1) & 1);
+      const float alpha[2] = {alpha_s[row0], alpha_s[row0 + 8]};
+      wg::rescale_rows(o, alpha);
+      wg::issue_pv(o, p_base, smem_u32(smem + wg::kKOff + b * wg::kTileBytes), 1);
+      wgmma_wait<0>();
+      fence_registers(o);
+      mbar_arrive(&empty[b]);
+      // A full barrier, not an arrival: the value warpgroup has nothing to do until P of the next
+      // tile is ready anyway, and compute-sanitizer's racecheck orders only barriers both sides
+      // wait on (bar.arrive here was reported as a race on the factors).
+      if (i + 1 < n) wg::consumer_sync(wg::kBarPFree);
     }
-    wg::consumer_sync(1);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 8 * h;
-      l[h] = sum_s[row] + sum_s[kHeadsPerCta + row];
-    }
-
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (h0 + row0 + 8 * h >= a.heads) continue;  // padding head
-      const int64_t rh = int64_t{r} * a.heads + h0 + row0 + 8 * h;
-      // Empty attended set iff l = 0 exactly: a NaN key (l NaN) is not empty and stays NaN.
-      const bool attended_any = !(l[h] == 0.f);
-      if (a.num_splits == 1) {
-        const float inv = attended_any ? 1.f / l[h] : 0.f;
-        bf16* out = a.out + rh * kVDim + c * 256 + 2 * cc;
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          const uint32_t v =
-              attended_any ? pack_bf16x2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv) : 0u;
-          *reinterpret_cast<uint32_t*>(out + j * 8) = v;
-        }
-        if (c == 0 && cc == 0) {
-          a.lse[rh] = attended_any ? m[h] * kLn2 + logf(l[h]) : INFINITY;
-          if (a.max_logit != nullptr) a.max_logit[rh] = attended_any ? m[h] * kLn2 : -INFINITY;
-        }
-      } else {
-        const int64_t slot = split * (int64_t{a.rows} * a.heads) + rh;
-        float* po = a.part_o + slot * kVDim + c * 256 + 2 * cc;
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          *reinterpret_cast<float2*>(po + j * 8) =
-              make_float2(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
-        }
-        if (c == 0 && cc == 0) {
-          a.part_ml[slot * 2] = attended_any ? m[h] : -INFINITY;
-          a.part_ml[slot * 2 + 1] = l[h];
-        }
-      }
-    }
-  }  // consumers
+    wg::consumer_sync(wg::kBarEpilogue);
+    const float m[2] = {0.f, 0.f};  // unused: the score warpgroup writes the maxima
+    const float l[2] = {sum_s[row0], sum_s[row0 + 8]};
+    wg::write_rows(a, r, h0, split, 1, row0, cc, o, m, l);
+  }
 }
 
 }  // namespace dsa::kernels::sparse_mla_cuda

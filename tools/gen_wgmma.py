@@ -13,7 +13,7 @@ clang-format the outputs.
 import pathlib
 
 E4M3_NS = (8, 16, 32, 64, 128)
-BF16_SHAPES = ((32, "k"), (64, "k"), (128, "mn"), (256, "mn"))
+BF16_SHAPES = ((64, "k"), (128, "mn"))
 
 
 def wrapper(name: str, n: int, k: int, ptx_types: str, tnsp: str, doc: str) -> str:

@@ -1,21 +1,21 @@
 // The sparse MLA attention kernel on Hopper's warpgroup MMAs (SPEC.md §3f decode, §3g prefill).
 //
 // One CTA = one query row r, a block of 64 heads [h0, h0 + 64) (heads >= H are zero rows of Q) and
-// one split's range of 64-key tiles of the row's index list. 384 threads in three warpgroups:
-//   producers (warpgroup 0): gather the tile's 64 selected latent rows into one of two
-//     bf16 key tiles: bf16 cache rows by cp.async straight into the tile; FP8-656 rows into
-//     registers a whole tile ahead (each chunk's load for tile i + 1 issued as the chunk of tile
-//     i is dequantised), then dequantised exactly (e4m3 * 2^e is a bf16) into the tile, their bf16
-//     RoPE part by cp.async. Invalid keys are zero rows (never read from memory) and flagged, so
-//     the consumers mask them to -inf. The tile's completion is an mbarrier phase ("full"); the
-//     consumers hand the tile back through another ("empty").
-//   the score warpgroup (1) computes, per tile,
+// one split's range of 64-key tiles of the row's index list. 512 threads in four warpgroups:
+//   producers (warpgroups 0, 1: keys 0..31 and 32..63 of every tile): gather the tile's selected
+//     latent rows into one of two bf16 key tiles: bf16 cache rows by cp.async straight into the
+//     tile; FP8-656 rows by cp.async into a staging area inside the tile (a warpgroup's rows in
+//     flight at once), then dequantised in place, exactly (e4m3 * 2^e is a bf16), their bf16 RoPE
+//     part by cp.async. Invalid keys are zero rows (never read from memory) and flagged, so the
+//     consumers mask them to -inf. The tile's completion is an mbarrier phase ("full", both
+//     producer warpgroups); the consumers hand the tile back through another ("empty").
+//   the score warpgroup (2) computes, per tile,
 //     S[64 h, 64 keys] = Q[64, 576] . K[64 keys, 576]^T   (wgmma m64n64k16, 36 steps)
 //     the online softmax in the log2 domain over the whole tile (no exchange with anyone), P (bf16)
 //     and the rescale factor of each row to shared memory, then
-//     O[64 h, dims 0..255] += P[64, 64] . K[64 keys, dims 0..255]   (m64n256k16, 4 steps, the
-//     value columns read MN-major from the same key tile)
-//   the value warpgroup (2) rescales its O[64 h, dims 256..511] by the score warpgroup's factors
+//     O[64 h, dims 0..255] += P[64, 64] . K[64 keys, dims 0..255]   (2 x m64n128k16, 4 steps,
+//     the value columns read MN-major from the same key tile)
+//   the value warpgroup (3) rescales its O[64 h, dims 256..511] by the score warpgroup's factors
 //     and adds P . K[64 keys, dims 256..511].
 //   The two meet twice per tile: "P ready" (P and the factors written) and "P free" (the value
 //   warpgroup's MMA has read them). The score warpgroup's S of tile i + 1 runs on the tensor cores
@@ -68,8 +68,7 @@ inline constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
 inline constexpr int kScoreRegs = 208;
 inline constexpr int kValueRegs = 160;
 inline constexpr int kProducerRegs =
-    kProducerWarpgroups == 1 ? 136
-                             : (65536 - 128 * (kScoreRegs + kValueRegs)) / kProducerThreads / 8 * 8;
+    (kThreads * kLaunchRegs - 128 * (kScoreRegs + kValueRegs)) / kProducerThreads / 8 * 8;  // 72
 static_assert(kProducerThreads * kProducerRegs + 128 * (kScoreRegs + kValueRegs) <=
               kThreads * kLaunchRegs);
 

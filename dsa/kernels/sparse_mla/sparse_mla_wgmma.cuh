@@ -284,10 +284,6 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
   }
 }
 
-}  // namespace wg
-
-namespace wg {
-
 // Writes one consumer warpgroup's 256 value dims (c = 0: dims 0..255, 1: 256..511) of the CTA's
 // rows: out = O / l (bf16), or a split's unnormalised O. The score warpgroup (c = 0) also writes
 // lse and max_logit, or the split's (m, l). l: complete row sums; m: row maxima (log2 domain,
@@ -364,7 +360,7 @@ __device__ __forceinline__ void rescale_rows(float (&o)[128], const float (&alph
 }  // namespace wg
 
 // grid = (R * ceil(H / 64), 1, S), head blocks fastest: the head blocks of one row are neighbours,
-// so the second reads the row's keys from L2. block = 384.
+// so the second reads the row's keys from L2. block = 512.
 template <LatentFormat kFormat>
 __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const MlaKernelArgs a) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)

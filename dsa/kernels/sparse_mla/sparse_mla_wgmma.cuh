@@ -19,7 +19,8 @@
 //     and adds P . K[64 keys, dims 256..511].
 //   The two meet twice per tile: "P ready" (P and the factors written) and "P free" (the value
 //   warpgroup's MMA has read them). The score warpgroup's S of tile i + 1 runs on the tensor cores
-//   while the value warpgroup's P . V of tile i does, and neither waits for the other's softmax.
+//   while the value warpgroup's P . V of tile i does; only the score warpgroup computes a softmax
+//   (the value warpgroup waits for it at "P ready").
 // A non-split CTA writes out = O / l (bf16) and lse = (m + log2 l) ln 2; a split CTA writes its
 // unnormalised (O, m, l) to the workspace and sparse_mla_combine_kernel merges the splits in order.
 //
@@ -60,6 +61,10 @@ inline constexpr int kPasses = kKeysPerProducer / 16;  // copy passes of 16 keys
 // each half of the row.
 inline constexpr int kGroups = 128 / kKeysPerProducer;
 inline constexpr int kChunksPerThread = 16 / kGroups;
+static_assert((kKeysPerProducer & (kKeysPerProducer - 1)) == 0 && kKeysPerProducer % 16 == 0,
+              "keys per producer warpgroup: a power of two (masks) and whole copy passes");
+static_assert(16 % kGroups == 0 && 8 % kChunksPerThread == 0,
+              "a thread's chunks of a row half lie in one 128-value scale block");
 // Register split (setmaxnreg, which ptxas allocates each role by): the score warpgroup holds its
 // O (128 fp32) and S (32) with O live across the P . V MMAs (it spills below 208); the value
 // warpgroup only its O; a producer thread its staged chunks and two tiles' list entries. The
@@ -346,7 +351,8 @@ __device__ __forceinline__ void issue_pv(float (&o)[128], uint32_t p_base, uint3
 }
 
 // Multiplies row row0's accumulators by alpha[0] and row row0 + 8's by alpha[1], unless every row
-// of this warp keeps its scale (after the first tiles, nearly always).
+// of this warp keeps its scale: it rescales only when a row maximum grew (after the first tiles,
+// rarely) or a row is still all masked (alpha = 0 while O is 0).
 __device__ __forceinline__ void rescale_rows(float (&o)[128], const float (&alpha)[2]) {
   if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll

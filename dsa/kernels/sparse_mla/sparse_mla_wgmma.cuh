@@ -112,11 +112,18 @@ __device__ __forceinline__ uint64_t mnmajor_sw128_desc(uint32_t addr) {
 // their epilogue, then one per producer warpgroup.
 inline constexpr int kBarPReady = 1, kBarPFree = 2, kBarEpilogue = 3, kBarProducer0 = 4;
 
-__device__ __forceinline__ void consumer_sync(int id) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kConsumerThreads) : "memory");
+// Barrier ids are immediates: a barrier named by a register makes ptxas reserve all sixteen.
+template <int kId>
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kConsumerThreads) : "memory");
 }
 __device__ __forceinline__ void producer_sync(int pw) {
-  asm volatile("bar.sync %0, 128;\n" ::"r"(kBarProducer0 + pw) : "memory");
+  static_assert(kProducerWarpgroups == 2, "one immediate barrier id per producer warpgroup");
+  if (pw == 0) {
+    asm volatile("bar.sync %0, 128;\n" ::"n"(kBarProducer0) : "memory");
+  } else {
+    asm volatile("bar.sync %0, 128;\n" ::"n"(kBarProducer0 + 1) : "memory");
+  }
 }
 
 // Sixteen e4m3 values times `scale` into sixteen bf16, as two 16-byte chunks (e4m3 -> f16 -> f32,
@@ -289,31 +296,34 @@ __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
   }
 }
 
+// The flat (row, head) index of accumulator row row0 + 8h, or -1 for a padding head (>= H).
+__device__ __forceinline__ int64_t row_head(const MlaKernelArgs& a, int32_t r, int h0, int row0,
+                                            int h) {
+  const int head = h0 + row0 + 8 * h;
+  return head < a.heads ? int64_t{r} * a.heads + head : -1;
+}
+
+// An empty attended set iff l = 0 exactly: a NaN key (l NaN) is not empty and stays NaN.
+__device__ __forceinline__ bool attended_any(float l) { return !(l == 0.f); }
+
 // Writes one consumer warpgroup's 256 value dims (c = 0: dims 0..255, 1: 256..511) of the CTA's
-// rows: out = O / l (bf16), or a split's unnormalised O. The score warpgroup (c = 0) also writes
-// lse and max_logit, or the split's (m, l). l: complete row sums; m: row maxima (log2 domain,
-// used by c = 0 only).
-__device__ __forceinline__ void write_rows(const MlaKernelArgs& a, int32_t r, int h0, int split,
-                                           int c, int row0, int cc, const float (&o)[128],
-                                           const float (&m)[2], const float (&l)[2]) {
+// rows: out = O / l (bf16), or a split's unnormalised O. l: the complete row sums.
+__device__ __forceinline__ void write_o(const MlaKernelArgs& a, int32_t r, int h0, int split, int c,
+                                        int row0, int cc, const float (&o)[128],
+                                        const float (&l)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    if (h0 + row0 + 8 * h >= a.heads) continue;  // padding head
-    const int64_t rh = int64_t{r} * a.heads + h0 + row0 + 8 * h;
-    // Empty attended set iff l = 0 exactly: a NaN key (l NaN) is not empty and stays NaN.
-    const bool attended_any = !(l[h] == 0.f);
+    const int64_t rh = row_head(a, r, h0, row0, h);
+    if (rh < 0) continue;
     if (a.num_splits == 1) {
-      const float inv = attended_any ? 1.f / l[h] : 0.f;
+      const bool any = attended_any(l[h]);
+      const float inv = any ? 1.f / l[h] : 0.f;
       bf16* out = a.out + rh * kVDim + c * 256 + 2 * cc;
 #pragma unroll
       for (int j = 0; j < 32; ++j) {
         const uint32_t v =
-            attended_any ? pack_bf16x2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv) : 0u;
+            any ? pack_bf16x2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv) : 0u;
         *reinterpret_cast<uint32_t*>(out + j * 8) = v;
-      }
-      if (c == 0 && cc == 0) {
-        a.lse[rh] = attended_any ? m[h] * kLn2 + logf(l[h]) : INFINITY;
-        if (a.max_logit != nullptr) a.max_logit[rh] = attended_any ? m[h] * kLn2 : -INFINITY;
       }
     } else {
       const int64_t slot = split * (int64_t{a.rows} * a.heads) + rh;
@@ -323,10 +333,27 @@ __device__ __forceinline__ void write_rows(const MlaKernelArgs& a, int32_t r, in
         *reinterpret_cast<float2*>(po + j * 8) =
             make_float2(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
       }
-      if (c == 0 && cc == 0) {
-        a.part_ml[slot * 2] = attended_any ? m[h] : -INFINITY;
-        a.part_ml[slot * 2 + 1] = l[h];
-      }
+    }
+  }
+}
+
+// The score warpgroup's row statistics (the thread of column pair 0 writes them): lse and
+// max_logit, or a split's (m, l). m: row maxima in the log2 domain; l: the complete row sums.
+__device__ __forceinline__ void write_row_stats(const MlaKernelArgs& a, int32_t r, int h0,
+                                                int split, int row0, const float (&m)[2],
+                                                const float (&l)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t rh = row_head(a, r, h0, row0, h);
+    if (rh < 0) continue;
+    const bool any = attended_any(l[h]);
+    if (a.num_splits == 1) {
+      a.lse[rh] = any ? m[h] * kLn2 + logf(l[h]) : INFINITY;
+      if (a.max_logit != nullptr) a.max_logit[rh] = any ? m[h] * kLn2 : -INFINITY;
+    } else {
+      const int64_t slot = split * (int64_t{a.rows} * a.heads) + rh;
+      a.part_ml[slot * 2] = any ? m[h] : -INFINITY;
+      a.part_ml[slot * 2 + 1] = l[h];
     }
   }
 }
@@ -528,7 +555,8 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
         }
       }
       wg::rescale_rows(o, alpha);
-      if (i > 0) wg::consumer_sync(wg::kBarPFree);  // the value warpgroup has read P of tile i - 1
+      if (i > 0)
+        wg::consumer_sync<wg::kBarPFree>();  // the value warpgroup has read P of tile i - 1
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
 #pragma unroll
@@ -540,7 +568,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
       }
       if (cc == 0) alpha_s[row0] = alpha[0], alpha_s[row0 + 8] = alpha[1];
       fence_proxy_async_smem();
-      wg::consumer_sync(wg::kBarPReady);  // P and the factors written, for both warpgroups
+      wg::consumer_sync<wg::kBarPReady>();  // P and the factors written, for both warpgroups
       wg::issue_pv(o, p_base, k_base, 0);
     }
     wgmma_wait<0>();
@@ -551,8 +579,9 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
     }
     if (cc == 0) sum_s[row0] = l[0], sum_s[row0 + 8] = l[1];
-    wg::consumer_sync(wg::kBarEpilogue);
-    wg::write_rows(a, r, h0, split, 0, row0, cc, o, m, l);
+    wg::consumer_sync<wg::kBarEpilogue>();
+    wg::write_o(a, r, h0, split, 0, row0, cc, o, l);
+    if (cc == 0) wg::write_row_stats(a, r, h0, split, row0, m, l);
   } else {
     // ------------------------------- value warpgroup -------------------------------
     regs_claim<wg::kValueRegs>();
@@ -561,7 +590,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
     for (int j = 0; j < 128; ++j) o[j] = 0.f;
     for (int i = 0; i < n; ++i) {
       const int b = i & 1;
-      wg::consumer_sync(wg::kBarPReady);
+      wg::consumer_sync<wg::kBarPReady>();
       // Already complete (the score warpgroup waited for it before S); waited here too so this
       // warpgroup's reads of the tile are ordered after the producers' writes by the barrier.
       mbar_wait(&full[b], (i >> 1) & 1);
@@ -574,12 +603,11 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
       // A full barrier, not an arrival: the value warpgroup has nothing to do until P of the next
       // tile is ready anyway, and compute-sanitizer's racecheck orders only barriers both sides
       // wait on (bar.arrive here was reported as a race on the factors).
-      if (i + 1 < n) wg::consumer_sync(wg::kBarPFree);
+      if (i + 1 < n) wg::consumer_sync<wg::kBarPFree>();
     }
-    wg::consumer_sync(wg::kBarEpilogue);
-    const float m[2] = {0.f, 0.f};  // unused: the score warpgroup writes the maxima
+    wg::consumer_sync<wg::kBarEpilogue>();
     const float l[2] = {sum_s[row0], sum_s[row0 + 8]};
-    wg::write_rows(a, r, h0, split, 1, row0, cc, o, m, l);
+    wg::write_o(a, r, h0, split, 1, row0, cc, o, l);
   }
 }
 

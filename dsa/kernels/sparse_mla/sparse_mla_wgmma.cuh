@@ -126,10 +126,14 @@ __device__ __forceinline__ void producer_sync(int pw) {
   }
 }
 
-// Sixteen e4m3 values times `scale` into sixteen bf16, as two 16-byte chunks (e4m3 -> f16 -> f32,
-// times scale, RNE to bf16): exact for a power-of-two scale, NaN kept. (An integer-unit version
-// — rebasing the bits into bf16 and one bf16 multiply — was measured slower on the H200: 83 vs
-// 78 us at b 32, 270 vs 246 us at b 128; bench/RESULTS.md.)
+// Sixteen e4m3 values times `scale` into sixteen bf16, as two 16-byte chunks. Per pair: e4m3x2 ->
+// f16x2 (one hardware conversion), f16 -> f32 (exact), the two floats' high halves taken by a byte
+// permute (exact: an e4m3 value has 4 significant bits, a bf16 8), then one bf16x2 multiply by the
+// scale: exact for a power-of-two scale (SPEC.md §2.4), NaN kept. That is one conversion per pair
+// where RNE-packing fp32 products took two, and Hopper's conversion pipe is narrow: 774 against
+// 792 us at b 128 s_q 4 on the H200 (bench/RESULTS.md, 2026-12-06). Measured and dropped: the same
+// permute after an fp32 multiply (no faster), and an integer-unit version rebasing the bits into
+// bf16 (slower, 2026-12-02).
 __device__ __forceinline__ void dequant16(uint4 raw, float scale, uint4& lo, uint4& hi) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
   uint32_t packed[8];
@@ -139,7 +143,10 @@ __device__ __forceinline__ void dequant16(uint4 raw, float scale, uint4& lo, uin
     for (int h = 0; h < 2; ++h) {
       const auto pair = static_cast<__nv_fp8x2_storage_t>(words[w] >> (16 * h));
       const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
-      packed[2 * w + h] = pack_bf16x2(f.x * scale, f.y * scale);
+      const uint32_t hi16 = __byte_perm(__float_as_uint(f.x), __float_as_uint(f.y), 0x7632);
+      const __nv_bfloat162 v =
+          __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&hi16), __float2bfloat162_rn(scale));
+      packed[2 * w + h] = *reinterpret_cast<const uint32_t*>(&v);
     }
   }
   lo = make_uint4(packed[0], packed[1], packed[2], packed[3]);

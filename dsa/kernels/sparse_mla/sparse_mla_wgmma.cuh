@@ -562,8 +562,8 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
         }
       }
       wg::rescale_rows(o, alpha);
-      if (i > 0)
-        wg::consumer_sync<wg::kBarPFree>();  // the value warpgroup has read P of tile i - 1
+      // The value warpgroup has read P of tile i - 1.
+      if (i > 0) wg::consumer_sync<wg::kBarPFree>();
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
 #pragma unroll

@@ -43,7 +43,7 @@ for n in ${DEFAULT_MODE:-base prmt hmul regstage regprmt reghmul}; do
 done
 ph done
 # Where the FP8 kernel's time goes (one launch, b 128 s_q 1): pipes, shared memory, stalls.
-ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 for n in ${NCU_VARIANTS-base}; do
   timeout 120 $ncu --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section InstructionStats -k regex:sparse_mla_wgmma -c 1 \

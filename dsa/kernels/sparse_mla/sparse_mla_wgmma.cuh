@@ -156,7 +156,7 @@ __device__ __forceinline__ void dequant16(uint4 raw, float scale, uint4& lo, uin
 // The list entries one producer thread reads for a tile, loaded a tile ahead (their latency then
 // hides behind the current tile's copies): the key of each copy pass (16 keys per pass, 8 threads
 // per key) and, for FP8, the key it dequantises. Producer warpgroup pw owns the tile's keys
-// [key_base, key_base + 32), key_base = 32 pw.
+// [key_base, key_base + kKeysPerProducer), key_base = kKeysPerProducer * pw.
 struct TileIndices {
   int32_t pass[kPasses];
   int32_t own = -1;

@@ -7,13 +7,16 @@ Inline PTX needs every accumulator register as its own operand (N / 2 of them pe
 is too long to keep by hand; this script writes them. A is always K-major; a bf16 B may also be
 MN-major ("mn": the transpose bit set, B read as rows of N contiguous values, as sparse MLA's
 P . V reads the value columns of its key tile). fp8 B is K-major only (the hardware has no
-transpose for 8-bit types). Run it from the repository root after changing a list below, then
+transpose for 8-bit types). A bf16 A may also come from registers ("_rs": four 32-bit registers
+per thread, the accumulator layout of an m64nNk16 packed in pairs, as sparse MLA's score
+warpgroup feeds its own P). Run it from the repository root after changing a list below, then
 clang-format the outputs.
 """
 import pathlib
 
 E4M3_NS = (8, 16, 32, 64, 128)
 BF16_SHAPES = ((64, "k"), (128, "mn"))
+BF16_RS_SHAPES = ((128, "mn"),)
 
 
 def wrapper(name: str, n: int, k: int, ptx_types: str, tnsp: str, doc: str) -> str:
@@ -30,6 +33,23 @@ __device__ __forceinline__ void {name}(float (&d)[{regs}], uint64_t desc_a,
       "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_types} {{{acc}}}, %{regs}, %{regs + 1}, p, 1, 1{tnsp};\\n}}\\n"
       : {outs}
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}}
+'''
+
+
+def wrapper_rs(name: str, n: int, tnsp: str, doc: str) -> str:
+    regs = n // 2
+    acc = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    a = ", ".join(f"%{regs + i}" for i in range(4))
+    return f'''
+// D[64 x {n}] += A[64 x 16] B[16 x {n}]: {doc}, D fp32 in registers.
+__device__ __forceinline__ void {name}(float (&d)[{regs}], const uint32_t (&a)[4],
+                                                     uint64_t desc_b) {{
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{{acc}}}, {{{a}}}, %{regs + 4}, 1, 1, 1{tnsp};\\n"
+      : {outs}
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
 }}
 '''
 
@@ -72,8 +92,16 @@ def bf16() -> str:
                 ", 0, 1" if major == "mn" else ", 0, 0",
                 "bf16, A K-major and B " + ("MN-major (rows of N)" if major == "mn" else "K-major"))
         for n, major in BF16_SHAPES)
+    body += "".join(
+        wrapper_rs(f"wgmma_m64n{n}k16_bf16_rs" + ("_bt" if major == "mn" else ""), n,
+                   ", 1" if major == "mn" else ", 0",
+                   "bf16, A in registers (an m64nNk16 accumulator's layout, packed in pairs), B " +
+                   ("MN-major (rows of N)" if major == "mn" else "K-major") + " in shared memory")
+        for n, major in BF16_RS_SHAPES)
     listed = ", ".join(f"{n} ({m})" for n, m in BF16_SHAPES)
-    intro = f"The bf16 warpgroup MMAs of Hopper (sm_90a) the sparse MLA kernel uses: N (B major) = {listed}."
+    listed_rs = ", ".join(f"{n} ({m})" for n, m in BF16_RS_SHAPES)
+    intro = (f"The bf16 warpgroup MMAs of Hopper (sm_90a) the sparse MLA kernel uses: N (B major) = {listed}; "
+             f"A from registers: {listed_rs}.")
     return header(intro, body)
 
 

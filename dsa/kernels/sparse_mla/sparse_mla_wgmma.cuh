@@ -4,17 +4,18 @@
 // one split's range of 64-key tiles of the row's index list. 512 threads in four warpgroups:
 //   producers (warpgroups 0, 1: keys 0..31 and 32..63 of every tile): gather the tile's selected
 //     latent rows into one of two bf16 key tiles: bf16 cache rows by cp.async straight into the
-//     tile; FP8-656 rows by cp.async into a staging area inside the tile (a warpgroup's rows in
-//     flight at once), then dequantised in place, exactly (e4m3 * 2^e is a bf16), their bf16 RoPE
-//     part by cp.async. Invalid keys are zero rows (never read from memory) and flagged, so the
-//     consumers mask them to -inf. The tile's completion is an mbarrier phase ("full", both
-//     producer warpgroups); the consumers hand the tile back through another ("empty").
+//     tile; FP8-656 rows by cp.async into a staging area inside the tile, then dequantised in
+//     place, exactly (e4m3 * 2^e is a bf16), by the warp that copied them (each warp owns eight
+//     rows of a tile: no barrier between warps), their bf16 RoPE part by cp.async. Invalid keys are
+//     zero rows (never read from memory) and flagged, so the consumers mask them to -inf. The
+//     tile's completion is an mbarrier phase ("full", both producer warpgroups); the consumers hand
+//     the tile back through another ("empty").
 //   the score warpgroup (2) computes, per tile,
 //     S[64 h, 64 keys] = Q[64, 576] . K[64 keys, 576]^T   (wgmma m64n64k16, 36 steps)
 //     the online softmax in the log2 domain over the whole tile (no exchange with anyone), P (bf16)
 //     and the rescale factor of each row to shared memory, then
 //     O[64 h, dims 0..255] += P[64, 64] . K[64 keys, dims 0..255]   (2 x m64n128k16, 4 steps,
-//     the value columns read MN-major from the same key tile)
+//     the value columns read MN-major from the same key tile, P from the warpgroup's registers)
 //   the value warpgroup (3) rescales its O[64 h, dims 256..511] by the score warpgroup's factors
 //     and adds P . K[64 keys, dims 256..511].
 //   The two meet twice per tile: "P ready" (P and the factors written) and "P free" (the value
@@ -56,15 +57,19 @@ inline constexpr int kProducerThreads = 128 * kProducerWarpgroups;
 inline constexpr int kConsumerThreads = 256;
 inline constexpr int kThreads = kProducerThreads + kConsumerThreads;
 inline constexpr int kKeysPerProducer = kTileKeys / kProducerWarpgroups;
-inline constexpr int kPasses = kKeysPerProducer / 16;  // copy passes of 16 keys x 8 threads
-// FP8 dequantisation: kGroups threads per key, each converting kChunksPerThread 16-value chunks of
-// each half of the row.
-inline constexpr int kGroups = 128 / kKeysPerProducer;
-inline constexpr int kChunksPerThread = 16 / kGroups;
+inline constexpr int kPasses = kKeysPerProducer / 16;  // bf16 copy passes of 16 keys x 8 threads
+// FP8: each warp copies and dequantises kKeysPerWarp rows of the tile, kLanesPerKey lanes per row
+// (lane -> row lane % 8, chunk group g = lane / 8), a lane kChunksPerLane of the 16 raw 16-value
+// chunks of each half of its row.
+inline constexpr int kKeysPerWarp = kKeysPerProducer / 4;
+inline constexpr int kLanesPerKey = 32 / kKeysPerWarp;
+inline constexpr int kChunksPerLane = 16 / kLanesPerKey;
 static_assert((kKeysPerProducer & (kKeysPerProducer - 1)) == 0 && kKeysPerProducer % 16 == 0,
               "keys per producer warpgroup: a power of two (masks) and whole copy passes");
-static_assert(16 % kGroups == 0 && 8 % kChunksPerThread == 0,
-              "a thread's chunks of a row half lie in one 128-value scale block");
+static_assert(kKeysPerWarp == 8,
+              "eight rows per warp: eight lanes take eight rows, so the "
+              "swizzled reads and writes are conflict-free");
+static_assert(8 % kChunksPerLane == 0, "a lane's chunks of a row half lie in one scale block");
 // Register split (setmaxnreg, which ptxas allocates each role by): the score warpgroup holds its
 // O (128 fp32) and S (32) with O live across the P . V MMAs (it spills below 208); the value
 // warpgroup only its O; a producer thread its staged chunks and two tiles' list entries. The
@@ -109,21 +114,13 @@ __device__ __forceinline__ uint64_t mnmajor_sw128_desc(uint32_t addr) {
 }
 
 // Named barriers (0 is __syncthreads): the score and value warpgroups' two meeting points and
-// their epilogue, then one per producer warpgroup.
-inline constexpr int kBarPReady = 1, kBarPFree = 2, kBarEpilogue = 3, kBarProducer0 = 4;
+// their epilogue.
+inline constexpr int kBarPReady = 1, kBarPFree = 2, kBarEpilogue = 3;
 
 // Barrier ids are immediates: a barrier named by a register makes ptxas reserve all sixteen.
 template <int kId>
 __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kConsumerThreads) : "memory");
-}
-__device__ __forceinline__ void producer_sync(int pw) {
-  static_assert(kProducerWarpgroups == 2, "one immediate barrier id per producer warpgroup");
-  if (pw == 0) {
-    asm volatile("bar.sync %0, 128;\n" ::"n"(kBarProducer0) : "memory");
-  } else {
-    asm volatile("bar.sync %0, 128;\n" ::"n"(kBarProducer0 + 1) : "memory");
-  }
 }
 
 // Sixteen e4m3 values times `scale` into sixteen bf16, as two 16-byte chunks. Per pair: e4m3x2 ->
@@ -154,12 +151,12 @@ __device__ __forceinline__ void dequant16(uint4 raw, float scale, uint4& lo, uin
 }
 
 // The list entries one producer thread reads for a tile, loaded a tile ahead (their latency then
-// hides behind the current tile's copies): the key of each copy pass (16 keys per pass, 8 threads
-// per key) and, for FP8, the key it dequantises. Producer warpgroup pw owns the tile's keys
-// [key_base, key_base + kKeysPerProducer), key_base = kKeysPerProducer * pw.
+// hides behind the current tile's copies): for bf16 the key of each copy pass (16 keys per pass, 8
+// threads per key), for FP8 the one key the thread copies and dequantises. Producer warpgroup pw
+// owns the tile's keys [key_base, key_base + kKeysPerProducer), key_base = kKeysPerProducer * pw.
 struct TileIndices {
-  int32_t pass[kPasses];
-  int32_t own = -1;
+  int32_t pass[kPasses];  // bf16
+  int32_t own = -1;       // FP8
 };
 
 // Read-only global loads issued where they are written: volatile, so the compiler cannot sink
@@ -186,12 +183,12 @@ __device__ __forceinline__ TileIndices load_tile_indices(const MlaKernelArgs& a,
                                                          int ptid) {
   TileIndices ix{};
   const int first = t * kTileKeys + key_base;
-#pragma unroll
-  for (int p = 0; p < kPasses; ++p)
-    ix.pass[p] = list_entry(a, r, len, first + p * 16 + (ptid >> 3));
-  // Only the FP8 producer dequantises a row of its own (the loads are volatile: not dropped).
   if constexpr (kFormat == LatentFormat::kFp8_656) {
-    ix.own = list_entry(a, r, len, first + (ptid & (kKeysPerProducer - 1)));
+    ix.own = list_entry(a, r, len, first + kKeysPerWarp * (ptid >> 5) + (ptid % kKeysPerWarp));
+  } else {
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p)
+      ix.pass[p] = list_entry(a, r, len, first + p * 16 + (ptid >> 3));
   }
   return ix;
 }
@@ -239,63 +236,63 @@ __device__ __forceinline__ void produce_bf16(const MlaKernelArgs& a, int32_t r,
   }
 }
 
-// FP8-656: the raw e4m3 rows land by cp.async (no registers: the warpgroup's rows in flight at
-// once) in a staging area inside the tile itself, raw chunk c (16 values) of row k where bf16
-// chunk 32 + c of the row goes (column blocks 4..7); the bf16 RoPE parts go straight to column
-// block 8. Then the rows are dequantised in place, exactly (e4m3 * 2^e is a bf16): values 0..255
-// into column blocks 0..3, which hold no staging, then 256..511, whose raw chunks every thread of
-// the warpgroup reads before any overwrites the staging (the two warpgroups' rows are disjoint).
-// Thread (k = key_base + ptid % 32, g = ptid / 32) converts chunks 4g .. 4g + 3 of each half of row
-// k (with one producer warpgroup: k = ptid % 64, chunks 8g .. 8g + 7); eight consecutive threads
-// take eight rows, so the swizzled reads and writes are conflict-free.
+// FP8-656: each warp's eight raw e4m3 rows land by cp.async (no registers) in a staging area
+// inside the tile itself, raw chunk c (16 values) of row k where bf16 chunk 32 + c of the row goes
+// (column blocks 4..7); the bf16 RoPE parts go straight to column block 8. The same warp then
+// dequantises its rows in place, exactly (e4m3 * 2^e is a bf16): values 0..255 into column blocks
+// 0..3, which hold no staging, then 256..511, whose raw chunks every lane reads before any
+// overwrites the staging. Rows are owned by one warp, so warps sync only themselves: a warp whose
+// rows land first converts them while the others still wait for theirs (against two barriers of
+// the warpgroup per tile: 730 against 767 us at 512 rows, bench/RESULTS.md 2026-12-06).
+// Lane (k, g) copies raw chunks g + 4m (four lanes, 64 contiguous bytes of a row per instruction)
+// and converts chunks 4g .. 4g + 3 of each half of row k; eight consecutive lanes take eight rows,
+// so the swizzled reads and writes are conflict-free.
 __device__ __forceinline__ void produce_fp8(const MlaKernelArgs& a, int32_t r,
                                             const TileIndices& ix, int pw, int ptid, uint8_t* tile,
                                             uint8_t* valid) {
-  const int key_base = pw * kKeysPerProducer;
+  const int lane = ptid & 31, g = lane / kKeysPerWarp;
+  const int k = pw * kKeysPerProducer + kKeysPerWarp * (ptid >> 5) + lane % kKeysPerWarp;
   const uint32_t base = hopper::smem_u32(tile);
   const uint8_t* dummy = reinterpret_cast<const uint8_t*>(a.q);  // mapped, for zero-fills
+  const int32_t idx = attended(a, r, ix.own, /*report=*/g == 0);
+  if (g == 0) valid[k] = idx >= 0;
+  const uint8_t* row = a.kv + int64_t{idx < 0 ? 0 : idx} * kFp8LatentBytes;
 #pragma unroll
-  for (int p = 0; p < kPasses; ++p) {
-    const int lane8 = ptid & 7;
-    int key;
-    const int32_t idx = pass_key(a, r, ix, p, key_base, ptid, valid, key);
-    const uint8_t* row = a.kv + int64_t{idx < 0 ? 0 : idx} * kFp8LatentBytes;
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      const int c = lane8 + 8 * m;
-      hopper::cp_async16(base + tile_off(key, 32 + c), idx >= 0 ? row + c * 16 : dummy,
-                         idx >= 0 ? 16 : 0);
-    }
-    hopper::cp_async16(base + tile_off(key, kLatentDim / 8 + lane8),
-                       idx >= 0 ? row + kLatentDim + 16 + lane8 * 16 : dummy, idx >= 0 ? 16 : 0);
+  for (int m = 0; m < 32 / kLanesPerKey; ++m) {  // raw chunks
+    const int c = g + kLanesPerKey * m;
+    hopper::cp_async16(base + tile_off(k, 32 + c), idx >= 0 ? row + c * 16 : dummy,
+                       idx >= 0 ? 16 : 0);
   }
-  const int k = key_base + (ptid & (kKeysPerProducer - 1)), g = ptid / kKeysPerProducer;
-  const int32_t idx_k = attended(a, r, ix.own, /*report=*/false);
-  const float* scales = reinterpret_cast<const float*>(
-      a.kv + int64_t{idx_k < 0 ? 0 : idx_k} * kFp8LatentBytes + kLatentDim);
-  const int block = (kChunksPerThread * g) >> 3;  // the 128-value scale block of the chunks
-  const float scale_a = idx_k >= 0 ? ldg_early(scales + block) : 0.f;
-  const float scale_b = idx_k >= 0 ? ldg_early(scales + 2 + block) : 0.f;
+#pragma unroll
+  for (int m = 0; m < 8 / kLanesPerKey; ++m) {  // RoPE chunks
+    const int c = g + kLanesPerKey * m;
+    hopper::cp_async16(base + tile_off(k, kLatentDim / 8 + c),
+                       idx >= 0 ? row + kLatentDim + 16 + c * 16 : dummy, idx >= 0 ? 16 : 0);
+  }
+  const float* scales = reinterpret_cast<const float*>(row + kLatentDim);
+  const int block = (kChunksPerLane * g) >> 3;  // the 128-value scale block of the chunks
+  const float scale_a = idx >= 0 ? ldg_early(scales + block) : 0.f;
+  const float scale_b = idx >= 0 ? ldg_early(scales + 2 + block) : 0.f;
   hopper::cp_async_commit();
   hopper::cp_async_wait_all();
-  producer_sync(pw);  // every row of the warpgroup staged
+  __syncwarp();  // the warp's rows staged
 #pragma unroll
-  for (int j = 0; j < kChunksPerThread; ++j) {
-    const int u = kChunksPerThread * g + j;
+  for (int j = 0; j < kChunksPerLane; ++j) {
+    const int u = kChunksPerLane * g + j;
     uint4 lo, hi;
     dequant16(*reinterpret_cast<const uint4*>(tile + tile_off(k, 32 + u)), scale_a, lo, hi);
     *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = lo;
     *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u + 1)) = hi;
   }
-  uint4 raw[kChunksPerThread];
+  uint4 raw[kChunksPerLane];
 #pragma unroll
-  for (int j = 0; j < kChunksPerThread; ++j) {
-    raw[j] = *reinterpret_cast<const uint4*>(tile + tile_off(k, 48 + kChunksPerThread * g + j));
+  for (int j = 0; j < kChunksPerLane; ++j) {
+    raw[j] = *reinterpret_cast<const uint4*>(tile + tile_off(k, 48 + kChunksPerLane * g + j));
   }
-  producer_sync(pw);  // the staging is read
+  __syncwarp();  // the warp's staging is read
 #pragma unroll
-  for (int j = 0; j < kChunksPerThread; ++j) {
-    const int u = 16 + kChunksPerThread * g + j;
+  for (int j = 0; j < kChunksPerLane; ++j) {
+    const int u = 16 + kChunksPerLane * g + j;
     uint4 lo, hi;
     dequant16(raw[j], scale_b, lo, hi);
     *reinterpret_cast<uint4*>(tile + tile_off(k, 2 * u)) = lo;
@@ -308,6 +305,14 @@ __device__ __forceinline__ int64_t row_head(const MlaKernelArgs& a, int32_t r, i
                                             int h) {
   const int head = h0 + row0 + 8 * h;
   return head < a.heads ? int64_t{r} * a.heads + head : -1;
+}
+
+// 2^x by the special function unit alone: subnormal results flush to zero (a probability below
+// 2^-126 of the row maximum's), where exp2f adds a range check and two multiplies per call.
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // An empty attended set iff l = 0 exactly: a NaN key (l NaN) is not empty and stays NaN.
@@ -379,6 +384,24 @@ __device__ __forceinline__ void issue_pv(float (&o)[128], uint32_t p_base, uint3
           *reinterpret_cast<float(*)[64]>(o + 64 * half),
           hopper::kmajor_sw128_desc(p_base + kk * 32),
           mnmajor_sw128_desc(k_base + (c * 4 + 2 * half) * kBlockBytes + kk * 16 * 128), 1);
+    }
+  }
+  hopper::wgmma_commit();
+}
+
+// The score warpgroup's O[:, 0..255] += P . V with P from its own registers (pk: the softmax's
+// packed pairs, pk[2j + h] = row row0 + 8h, keys 8j + 2cc, + 1), issued and committed.
+__device__ __forceinline__ void issue_pv_rs(float (&o)[128], const uint32_t (&pk)[16],
+                                            uint32_t k_base) {
+  hopper::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kTileKeys / 16; ++kk) {
+    const uint32_t a[4] = {pk[4 * kk], pk[4 * kk + 1], pk[4 * kk + 2], pk[4 * kk + 3]};
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      wgmma::wgmma_m64n128k16_bf16_rs_bt(
+          *reinterpret_cast<float(*)[64]>(o + 64 * half), a,
+          mnmajor_sw128_desc(k_base + 2 * half * kBlockBytes + kk * 16 * 128));
     }
   }
   hopper::wgmma_commit();
@@ -528,14 +551,18 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
       fence_registers(o);
 
       // ---- online softmax (log2 domain) ----
+      // The valid flags are read a pair at a time, and ex2 flushes subnormal results to zero.
+      // (The scale is not folded into the exponent's FFMA: s * c - m must round the product
+      // first, or the row maximum's p is 2^(its rounding error), inf at |s c| ~ 2^100.)
       const uint8_t* valid = valid_s + b * kTileKeys;
       float tmax[2] = {-INFINITY, -INFINITY};
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
+        const uint32_t flags = *reinterpret_cast<const uint16_t*>(valid + j * 8 + 2 * cc);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int key = j * 8 + 2 * cc + (e & 1);
-          s[4 * j + e] = valid[key] ? s[4 * j + e] * a.scale_log2 : -INFINITY;
+          const bool ok = ((flags >> (8 * (e & 1))) & 0xffu) != 0u;
+          s[4 * j + e] = ok ? s[4 * j + e] * a.scale_log2 : -INFINITY;
           tmax[e >> 1] = fmaxf(tmax[e >> 1], s[4 * j + e]);
         }
       }
@@ -546,7 +573,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
         tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 2));
         const float m_new = fmaxf(m[h], tmax[h]);
         m_use[h] = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: p = 0, alpha = 0
-        alpha[h] = exp2f(m[h] - m_use[h]);
+        alpha[h] = wg::ex2_ftz(m[h] - m_use[h]);
         m[h] = m_new;
         l[h] *= alpha[h];
       }
@@ -555,8 +582,8 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
       for (int j = 0; j < 8; ++j) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const float p0 = exp2f(s[4 * j + 2 * h] - m_use[h]);
-          const float p1 = exp2f(s[4 * j + 2 * h + 1] - m_use[h]);
+          const float p0 = wg::ex2_ftz(s[4 * j + 2 * h] - m_use[h]);
+          const float p1 = wg::ex2_ftz(s[4 * j + 2 * h + 1] - m_use[h]);
           l[h] += p0 + p1;
           pk[2 * j + h] = pack_bf16x2(p0, p1);
         }
@@ -574,9 +601,9 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
         }
       }
       if (cc == 0) alpha_s[row0] = alpha[0], alpha_s[row0 + 8] = alpha[1];
+      wg::issue_pv_rs(o, pk, k_base);  // this warpgroup's half: P from its registers
       fence_proxy_async_smem();
-      wg::consumer_sync<wg::kBarPReady>();  // P and the factors written, for both warpgroups
-      wg::issue_pv(o, p_base, k_base, 0);
+      wg::consumer_sync<wg::kBarPReady>();  // P and the factors written, for the value warpgroup
     }
     wgmma_wait<0>();
     fence_registers(o);

@@ -4,5 +4,5 @@
 # the V3.2 decode-equivalent, the README-prompt bench and the engine bench.
 set -u
 export T0=$(date +%s)
-VARIANTS="smx2 smx2rs" DEFAULT_MODE="base smx2rs" NCU_VARIANTS="base" bash .scratch/s37_var.sh 2>&1 | grep -v "^$" | grep -v "^anchor\|^bench"
+VARIANTS="smx2 smx2rs warpown allvalid" DEFAULT_MODE="base smx2rs warpown allvalid" NCU_VARIANTS="base" bash .scratch/s37_var.sh 2>&1 | grep -v "^$" | grep -v "^anchor\|^bench"
 bash .scratch/s38_callB.sh

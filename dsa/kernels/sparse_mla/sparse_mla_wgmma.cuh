@@ -308,7 +308,9 @@ __device__ __forceinline__ int64_t row_head(const MlaKernelArgs& a, int32_t r, i
 }
 
 // 2^x by the special function unit alone: subnormal results flush to zero (a probability below
-// 2^-126 of the row maximum's), where exp2f adds a range check and two multiplies per call.
+// 2^-126 of the row maximum's). exp2f compiles to the non-flushing ex2.approx.f32, which keeps
+// them at the cost of more instructions per call on the softmax's critical path (variant smx2
+// against HEAD, bench/RESULTS.md 2026-12-06).
 __device__ __forceinline__ float ex2_ftz(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));

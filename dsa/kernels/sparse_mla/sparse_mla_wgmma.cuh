@@ -64,16 +64,15 @@ inline constexpr int kPasses = kKeysPerProducer / 16;  // bf16 copy passes of 16
 inline constexpr int kKeysPerWarp = kKeysPerProducer / 4;
 inline constexpr int kLanesPerKey = 32 / kKeysPerWarp;
 inline constexpr int kChunksPerLane = 16 / kLanesPerKey;
-static_assert((kKeysPerProducer & (kKeysPerProducer - 1)) == 0 && kKeysPerProducer % 16 == 0,
-              "keys per producer warpgroup: a power of two (masks) and whole copy passes");
+static_assert(kKeysPerProducer % 16 == 0, "keys per producer warpgroup: whole bf16 copy passes");
 static_assert(kKeysPerWarp == 8,
               "eight rows per warp: eight lanes take eight rows, so the "
               "swizzled reads and writes are conflict-free");
 static_assert(8 % kChunksPerLane == 0, "a lane's chunks of a row half lie in one scale block");
 // Register split (setmaxnreg, which ptxas allocates each role by): the score warpgroup holds its
-// O (128 fp32) and S (32) with O live across the P . V MMAs (it spills below 208); the value
-// warpgroup only its O; a producer thread its staged chunks and two tiles' list entries. The
-// launch gives every thread 65536 / kThreads, in multiples of 8.
+// O (128 fp32), S (32) and P's 16 packed registers, O and P live across its P . V MMAs (it spills
+// below 208); the value warpgroup only its O; a producer thread its staged chunks and two tiles'
+// list entries. The launch gives every thread 65536 / kThreads, in multiples of 8.
 inline constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
 inline constexpr int kScoreRegs = 208;
 inline constexpr int kValueRegs = 160;
@@ -243,7 +242,8 @@ __device__ __forceinline__ void produce_bf16(const MlaKernelArgs& a, int32_t r,
 // 0..3, which hold no staging, then 256..511, whose raw chunks every lane reads before any
 // overwrites the staging. Rows are owned by one warp, so warps sync only themselves: a warp whose
 // rows land first converts them while the others still wait for theirs (against two barriers of
-// the warpgroup per tile: 730 against 767 us at 512 rows, bench/RESULTS.md 2026-12-06).
+// the warpgroup per tile, on the H100: 755.6 against 761.0 us at b 128 s_q 4 in peer mode, 730
+// against 768 at 512 rows in the benchmark's default mode; bench/RESULTS.md 2026-12-06).
 // Lane (k, g) copies raw chunks g + 4m (four lanes, 64 contiguous bytes of a row per instruction)
 // and converts chunks 4g .. 4g + 3 of each half of row k; eight consecutive lanes take eight rows,
 // so the swizzled reads and writes are conflict-free.

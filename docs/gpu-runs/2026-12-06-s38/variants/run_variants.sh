@@ -47,7 +47,7 @@ ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -
 for n in ${NCU_VARIANTS-base}; do
   timeout 90 $ncu --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section InstructionStats -k regex:sparse_mla_wgmma -c 1 \
-    /tmp/bin/${n}_sparse_mla_bench --shape b=128,s_q=1 --iters 1 > $OUT/ncu_$n.txt 2>&1
+    /tmp/bin/${n}_sparse_mla_bench --shape b=128,s_q=1 --iters 30 > $OUT/ncu_$n.txt 2>&1
   rc=$?; echo "--- ncu $n rc=$rc ($ncu)"; [ $rc -ne 0 ] && tail -4 $OUT/ncu_$n.txt | cut -c1-200
   grep -E "Duration|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|Shared|Pipe|Issue Slots Busy|Issued Ipc|No Eligible|Warp Cycles Per Issued|Stall|L1/TEX Hit|L2 Hit|Bank" $OUT/ncu_$n.txt | head -40
 done

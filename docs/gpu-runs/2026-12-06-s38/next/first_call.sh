@@ -2,7 +2,8 @@
 # Stop 39's first device call: the complete racecheck the landed kernel lacks (its FP8 producer
 # warps sync with __syncwarp only since 738b412), then three variants of it against HEAD and
 # FlashMLA: l2pf (each FP8 row prefetched into L2 a tile before its cp.async, list entries two
-# tiles ahead), allvalid2 (no mask selects when a tile's 64 flags are all set) and both (l2pfav).
+# tiles ahead), allvalid2 (no mask selects when a tile's 64 flags are all set) and both (l2pfav);
+# then tools/probe_dsmem_bandwidth.cu (never run yet) for the crossover question.
 # Prepare on the host first (the checkout does not keep .scratch):
 #   scripts/fetch_gpu_deps.sh && mkdir -p .scratch/var && cp ../shared/anchors/bin/* .scratch/
 #   for v in l2pf allvalid2 l2pfav; do cp dsa/kernels/sparse_mla/sparse_mla_wgmma.cuh .scratch/var/$v.cuh
@@ -22,4 +23,8 @@ echo "racecheck rc=$? $(grep -E 'RACECHECK SUMMARY|PASSED|FAILED' $OUT/racecheck
 ph "racecheck"
 VARIANTS="l2pf allvalid2 l2pfav" DEFAULT_MODE="base l2pf l2pfav" NCU_VARIANTS="base l2pf" \
   bash .scratch/s37_var.sh 2>&1 | grep -v "^$" | grep -v "^anchor\|^bench="
+ph "variants"
+# The crossover's open question (bench/RESULTS.md 2026-12-05): distributed shared memory's rate.
+nvcc -std=c++20 -O2 -gencode=arch=compute_90a,code=sm_90a -ccbin /usr/bin/g++ \
+  tools/probe_dsmem_bandwidth.cu -o /tmp/probe_dsmem && timeout 60 /tmp/probe_dsmem | tail -12
 ph "done"

@@ -372,9 +372,15 @@ __device__ __forceinline__ void write_row_stats(const MlaKernelArgs& a, int32_t 
   }
 }
 
-// O[:, 256c .. 256c + 255] += P . V of the key tile at k_base (4 k-steps of 16 keys), issued and
-// committed, not waited for.
-__device__ __forceinline__ void issue_pv(float (&o)[128], uint32_t p_base, uint32_t k_base, int c) {
+// P . V's B for k-step kk (keys 16 kk .. 16 kk + 15) and value columns 64 block .. 64 block + 127
+// of the key tile at k_base.
+__device__ __forceinline__ uint64_t value_desc(uint32_t k_base, int block, int kk) {
+  return mnmajor_sw128_desc(k_base + block * kBlockBytes + kk * 16 * 128);
+}
+
+// The value warpgroup's O[:, 256 .. 511] += P . V of the key tile at k_base (4 k-steps of 16
+// keys), P read from shared memory; issued and committed, not waited for.
+__device__ __forceinline__ void issue_pv(float (&o)[128], uint32_t p_base, uint32_t k_base) {
   hopper::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kTileKeys / 16; ++kk) {
@@ -382,10 +388,9 @@ __device__ __forceinline__ void issue_pv(float (&o)[128], uint32_t p_base, uint3
     // registers per thread (ptxas checks each instruction against it, not against setmaxnreg).
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      wgmma::wgmma_m64n128k16_bf16_bt(
-          *reinterpret_cast<float(*)[64]>(o + 64 * half),
-          hopper::kmajor_sw128_desc(p_base + kk * 32),
-          mnmajor_sw128_desc(k_base + (c * 4 + 2 * half) * kBlockBytes + kk * 16 * 128), 1);
+      wgmma::wgmma_m64n128k16_bf16_bt(*reinterpret_cast<float(*)[64]>(o + 64 * half),
+                                      hopper::kmajor_sw128_desc(p_base + kk * 32),
+                                      value_desc(k_base, 4 + 2 * half, kk), 1);
     }
   }
   hopper::wgmma_commit();
@@ -401,9 +406,8 @@ __device__ __forceinline__ void issue_pv_rs(float (&o)[128], const uint32_t (&pk
     const uint32_t a[4] = {pk[4 * kk], pk[4 * kk + 1], pk[4 * kk + 2], pk[4 * kk + 3]};
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      wgmma::wgmma_m64n128k16_bf16_rs_bt(
-          *reinterpret_cast<float(*)[64]>(o + 64 * half), a,
-          mnmajor_sw128_desc(k_base + 2 * half * kBlockBytes + kk * 16 * 128));
+      wgmma::wgmma_m64n128k16_bf16_rs_bt(*reinterpret_cast<float(*)[64]>(o + 64 * half), a,
+                                         value_desc(k_base, 2 * half, kk));
     }
   }
   hopper::wgmma_commit();
@@ -512,7 +516,6 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
   const int c = ctid >> 7;  // 0: the score warpgroup (value dims 0..255), 1: the value one
   const int cw = (ctid >> 5) & 3;
   const int row0 = cw * 16 + (lane >> 2), cc = lane & 3;
-  const uint32_t p_base = smem_u32(p_s);
   // The accumulators are declared after each role's register claim: code before it is held to the
   // launch's 128 registers per thread.
   if (c == 0) {
@@ -632,7 +635,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
       mbar_wait(&full[b], (i >> 1) & 1);
       const float alpha[2] = {alpha_s[row0], alpha_s[row0 + 8]};
       wg::rescale_rows(o, alpha);
-      wg::issue_pv(o, p_base, smem_u32(smem + wg::kKOff + b * wg::kTileBytes), 1);
+      wg::issue_pv(o, smem_u32(p_s), smem_u32(smem + wg::kKOff + b * wg::kTileBytes));
       wgmma_wait<0>();
       fence_registers(o);
       mbar_arrive(&empty[b]);

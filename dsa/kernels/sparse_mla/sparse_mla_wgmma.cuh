@@ -561,14 +561,27 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
       // first, or the row maximum's p is 2^(its rounding error), inf at |s c| ~ 2^100.)
       const uint8_t* valid = valid_s + b * kTileKeys;
       float tmax[2] = {-INFINITY, -INFINITY};
+      // Most tiles have every key valid: one broadcast read of the 64 flags, then no selects.
+      const uint4* flags16 = reinterpret_cast<const uint4*>(valid);
+      const uint4 f0 = flags16[0], f1 = flags16[1], f2 = flags16[2], f3 = flags16[3];
+      const uint32_t all = f0.x & f0.y & f0.z & f0.w & f1.x & f1.y & f1.z & f1.w & f2.x & f2.y &
+                           f2.z & f2.w & f3.x & f3.y & f3.z & f3.w;
+      if (all == 0x01010101u) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const uint32_t flags = *reinterpret_cast<const uint16_t*>(valid + j * 8 + 2 * cc);
+        for (int j = 0; j < 32; ++j) {
+          s[j] *= a.scale_log2;
+          tmax[(j >> 1) & 1] = fmaxf(tmax[(j >> 1) & 1], s[j]);
+        }
+      } else {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const bool ok = ((flags >> (8 * (e & 1))) & 0xffu) != 0u;
-          s[4 * j + e] = ok ? s[4 * j + e] * a.scale_log2 : -INFINITY;
-          tmax[e >> 1] = fmaxf(tmax[e >> 1], s[4 * j + e]);
+        for (int j = 0; j < 8; ++j) {
+          const uint32_t flags = *reinterpret_cast<const uint16_t*>(valid + j * 8 + 2 * cc);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const bool ok = ((flags >> (8 * (e & 1))) & 0xffu) != 0u;
+            s[4 * j + e] = ok ? s[4 * j + e] * a.scale_log2 : -INFINITY;
+            tmax[e >> 1] = fmaxf(tmax[e >> 1], s[4 * j + e]);
+          }
         }
       }
       float m_use[2], alpha[2];

@@ -164,33 +164,19 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
   const size_t used = B + (in_words(B, drafts.size()) + 1) / 2;
   DSA_RETURN_IF_ERROR(mem_->copy(s.in.data(), host, used * sizeof(uint64_t)));
   int32_t* dw = reinterpret_cast<int32_t*>(s.in.data() + B);
+  kernels::AcceptanceParams a =
+      packed_acceptance_params(logits, row_stride, vocab, int32_t(B), d, s.in.data(), dw,
+                               dw + 4 * B, s.out.data(), s.out.data() + B);
+  // The op reads the kept drafts from their slots and adds the previous step's counts (still on
+  // the backend) to the first positions itself: no gather or position commit launches first.
   if (any_kept) {
-    const int64_t e = int64_t(sizeof(int32_t));
-    kernels::RowCopyParams g{kept.slots,
-                             dw + 4 * B,
-                             dw + 4 * B + drafts.size(),
-                             e,
-                             e,
-                             e,
-                             int32_t(drafts.size()),
-                             int32_t(n - 1) * kept.count,
-                             kernels::RowCopyMode::kGather};
-    DSA_RETURN_IF_ERROR(ops.row_copy(g));
+    a.draft_slots = kept.slots;
+    a.draft_index = dw + 4 * B + drafts.size();
+    a.draft_index_bound = int32_t(n - 1) * kept.count;
   }
-  if (shifted) {
-    // The previous step's counts, still on the backend, move the first positions.
-    kernels::StepCommitParams c;
-    c.target = kernels::StepCommitTarget::kPositions;
-    c.requests = int32_t(B);
-    c.drafts_per_request = d;
-    c.shift_accepted = prev.out.data();
-    c.first_position = dw + 3 * B;
-    DSA_RETURN_IF_ERROR(ops.step_commit(c));
-  }
+  if (shifted) a.shift_accepted = prev.out.data();
   // accepted [B] then emitted [B (d + 1)], contiguous: read() is one copy.
-  return ops.accept_drafts(packed_acceptance_params(logits, row_stride, vocab, int32_t(B), d,
-                                                    s.in.data(), dw, dw + 4 * B, s.out.data(),
-                                                    s.out.data() + B));
+  return ops.accept_drafts(a);
 }
 
 StatusOr<size_t> BackendAcceptance::read(VerifyAcceptance* out) {

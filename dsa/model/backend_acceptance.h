@@ -79,8 +79,9 @@ class BackendAcceptance {
   // the sampleable ids (<= row_stride). drafts [B, d], params and first_position [B] are host;
   // kept: the requests whose drafts are in backend memory instead (their `drafts` entries are
   // ignored). shifted: the previous launch (same B requests, same order) is a step not yet read
-  // whose counts the first positions do not include: they are added on the backend
-  // (step_commit's kPositions). Launches the op; read() or readback() brings its results back.
+  // whose counts the first positions do not include: the op adds them (its shift_accepted), as
+  // it reads the kept drafts from their slots (its draft_index): one op launch, nothing before
+  // it but the inputs' copy. read() or readback() brings its results back.
   Status launch(const kernels::OpTable& ops, const float* logits, int64_t row_stride, int32_t vocab,
                 int32_t d, std::span<const int32_t> drafts,
                 std::span<const kernels::SamplingParams> params,

@@ -34,29 +34,46 @@ struct AcceptanceParams {
   const uint64_t* seed = nullptr;           // the request's 64-bit Philox key
   const int32_t* first_position = nullptr;  // [B] C + 1, the position row 0 predicts; >= 0 and
                                             // first_position + d <= 2^31 - 1
-  int32_t* accepted = nullptr;              // [B] out: a in [0, d]
+  // Optional, both or neither: the drafts where the MTP chain left them on the backend, so no
+  // gather runs first. With draft_index set, draft j + 1 of request b is
+  // draft_slots[draft_index[b d + j]] where that entry is >= 0, drafts[b d + j] where it is -1;
+  // an entry must be in [-1, draft_index_bound).
+  const int32_t* draft_slots = nullptr;  // [draft_index_bound]
+  const int32_t* draft_index = nullptr;  // [B, d]
+  int32_t draft_index_bound = 0;
+  // Optional: [B] the accepted counts of the speculative step still in flight (SPEC.md §6.7's
+  // shift), each in [0, d]: request b's first position is first_position[b] + shift_accepted[b].
+  const int32_t* shift_accepted = nullptr;
+  int32_t* accepted = nullptr;  // [B] out: a in [0, d]
   // [B, d + 1] out: g_1..g_a, y_a, then kNoToken (-1) for the d - a unused entries. y_a itself is
   // kNoToken only when its row has no eligible token (all NaN / -inf).
   int32_t* emitted = nullptr;
 };
 
 // Host checks (InvalidArgument naming the field and value): B >= 0, d >= 0, V >= 1,
-// row_stride 0 or >= V, B * (d + 1) <= 2^31 - 1, every pointer non-null when B > 0.
+// row_stride 0 or >= V, B * (d + 1) <= 2^31 - 1, every pointer non-null when B > 0, draft_slots
+// and draft_index both set or both null, draft_index_bound >= 1 with them.
 Status validate(const AcceptanceParams& p);
 
 // CPU reference: per request the host rule above, reading no row past the first mismatch.
-// InvalidArgument (naming the request and field) when a request's sampling params fail validate()
-// or its positions leave [0, 2^31 - 1]; requests before it are written.
+// InvalidArgument (naming the request and field) when a request's sampling params fail validate(),
+// its shift leaves [0, d], its positions leave [0, 2^31 - 1] or a draft index leaves
+// [-1, draft_index_bound); requests before it are written.
 Status accept_drafts_ref(const AcceptanceParams& p);
 
+// The most drafts per request the CUDA backend counts inside the sampling launch: the d + 1 CTAs
+// of a request form one cluster (at most 8, the portable cluster size).
+inline constexpr int32_t kAcceptClusterMaxDrafts = 7;
+
 // CUDA backend (device pointers): every verify row sampled by one CTA with the sampling op's row
-// sampler (kernels/common/sample_row.cuh), then one thread per request counts the accepted drafts;
-// two launches (one at d = 0, where there is nothing to count), no host synchronisation,
-// graph-capturable. The same tokens as the reference, up to
-// the sampling op's near-ties (sampling.h: device and host fp64 log / exp may differ in the last
-// bit). A request with bad params gets a = 0 and every emitted entry -1 and, in checked mode, the
-// call returns InvalidArgument from the device error word (row = the request, value = 1
-// temperature, 2 top_p, 3 top_k, 4 positions).
+// sampler (kernels/common/sample_row.cuh); up to kAcceptClusterMaxDrafts drafts the d + 1 CTAs of
+// a request are one cluster and its first CTA counts the accepted drafts from the tokens the
+// others put in its shared memory: one launch per call. Above it a second launch counts. No host
+// synchronisation, graph-capturable. The same tokens as the reference, up to the sampling op's
+// near-ties (sampling.h: device and host fp64 log / exp may differ in the last bit). A request
+// with bad params gets a = 0 and every emitted entry -1 and, in checked mode, the call returns
+// InvalidArgument from the device error word (row = the request, value = 1 temperature, 2 top_p,
+// 3 top_k, 4 positions, 5 shift_accepted, 6 a draft index).
 Status accept_drafts_cuda(const AcceptanceParams& p);
 
 }  // namespace dsa::kernels

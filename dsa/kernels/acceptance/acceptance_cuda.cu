@@ -1,14 +1,17 @@
-// Acceptance of top-1 drafts (SPEC.md §6.2, §6.3) on the GPU, in two launches:
+// Acceptance of top-1 drafts (SPEC.md §6.2, §6.3) on the GPU:
 //  1. sample: grid (d + 1, B), one CTA per verify row; CTA (j, b) samples row b (d + 1) + j at
-//     position first_position[b] + j with request b's params, using the sampling op's row sampler
-//     (kernels/common/sample_row.cuh), and writes y_j into emitted[b, j]. Every row is sampled,
-//     also those past the first mismatch: the rows run in parallel, and which are needed is known
-//     only after.
-//  2. accept: one thread per request counts a (the leading y_j == g_{j+1}, y_j a token) and
-//     overwrites emitted[b, a + 1 : d + 1] with -1; emitted[b, 0 : a] already hold g_1..g_a since
-//     they equal them.
+//     position first_position[b] (+ shift_accepted[b]) + j with request b's params, using the
+//     sampling op's row sampler (kernels/common/sample_row.cuh). Every row is sampled, also those
+//     past the first mismatch: the rows run in parallel, and which are needed is known only after.
+//  2. accept: a (the leading y_j == g_{j+1}, y_j a token), emitted[b, 0 : a + 1] = y_0..y_a
+//     (g_1..g_a, since they equal them, then y_a) and -1 after. Up to kAcceptClusterMaxDrafts the
+//     d + 1 CTAs of a request are one cluster: each puts its y_j into the first CTA's shared
+//     memory, and after the cluster barrier that CTA counts and writes the request's entries, in
+//     the same launch. Above it the sample kernel writes every y_j and a second launch, one thread
+//     per request, counts.
 // At d = 0 (the MTP chain's greedy drafts: one row per request, nothing to count) the sample
-// kernel writes accepted[b] = 0 itself and the second launch is skipped: one kernel per draft.
+// kernel writes accepted[b] = 0 and y_0 itself: one kernel per draft.
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -31,49 +34,89 @@ namespace sd = sampling_device;
 
 constexpr int kAcceptThreads = 128;
 
+// Draft j + 1 of request b: from its slot where the index keeps one (acceptance.h); -1 (never a
+// token, so never accepted) for an index outside [-1, bound), which also sets *bad_index.
+__device__ __forceinline__ int32_t draft_at(const AcceptanceParams& p, int32_t b, int32_t j,
+                                            bool* bad_index) {
+  const int64_t e = int64_t{b} * p.drafts_per_request + j;
+  if (p.draft_index == nullptr) return p.drafts[e];
+  const int32_t at = p.draft_index[e];
+  if (at < -1 || at >= p.draft_index_bound) {
+    *bad_index = true;
+    return -1;
+  }
+  return at >= 0 ? p.draft_slots[at] : p.drafts[e];
+}
+
+// Counts request b's accepted drafts from its tokens y[0..d] and writes its outputs. A request
+// with a bad draft index accepts nothing and emits nothing (reported once, in checked mode).
+__device__ void count_request(const AcceptanceParams& p, int32_t b, const int32_t* y,
+                              cuda::DeviceErrorWord* err) {
+  const int32_t d = p.drafts_per_request;
+  bool bad_index = false;
+  for (int32_t j = 0; j < d; ++j) (void)draft_at(p, b, j, &bad_index);
+  int32_t* out = p.emitted + int64_t{b} * (d + 1);
+  if (bad_index) {
+    cuda::report_device_error(err, StatusCode::kInvalidArgument, cuda::OpId::kAcceptance, b, 6);
+    p.accepted[b] = 0;
+    for (int32_t j = 0; j <= d; ++j) out[j] = -1;
+    return;
+  }
+  int32_t a = 0;
+  while (a < d && y[a] != -1 && y[a] == draft_at(p, b, a, &bad_index)) ++a;
+  p.accepted[b] = a;
+  for (int32_t j = 0; j <= d; ++j) out[j] = j <= a ? y[j] : -1;
+}
+
 // Request b's params are checked by every one of its CTAs (the same verdict); only row 0 reports,
-// so the error word names the request once.
+// so the error word names the request once. kCluster: the request's CTAs are one cluster and the
+// first counts (header); no CTA leaves before the cluster barrier.
+template <bool kCluster>
 __global__ void __launch_bounds__(sd::kThreads)
     acceptance_sample_kernel(AcceptanceParams p, cuda::DeviceErrorWord* err) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
   __shared__ sd::Smem sm;
+  __shared__ int32_t cluster_y[kAcceptClusterMaxDrafts + 1];
   const int32_t j = static_cast<int32_t>(blockIdx.x), b = static_cast<int32_t>(blockIdx.y);
   const int32_t d = p.drafts_per_request;
   const int64_t row = int64_t{b} * (d + 1) + j;
-  if (d == 0 && threadIdx.x == 0) p.accepted[b] = 0;  // no count launch at d = 0 (header)
-  const int64_t first = p.first_position[b];
+  const int32_t shift = p.shift_accepted != nullptr ? p.shift_accepted[b] : 0;
+  const int64_t first = int64_t{p.first_position[b]} + shift;
+  const bool shift_ok = shift >= 0 && shift <= d;
   const bool positions_ok = first >= 0 && first + d <= INT32_MAX;
   const sd::RowParams rp{p.temperature[b], p.top_p[b], p.top_k[b], p.seed[b],
                          positions_ok ? static_cast<int32_t>(first + j) : -1};
-  const int32_t bad = sd::row_param_error(rp);  // 4 when the positions leave int32
-  if (bad != 0) {                               // block-uniform
-    if (threadIdx.x == 0) {
-      if (j == 0) {
-        cuda::report_device_error(err, StatusCode::kInvalidArgument, cuda::OpId::kAcceptance, b,
-                                  bad);
-      }
-      p.emitted[row] = -1;
+  int32_t bad = sd::row_param_error(rp);  // 4 when the positions leave int32
+  if (!shift_ok) bad = 5;                 // block-uniform, as every verdict here
+  int32_t y = -1;
+  if (bad != 0) {
+    if (threadIdx.x == 0 && j == 0) {
+      cuda::report_device_error(err, StatusCode::kInvalidArgument, cuda::OpId::kAcceptance, b, bad);
     }
-    return;
+  } else {
+    const int64_t stride = p.row_stride != 0 ? p.row_stride : p.vocab;
+    y = sd::sample_row(p.logits + row * stride, p.vocab, rp, sm);
   }
-  const int64_t stride = p.row_stride != 0 ? p.row_stride : p.vocab;
-  const int32_t y = sd::sample_row(p.logits + row * stride, p.vocab, rp, sm);
-  if (threadIdx.x == 0) p.emitted[row] = y;
+  if constexpr (kCluster) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0) cluster.map_shared_rank(cluster_y, 0)[j] = y;
+    cluster.sync();  // release / acquire: every y_j is in the first CTA's shared memory
+    if (j == 0 && threadIdx.x == 0) count_request(p, b, cluster_y, err);
+  } else if (threadIdx.x == 0) {
+    p.emitted[row] = y;
+    if (d == 0) p.accepted[b] = 0;  // no count launch at d = 0 (header)
+  }
 }
 
-__global__ void acceptance_count_kernel(AcceptanceParams p) {
+__global__ void acceptance_count_kernel(AcceptanceParams p, cuda::DeviceErrorWord* err) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
   const int32_t b = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (b >= p.requests) return;
-  const int32_t d = p.drafts_per_request;
-  int32_t* out = p.emitted + int64_t{b} * (d + 1);
-  const int32_t* g = p.drafts + int64_t{b} * d;
-  int32_t a = 0;
-  while (a < d && out[a] != -1 && out[a] == g[a]) ++a;
-  p.accepted[b] = a;
-  for (int32_t j = a + 1; j <= d; ++j) out[j] = -1;
+  // count_request rewrites the row it reads, entry j only after reading entries 0..j.
+  count_request(p, b, p.emitted + int64_t{b} * (p.drafts_per_request + 1), err);
 }
 
 }  // namespace
@@ -88,19 +131,24 @@ Status accept_drafts_cuda(const AcceptanceParams& p) {
   }
   const bool checked = checked_mode();
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
-  const dim3 grid(static_cast<unsigned>(p.drafts_per_request + 1),
-                  static_cast<unsigned>(p.requests));
-  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
-      cuda::LaunchShape{dim3(grid), dim3(sd::kThreads), size_t(0), cuda::current_stream()},
-      acceptance_sample_kernel, p, err));
-  if (p.drafts_per_request == 0) {
+  const int32_t d = p.drafts_per_request;
+  const dim3 grid(static_cast<unsigned>(d + 1), static_cast<unsigned>(p.requests));
+  if (d >= 1 && d <= kAcceptClusterMaxDrafts) {
+    DSA_CUDA_RETURN_IF_ERROR(
+        cuda::launch(cuda::LaunchShape{grid, dim3(sd::kThreads), size_t(0), cuda::current_stream(),
+                                       static_cast<unsigned>(d + 1)},
+                     acceptance_sample_kernel<true>, p, err));
     return cuda::end_launch("acceptance_sample_kernel", checked, "accept_drafts_cuda");
   }
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{grid, dim3(sd::kThreads), size_t(0), cuda::current_stream()},
+                   acceptance_sample_kernel<false>, p, err));
+  if (d == 0) return cuda::end_launch("acceptance_sample_kernel", checked, "accept_drafts_cuda");
   DSA_RETURN_IF_ERROR(cuda::launch_error("acceptance_sample_kernel"));
   const unsigned blocks = static_cast<unsigned>((p.requests + kAcceptThreads - 1) / kAcceptThreads);
   DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
       cuda::LaunchShape{dim3(blocks), dim3(kAcceptThreads), size_t(0), cuda::current_stream()},
-      acceptance_count_kernel, p));
+      acceptance_count_kernel, p, err));
   return cuda::end_launch("acceptance_count_kernel", checked, "accept_drafts_cuda");
 }
 

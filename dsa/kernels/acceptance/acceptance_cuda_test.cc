@@ -1,12 +1,13 @@
 // GPU tests of accept_drafts_cuda against accept_drafts_ref (SPEC.md §6.2, §6.3) on fuzzed
-// batches: V = 1, 7, 37, 6144, 129280; d = 0, 1, 3, 7; greedy and sampled requests with top-k /
-// top-p; drafts that follow the target for a random number of positions; edge rows (ties, NaN,
-// -inf, +inf, no eligible token); positions up to 2^31 - 1; a row stride wider than V. Accepted
-// counts and emitted tokens equal the reference, except where a request's first differing row is a
-// near-tie of the host's perturbed scores (top-two gap below 1e-5, the GPU token the host's
-// runner-up: device and host fp64 log / exp may differ in the last bit); every such case is printed
-// and counted. Also bad request params (checked error word, unchecked a = 0 and -1), B = 0, and
-// determinism.
+// batches: V = 1, 7, 37, 6144, 129280; d = 0, 1, 3, 7, 8, 12 (both count paths); greedy and sampled
+// requests with top-k / top-p; drafts that follow the target for a random number of positions; edge
+// rows (ties, NaN, -inf, +inf, no eligible token); positions up to 2^31 - 1; a row stride wider
+// than V. Accepted counts and emitted tokens equal the reference, except where a request's first
+// differing row is a near-tie of the host's perturbed scores (top-two gap below 1e-5, the GPU token
+// the host's runner-up: device and host fp64 log / exp may differ in the last bit); every such case
+// is printed and counted. Also the engine's overlapped form (drafts kept in their slots, positions
+// shifted by the op), bad request params, shifts and draft indices (checked error word, unchecked a
+// = 0 and -1), B = 0, and determinism.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,8 +51,10 @@ Outputs run_ref(const AcceptBatch& a) {
   return o;
 }
 
-// Runs the CUDA op with poisoned outputs; the status through `status` if given.
-Outputs run_cuda(const AcceptBatch& a, Status* status = nullptr, int64_t row_stride = 0) {
+// Runs the CUDA op with poisoned outputs; the status through `status` if given; with `kept`, over
+// the batch's kept-draft, unshifted form (acceptance_test_util.h).
+Outputs run_cuda(const AcceptBatch& a, Status* status = nullptr, int64_t row_stride = 0,
+                 const acceptance_test::KeptForm* kept = nullptr) {
   // A wider stride: the extra columns hold a value that would win every row if read.
   auto l = dev(row_stride ? acceptance_test::strided_logits(a, row_stride, 1e30f) : a.logits);
   auto g = dev(a.drafts, 1);  // d = 0: no drafts, but a non-null pointer
@@ -66,6 +69,12 @@ Outputs run_cuda(const AcceptBatch& a, Status* status = nullptr, int64_t row_str
   AcceptanceParams q = a.params(l.data(), g.data(), t.data(), p.data(), k.data(), s.data(),
                                 first.data(), acc.data(), emit.data());
   q.row_stride = row_stride;
+  auto kg = dev(kept ? kept->drafts : std::vector<int32_t>{}, 1);
+  auto ks = dev(kept ? kept->slots : std::vector<int32_t>{}, 1);
+  auto ki = dev(kept ? kept->index : std::vector<int32_t>{}, 1);
+  auto kf = dev(kept ? kept->first_position : std::vector<int32_t>{}, 1);
+  auto kh = dev(kept ? kept->shift : std::vector<int32_t>{}, 1);
+  if (kept) q = kept->with(q, kg.data(), ks.data(), ki.data(), kf.data(), kh.data());
   const Status st = accept_drafts_cuda(q);
   if (status) {
     *status = st;
@@ -146,8 +155,9 @@ void check(const AcceptBatch& a, const std::string& what) {
 TEST(AcceptanceCuda, FuzzedBatchesMatchTheReference) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(testing::test_seed());
+  // d 1..7: counted inside the sampling launch (a cluster per request); 8, 12: the count launch.
   for (int32_t V : {1, 7, 37, 6144, 129280}) {
-    for (int32_t d : {0, 1, 3, 7}) {
+    for (int32_t d : {0, 1, 3, 7, 8, 12}) {
       const int32_t B = V > 10000 ? 6 : 40;
       check(random_batch(rng, B, d, V), "V " + std::to_string(V) + " d " + std::to_string(d));
     }
@@ -202,6 +212,59 @@ TEST(AcceptanceCuda, BadRequestParams) {
   EXPECT_EQ(accept_drafts_cuda(p).code(), StatusCode::kInvalidArgument);
   p.requests = 0;
   EXPECT_TRUE(accept_drafts_cuda(p).ok());
+}
+
+// The engine's overlapped form: drafts read from their slots, positions shifted on the device.
+TEST(AcceptanceCuda, KeptDraftsAndShiftGiveTheGatheredAnswer) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 4);
+  for (int32_t V : {37, 6144, 129280}) {
+    for (int32_t d : {1, 3, 7, 9}) {
+      const AcceptBatch a = random_batch(rng, V > 10000 ? 6 : 32, d, V);
+      const acceptance_test::KeptForm k = acceptance_test::kept_form(a, rng);
+      const std::string what = "kept V " + std::to_string(V) + " d " + std::to_string(d);
+      EXPECT_LE(compare(a, run_cuda(a, nullptr, 0, &k), run_ref(a), what),
+                std::max(1, a.requests / 50))
+          << what;
+    }
+  }
+}
+
+// A shift outside [0, d] (value 5) or a draft index outside [-1, bound) (value 6): that request
+// accepts nothing and emits nothing, the others are untouched; checked mode names the error.
+TEST(AcceptanceCuda, BadKeptDraftsAndShift) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 5);
+  for (int32_t d : {3, 9}) {  // the cluster count and the count launch
+    const int32_t n = d + 1;
+    AcceptBatch a = random_batch(rng, 4, d, 64, 0);
+    for (auto& f : a.first_position) f = 100;
+    for (auto& t : a.temperature) t = 0.f;  // greedy: the reference is exact
+    const Outputs good = run_ref(a);
+    acceptance_test::KeptForm k = acceptance_test::kept_form(a, rng);
+    k.shift[1] = d + 1;
+    k.index[size_t(2 * d + 1)] = k.bound;
+    for (bool checked : {true, false}) {
+      ScopedCheckedMode mode(checked);
+      Status st;
+      const Outputs gpu = run_cuda(a, &st, 0, &k);
+      if (checked) {
+        EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+      } else {
+        EXPECT_TRUE(st.ok()) << st.to_string();
+      }
+      for (int32_t b : {0, 3}) {
+        EXPECT_EQ(gpu.accepted[size_t(b)], good.accepted[size_t(b)]) << "d " << d << " b " << b;
+        for (int32_t j = 0; j < n; ++j) {
+          EXPECT_EQ(gpu.emitted[size_t(b * n + j)], good.emitted[size_t(b * n + j)]);
+        }
+      }
+      for (int32_t b : {1, 2}) {
+        EXPECT_EQ(gpu.accepted[size_t(b)], 0) << "d " << d << " request " << b;
+        for (int32_t j = 0; j < n; ++j) EXPECT_EQ(gpu.emitted[size_t(b * n + j)], -1) << b;
+      }
+    }
+  }
 }
 
 TEST(AcceptanceCuda, Deterministic) {

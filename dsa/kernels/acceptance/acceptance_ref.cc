@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <span>
+#include <vector>
 
 #include "dsa/kernels/acceptance/acceptance.h"
 #include "dsa/kernels/sampling/sampler.h"
@@ -41,6 +42,13 @@ Status validate(const AcceptanceParams& p) {
     if (p.accepted == nullptr) return invalid_argument("acceptance: accepted is null");
     if (p.emitted == nullptr) return invalid_argument("acceptance: emitted is null");
   }
+  if ((p.draft_slots == nullptr) != (p.draft_index == nullptr)) {
+    return invalid_argument("acceptance: draft_slots and draft_index: set both or neither");
+  }
+  if (p.draft_index != nullptr && p.draft_index_bound < 1) {
+    return invalid_argument(fmt::format(
+        "acceptance: draft_index_bound = {}: must be >= 1 with draft_index", p.draft_index_bound));
+  }
   return ok_status();
 }
 
@@ -53,14 +61,29 @@ Status accept_drafts_ref(const AcceptanceParams& p) {
     if (Status s = validate(sp); !s.ok()) {
       return invalid_argument(fmt::format("acceptance: request {}: {}", b, s.message()));
     }
-    const int64_t first = p.first_position[b];
+    const int64_t shift = p.shift_accepted != nullptr ? p.shift_accepted[b] : 0;
+    if (shift < 0 || shift > d) {
+      return invalid_argument(fmt::format(
+          "acceptance: request {}: shift_accepted = {}: must be in [0, {}]", b, shift, d));
+    }
+    const int64_t first = int64_t{p.first_position[b]} + shift;
     if (first < 0 || first + d > std::numeric_limits<int32_t>::max()) {
-      return invalid_argument(
-          fmt::format("acceptance: request {}: first_position = {}: must be in [0, 2^31 - 1 - {}]",
-                      b, first, d));
+      return invalid_argument(fmt::format(
+          "acceptance: request {}: first_position{} = {}: must be in [0, 2^31 - 1 - {}]", b,
+          p.shift_accepted != nullptr ? " + shift_accepted" : "", first, d));
     }
     const float* rows = p.logits + b * n * stride;
-    const int32_t* g = p.drafts + b * d;
+    // The drafts, each from its slot where the index keeps one.
+    std::vector<int32_t> g(p.drafts + b * d, p.drafts + b * d + d);
+    for (int64_t j = 0; p.draft_index != nullptr && j < d; ++j) {
+      const int32_t at = p.draft_index[b * d + j];
+      if (at < -1 || at >= p.draft_index_bound) {
+        return invalid_argument(
+            fmt::format("acceptance: request {}: draft_index[{}] = {}: must be in [-1, {})", b,
+                        b * d + j, at, p.draft_index_bound));
+      }
+      if (at >= 0) g[size_t(j)] = p.draft_slots[at];
+    }
     int32_t* out = p.emitted + b * n;
     int32_t a = 0;
     for (;; ++a) {
@@ -68,7 +91,7 @@ Status accept_drafts_ref(const AcceptanceParams& p) {
       const int32_t y = sample_token(row, sp, first + a);
       out[a] = y;
       // y_a against g_{a+1}; kNoToken never accepts a draft.
-      if (a == d || y == kNoToken || y != g[a]) break;
+      if (a == d || y == kNoToken || y != g[size_t(a)]) break;
     }
     p.accepted[b] = a;
     for (int64_t j = a + 1; j < n; ++j) out[j] = kNoToken;

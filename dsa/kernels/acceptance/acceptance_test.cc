@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "dsa/kernels/acceptance/acceptance_test_util.h"
@@ -202,6 +203,65 @@ TEST(AcceptanceRef, FuzzedBatchesAgreeWithTheSampler) {
   }
   for (int a = 0; a < 8; ++a) std::printf("accepted %d: %d requests\n", a, hist[a]);
   for (int a = 0; a < 4; ++a) EXPECT_GT(hist[a], 0) << "the fuzzer should reach a = " << a;
+}
+
+// The engine's overlapped form (drafts kept in their slots, positions not yet shifted) gives the
+// batch's own answer: every kept draft's `drafts` entry is a wrong token, so reading it there
+// instead of in its slot changes the answer, and so does a first position without its shift.
+TEST(AcceptanceRef, KeptDraftsAndShiftGiveTheGatheredAnswer) {
+  testing::Rng rng(testing::test_seed() + 11);
+  for (int32_t d : {1, 3, 7, 9}) {
+    for (int rep = 0; rep < 4; ++rep) {
+      const AcceptBatch a = random_batch(rng, 24, d, 37);
+      const Outputs want = run_ref(a);
+      const acceptance_test::KeptForm k = acceptance_test::kept_form(a, rng);
+      Outputs got{std::vector<int32_t>(size_t(a.requests), -7),
+                  std::vector<int32_t>(want.emitted.size(), -7)};
+      const AcceptanceParams q =
+          k.with(a.host_params(got.accepted.data(), got.emitted.data()), k.drafts.data(),
+                 k.slots.data(), k.index.data(), k.first_position.data(), k.shift.data());
+      ASSERT_TRUE(accept_drafts_ref(q).ok());
+      EXPECT_EQ(got.accepted, want.accepted) << "d " << d;
+      EXPECT_EQ(got.emitted, want.emitted) << "d " << d;
+    }
+  }
+}
+
+TEST(AcceptanceRef, BadKeptDraftsAndShiftNameTheField) {
+  testing::Rng rng(testing::test_seed() + 12);
+  const AcceptBatch a = random_batch(rng, 3, 3, 16, 0);
+  const acceptance_test::KeptForm k = acceptance_test::kept_form(a, rng);
+  std::vector<int32_t> acc(3), emit(12);
+  const AcceptanceParams good =
+      k.with(a.host_params(acc.data(), emit.data()), k.drafts.data(), k.slots.data(),
+             k.index.data(), k.first_position.data(), k.shift.data());
+  ASSERT_TRUE(accept_drafts_ref(good).ok());
+  const auto message = [](const AcceptanceParams& q) {
+    const Status s = accept_drafts_ref(q);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    return s.message();
+  };
+  AcceptanceParams q = good;
+  q.draft_slots = nullptr;
+  EXPECT_NE(message(q).find("draft_slots and draft_index"), std::string::npos);
+  q = good;
+  q.draft_index_bound = 0;
+  EXPECT_NE(message(q).find("draft_index_bound = 0"), std::string::npos);
+  std::vector<int32_t> index = k.index;
+  index[4] = k.bound;  // request 1, draft 2
+  q = good;
+  q.draft_index = index.data();
+  EXPECT_NE(message(q).find("request 1: draft_index[4] = " + std::to_string(k.bound)),
+            std::string::npos);
+  index[4] = -2;
+  EXPECT_NE(message(q).find("draft_index[4] = -2"), std::string::npos);
+  std::vector<int32_t> shift = k.shift;
+  shift[2] = 4;  // > d
+  q = good;
+  q.shift_accepted = shift.data();
+  EXPECT_NE(message(q).find("request 2: shift_accepted = 4: must be in [0, 3]"), std::string::npos);
+  shift[2] = -1;
+  EXPECT_NE(message(q).find("shift_accepted = -1"), std::string::npos);
 }
 
 }  // namespace

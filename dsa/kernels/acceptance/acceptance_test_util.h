@@ -150,4 +150,54 @@ inline AcceptBatch random_batch(testing::Rng& rng, int32_t B, int32_t d, int32_t
   return a;
 }
 
+// The same batch with its drafts kept on the backend and its positions not yet shifted (the
+// engine's overlapped speculative step): a random part of the drafts lives in `slots` (at
+// `index`, -1 for those left in `drafts`), the rest stays; each kept draft's `drafts` entry is
+// overwritten with a token that would change the answer if read; first_position is lowered by a
+// random shift in [0, min(d, first)] that `shift` carries. The op over this form must give the
+// batch's own answer.
+struct KeptForm {
+  std::vector<int32_t> slots, index, drafts, first_position, shift;
+  int32_t bound = 0;
+
+  AcceptanceParams with(AcceptanceParams q, const int32_t* g, const int32_t* s, const int32_t* i,
+                        const int32_t* first, const int32_t* sh) const {
+    q.drafts = g;
+    q.draft_slots = s;
+    q.draft_index = i;
+    q.draft_index_bound = bound;
+    q.first_position = first;
+    q.shift_accepted = sh;
+    return q;
+  }
+};
+
+inline KeptForm kept_form(const AcceptBatch& a, testing::Rng& rng) {
+  const int32_t B = a.requests, d = a.drafts_per_request;
+  KeptForm k;
+  k.bound = std::max(1, B * d * 2);
+  k.slots.resize(size_t(k.bound));
+  for (int32_t& v : k.slots) v = static_cast<int32_t>(rng.randint(0, a.vocab + 5));
+  k.drafts = a.drafts;
+  k.index.assign(size_t(B) * size_t(d), -1);
+  std::vector<int32_t> free_slots(size_t(k.bound));
+  for (int32_t i = 0; i < k.bound; ++i) free_slots[size_t(i)] = i;
+  for (size_t e = 0; e < k.index.size(); ++e) {
+    if (rng.randint(0, 3) == 0) continue;  // left in drafts
+    const size_t pick = size_t(rng.randint(0, int64_t(free_slots.size()) - 1));
+    const int32_t at = free_slots[pick];
+    free_slots.erase(free_slots.begin() + long(pick));
+    k.index[e] = at;
+    k.slots[size_t(at)] = a.drafts[e];
+    k.drafts[e] = a.drafts[e] == 0 ? 1 : 0;  // wrong if read (or a different wrong id)
+  }
+  for (int32_t b = 0; b < B; ++b) {
+    const int32_t first = a.first_position[size_t(b)];
+    const int32_t sh = static_cast<int32_t>(rng.randint(0, std::min(d, first)));
+    k.shift.push_back(sh);
+    k.first_position.push_back(first - sh);
+  }
+  return k;
+}
+
 }  // namespace dsa::kernels::acceptance_test

@@ -391,6 +391,75 @@ TEST_F(RmsNormRejects, GatherFields) {
 
 // One fp32 add, one RNE rounding: 1 + 2^-8 is a bf16 tie and goes to the even 1.0;
 // (1 + 2^-7) + 2^-8 is a tie too and goes up to the even 1 + 2^-6; 3 + (-1.5) = 1.5 exactly.
+// RmsNormParams::also: the two norms one after the other (each bit-identical to its own call),
+// and the pair's rules.
+TEST(RmsNormGathered, PairEqualsEachAloneAndChecksItsRules) {
+  Rng rng(testing::test_seed() + 41);
+  const int32_t T = 7, D = 24, bound_a = 9, bound_b = 5;
+  const std::vector<bf16> xa = rng.bf16_vector(size_t(bound_a) * D, 1.f);
+  const std::vector<bf16> xb = rng.bf16_vector(size_t(bound_b) * D, 1.f);
+  const std::vector<bf16> wa = rng.bf16_vector(D, 0.5f), wb = rng.bf16_vector(D, 0.5f);
+  const std::vector<int32_t> ra = gather_entries(rng, T, bound_a);
+  const std::vector<int32_t> rb = gather_entries(rng, T, bound_b);
+  const auto norm = [&](const std::vector<bf16>& x, const std::vector<bf16>& w,
+                        const std::vector<int32_t>& rows, int32_t bound, bf16* y) {
+    RmsNormParams p;
+    p.x = x.data();
+    p.weight = w.data();
+    p.y = y;
+    p.num_tokens = T;
+    p.dim = D;
+    p.y_stride = 2 * D;
+    p.x_rows = rows.data();
+    p.x_row_bound = bound;
+    p.skip_minus_one = true;
+    return p;
+  };
+  ScopedCheckedMode unchecked(false);
+  const bf16 sentinel{0xFFFF};
+  std::vector<bf16> alone(size_t(T) * 2 * D, sentinel);
+  ASSERT_TRUE(rmsnorm_ref(norm(xa, wa, ra, bound_a, alone.data())).ok());
+  ASSERT_TRUE(rmsnorm_ref(norm(xb, wb, rb, bound_b, alone.data() + D)).ok());
+  std::vector<bf16> paired(alone.size(), sentinel);
+  RmsNormParams second = norm(xb, wb, rb, bound_b, paired.data() + D);
+  RmsNormParams first = norm(xa, wa, ra, bound_a, paired.data());
+  first.also = &second;
+  ASSERT_TRUE(rmsnorm_ref(first).ok());
+  EXPECT_EQ(testing::first_bit_difference(paired, alone), "");
+
+  const auto rejects = [&](const RmsNormParams& p, const std::string& text) {
+    const Status s = validate(p);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(s.message().find(text), std::string::npos) << s.to_string();
+  };
+  RmsNormParams q = second;
+  q.num_tokens = T - 1;
+  first.also = &q;
+  rejects(first, "also: num_tokens = 6, dim = 24: must equal 7, 24");
+  q = second;
+  q.y = paired.data();  // the first norm's half
+  rejects(first, "the two outputs y overlap");
+  q = second;
+  q.y = paired.data() + D / 2;  // straddles both halves
+  rejects(first, "the two outputs y overlap");
+  q = second;
+  q.x_rows = nullptr;
+  rejects(first, "both norms must gather");
+  q = second;
+  q.also = &second;
+  rejects(first, "also has an also of its own");
+  q = second;
+  q.eps = 0.f;
+  rejects(first, "also: rmsnorm: eps = 0");
+  std::vector<bf16> in_place(size_t(bound_b) * 2 * D);
+  q = norm(xb, wb, rb, bound_b, paired.data() + D);
+  q.x = in_place.data();
+  q.x_stride = 2 * D;
+  RmsNormParams f = norm(xa, wa, ra, bound_a, in_place.data());
+  f.also = &q;
+  rejects(f, "a y overlaps the other norm's x");
+}
+
 TEST(ResidualAdd, HandComputedTiesRoundToEven) {
   auto h = to_bf16({1.f, 1.f + 0x1p-7f, 3.f}), x = to_bf16({0x1p-8f, 0x1p-8f, -1.5f});
   ResidualAddParams p{h.data(), x.data(), 1, 3};

@@ -65,13 +65,6 @@ struct ResidualStream {
 // y = RMSNorm(row x_rows[t] of x) with weight w over the hidden width (rmsnorm's gather, no copy
 // of the rows first): x_rows in [0, x_row_bound); skip_minus_one: a -1 entry is a zero row (else
 // OutOfRange in checked mode); x_copy (or null): the gathered rows are also stored there.
-// gathered_norm_params builds the op's params without launching (to pair two norms in one launch,
-// RmsNormParams::also).
-kernels::RmsNormParams gathered_norm_params(const BlockContext& ctx, const bf16* x,
-                                            const int32_t* x_rows, int32_t x_row_bound,
-                                            bool skip_minus_one, bf16* x_copy,
-                                            const std::vector<bf16>& w, bf16* y, int32_t rows,
-                                            int64_t y_stride);
 Status gathered_rmsnorm(const BlockContext& ctx, const bf16* x, const int32_t* x_rows,
                         int32_t x_row_bound, bool skip_minus_one, bf16* x_copy,
                         const std::vector<bf16>& w, bf16* y, int32_t rows, int64_t y_stride);

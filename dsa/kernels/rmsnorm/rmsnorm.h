@@ -37,17 +37,10 @@ struct RmsNormParams {
   // With x_rows: also store each gathered input row (zeros for entries outside the bound) to
   // x_copy[t] (row stride D), the embedding's output where the residual stream starts from it.
   bf16* x_copy = nullptr;
-  // Optional: a second gathered norm in the same launch (the MTP layer's enorm and hnorm, the two
-  // halves of one concat row, SPEC.md §6.5): same T and D, x_rows set on both, no `also` of its
-  // own, and neither norm's y or x_copy overlapping the other's inputs or outputs. Each output is
-  // bit-identical to its norm run alone; the CUDA backend takes one launch where both norms take
-  // the same kernel path and shape, else two.
-  const RmsNormParams* also = nullptr;
 };
 
 // Host checks (InvalidArgument): T >= 0, D >= 1, pointers, strides >= D, eps finite and > 0;
-// with x_rows: x_row_bound >= 1, and y and x_copy overlapping neither x nor each other; with
-// also: the rules above, naming "also".
+// with x_rows: x_row_bound >= 1, and y and x_copy overlapping neither x nor each other.
 Status validate(const RmsNormParams& p);
 
 // CPU reference: mean(x^2) and the product accumulated in double, rounded once to bf16. Rows are

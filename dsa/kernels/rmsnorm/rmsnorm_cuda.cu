@@ -135,7 +135,8 @@ struct Gather {
   bool skip_minus_one;
   bf16* copy;  // x_copy, row stride dim
   cuda::DeviceErrorWord* err;
-  __device__ GatheredInput input(const bf16* x, int64_t x_stride, int32_t dim, int64_t t) const {
+  __device__ GatheredInput input(const bf16* x, int64_t x_stride, int32_t dim) const {
+    const int64_t t = blockIdx.x;
     const int32_t r = rows[t];
     const bool valid = r >= 0 && r < bound;
     if (!valid && !(skip_minus_one && r == -1) && threadIdx.x == 0) {
@@ -152,8 +153,9 @@ struct Gather {
 // kept in registers between the reduction and the write, so y may alias rmsnorm's x).
 template <int kVec, typename Input>
 __device__ __forceinline__ void norm_row_vec(const Input& in, const bf16* __restrict__ w, bf16* y,
-                                             int32_t nvec, int64_t y_stride, float eps, int64_t t) {
+                                             int32_t nvec, int64_t y_stride, float eps) {
   __shared__ float scratch[33];
+  const int64_t t = blockIdx.x;
   const uint4* wr = reinterpret_cast<const uint4*>(w);
   uint4 cache[kVec];
   float sum_sq = 0.f;
@@ -193,9 +195,9 @@ __device__ __forceinline__ void norm_row_vec(const Input& in, const bf16* __rest
 // Thread i reads and writes only elements i, i + blockDim, ..., so y may alias rmsnorm's x.
 template <typename Input>
 __device__ __forceinline__ void norm_row_scalar(const Input& in, const bf16* __restrict__ w,
-                                                bf16* y, int32_t dim, int64_t y_stride, float eps,
-                                                int64_t t) {
+                                                bf16* y, int32_t dim, int64_t y_stride, float eps) {
   __shared__ float scratch[33];
+  const int64_t t = blockIdx.x;
   float sum_sq = 0.f;
   for (int32_t d = threadIdx.x; d < dim; d += blockDim.x) {
     const float f = bf16_to_float(in.first(t, d));
@@ -215,7 +217,7 @@ __global__ void __launch_bounds__(1024)
                        int64_t x_stride, int64_t y_stride, float eps) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
-  norm_row_vec<kVec>(NormInput{x, x_stride}, w, y, nvec, y_stride, eps, blockIdx.x);
+  norm_row_vec<kVec>(NormInput{x, x_stride}, w, y, nvec, y_stride, eps);
 }
 
 __global__ void __launch_bounds__(1024)
@@ -223,7 +225,7 @@ __global__ void __launch_bounds__(1024)
                           int64_t x_stride, int64_t y_stride, float eps) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
-  norm_row_scalar(NormInput{x, x_stride}, w, y, dim, y_stride, eps, blockIdx.x);
+  norm_row_scalar(NormInput{x, x_stride}, w, y, dim, y_stride, eps);
 }
 
 template <int kVec>
@@ -232,8 +234,7 @@ __global__ void __launch_bounds__(1024)
                               int32_t nvec, int64_t x_stride, int64_t y_stride, float eps) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
-  norm_row_vec<kVec>(g.input(x, x_stride, nvec * kVecElems, blockIdx.x), w, y, nvec, y_stride, eps,
-                     blockIdx.x);
+  norm_row_vec<kVec>(g.input(x, x_stride, nvec * kVecElems), w, y, nvec, y_stride, eps);
 }
 
 __global__ void __launch_bounds__(1024)
@@ -241,32 +242,7 @@ __global__ void __launch_bounds__(1024)
                                  int32_t dim, int64_t x_stride, int64_t y_stride, float eps) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
-  norm_row_scalar(g.input(x, x_stride, dim, blockIdx.x), w, y, dim, y_stride, eps, blockIdx.x);
-}
-
-// One gathered norm of a pair (RmsNormParams::also): its source, weight and destination.
-struct GatherJob {
-  const bf16* x;
-  Gather g;
-  const bf16* w;
-  bf16* y;
-  int64_t x_stride, y_stride;
-};
-
-// Two gathered norms of T rows each in one launch: blocks [0, T) run the first, [T, 2T) the
-// second, each block the very row body (and row index) of its own launch, so both outputs are
-// bit-identical to two rmsnorm_gather_vec_kernel launches of the same shape.
-template <int kVec>
-__global__ void __launch_bounds__(1024)
-    rmsnorm_gather_pair_vec_kernel(GatherJob first, GatherJob second, int32_t rows, int32_t nvec,
-                                   float eps) {
-  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
-  cuda::pdl_trigger();
-  const bool two = static_cast<int32_t>(blockIdx.x) >= rows;
-  const GatherJob& j = two ? second : first;
-  const int64_t t = two ? blockIdx.x - rows : blockIdx.x;
-  norm_row_vec<kVec>(j.g.input(j.x, j.x_stride, nvec * kVecElems, t), j.w, j.y, nvec, j.y_stride,
-                     eps, t);
+  norm_row_scalar(g.input(x, x_stride, dim), w, y, dim, y_stride, eps);
 }
 
 template <int kVec>
@@ -276,7 +252,7 @@ __global__ void __launch_bounds__(1024)
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
   norm_row_vec<kVec>(AddedInput{h, add, int64_t{nvec} * kVecElems, add_vec}, w, y, nvec, y_stride,
-                     eps, blockIdx.x);
+                     eps);
 }
 
 __global__ void __launch_bounds__(1024)
@@ -284,7 +260,7 @@ __global__ void __launch_bounds__(1024)
                               int32_t dim, int64_t y_stride, float eps) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
-  norm_row_scalar(AddedInput{h, add, dim, false}, w, y, dim, y_stride, eps, blockIdx.x);
+  norm_row_scalar(AddedInput{h, add, dim, false}, w, y, dim, y_stride, eps);
 }
 
 // h[i] = bf16(float(h[i]) + float(x[i])) for i in [0, n); 8 elements per thread per step when
@@ -357,13 +333,6 @@ cudaError_t launch_rmsnorm_gather_vec(const RmsNormParams& p, const NormShape& s
 }
 
 template <int kVec>
-cudaError_t launch_rmsnorm_gather_pair_vec(const RmsNormParams& p, const NormShape& s,
-                                           const GatherJob& a, const GatherJob& b) {
-  return cuda::launch(launch_shape(2 * p.num_tokens, s), rmsnorm_gather_pair_vec_kernel<kVec>, a, b,
-                      p.num_tokens, p.dim / kVecElems, p.eps);
-}
-
-template <int kVec>
 cudaError_t launch_add_rmsnorm_vec(const AddRmsNormParams& p, const NormShape& s, int64_t ys) {
   return cuda::launch(launch_shape(p.num_tokens, s), add_rmsnorm_vec_kernel<kVec>, p.h, p.add,
                       cuda::is_aligned(p.add, 16), p.weight, p.y, p.dim / kVecElems, ys, p.eps);
@@ -376,60 +345,15 @@ constexpr cudaError_t (*kRmsNormGatherVec[])(const RmsNormParams&, const NormSha
                                              int64_t, int64_t) = {
     launch_rmsnorm_gather_vec<1>, launch_rmsnorm_gather_vec<2>, launch_rmsnorm_gather_vec<4>,
     launch_rmsnorm_gather_vec<8>};
-constexpr cudaError_t (*kRmsNormGatherPairVec[])(const RmsNormParams&, const NormShape&,
-                                                 const GatherJob&, const GatherJob&) = {
-    launch_rmsnorm_gather_pair_vec<1>, launch_rmsnorm_gather_pair_vec<2>,
-    launch_rmsnorm_gather_pair_vec<4>, launch_rmsnorm_gather_pair_vec<8>};
 constexpr cudaError_t (*kAddRmsNormVec[])(const AddRmsNormParams&, const NormShape&, int64_t) = {
     launch_add_rmsnorm_vec<1>, launch_add_rmsnorm_vec<2>, launch_add_rmsnorm_vec<4>,
     launch_add_rmsnorm_vec<8>};
 
 }  // namespace
 
-namespace {
-
-struct Strides {
-  int64_t x, y;
-};
-Strides strides(const RmsNormParams& p) {
-  return {p.x_stride == 0 ? p.dim : p.x_stride, p.y_stride == 0 ? p.dim : p.y_stride};
-}
-
-// The pair in one launch where both norms take the same vector path and shape (so each is
-// bit-identical to its own launch); false: the caller launches them one after the other.
-StatusOr<bool> launch_pair(const RmsNormParams& p) {
-  const RmsNormParams& q = *p.also;
-  const Strides ps = strides(p), qs = strides(q);
-  const NormShape s = norm_shape(p.dim, ps.x, ps.y, p.x, p.y, p.weight, p.x_copy);
-  const NormShape t = norm_shape(q.dim, qs.x, qs.y, q.x, q.y, q.weight, q.x_copy);
-  if (!s.vec || !t.vec || s.threads != t.threads || s.slot != t.slot) return false;
-  const bool checked = checked_mode();
-  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
-  const GatherJob a{p.x,      Gather{p.x_rows, p.x_row_bound, p.skip_minus_one, p.x_copy, err},
-                    p.weight, p.y,
-                    ps.x,     ps.y};
-  const GatherJob b{q.x,      Gather{q.x_rows, q.x_row_bound, q.skip_minus_one, q.x_copy, err},
-                    q.weight, q.y,
-                    qs.x,     qs.y};
-  DSA_CUDA_RETURN_IF_ERROR(kRmsNormGatherPairVec[s.slot](p, s, a, b));
-  DSA_RETURN_IF_ERROR(
-      cuda::end_launch("rmsnorm pair", checked, "rmsnorm: x_rows[row] outside [0, x_row_bound)"));
-  return true;
-}
-
-}  // namespace
-
 Status rmsnorm_cuda(const RmsNormParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.num_tokens == 0) return ok_status();
-  if (p.also != nullptr) {
-    DSA_ASSIGN_OR_RETURN(const bool one_launch, launch_pair(p));
-    if (one_launch) return ok_status();
-    RmsNormParams first = p;
-    first.also = nullptr;
-    DSA_RETURN_IF_ERROR(rmsnorm_cuda(first));
-    return rmsnorm_cuda(*p.also);
-  }
   const int64_t xs = p.x_stride == 0 ? p.dim : p.x_stride;
   const int64_t ys = p.y_stride == 0 ? p.dim : p.y_stride;
   const NormShape s = norm_shape(p.dim, xs, ys, p.x, p.y, p.weight, p.x_copy);

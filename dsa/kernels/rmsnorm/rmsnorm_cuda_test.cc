@@ -350,64 +350,6 @@ TEST(RmsNormCuda, GatheredBitIdenticalToRowCopyThenRmsNorm) {
   }
 }
 
-// The MTP layer's enorm and hnorm as one launch (RmsNormParams::also): two gathered norms into
-// the two halves of one [T, 2D] row, bit-identical to each run alone, on the vector path (one
-// launch) and the scalar path (two); checked mode names a bad entry of the second norm.
-TEST(RmsNormCuda, GatheredPairBitIdenticalToEachAlone) {
-  DSA_SKIP_WITHOUT_GPU();
-  Rng rng(testing::test_seed() + 31);
-  struct Shape {
-    int32_t tokens, dim, bound_a, bound_b;
-  };
-  for (const Shape& sh : {Shape{1, 256, 6144, 4}, Shape{4, 256, 300, 8}, Shape{33, 7168, 50, 40},
-                          Shape{130, 512, 20, 200}, Shape{5, 77, 9, 7}, Shape{3, 1000, 4, 5}}) {
-    const int32_t T = sh.tokens, D = sh.dim;
-    const std::string what = "T " + std::to_string(T) + " D " + std::to_string(D);
-    auto xa = dev(random_rows(rng, sh.bound_a, D)), xb = dev(random_rows(rng, sh.bound_b, D));
-    auto wa = dev(rng.bf16_vector(size_t(D), 0.5f)), wb = dev(rng.bf16_vector(size_t(D), 0.5f));
-    std::vector<int32_t> ra = gather_entries(rng, T, sh.bound_a);
-    std::vector<int32_t> rb = gather_entries(rng, T, sh.bound_b);
-    auto dra = dev(ra), drb = dev(rb);
-    const auto gathered = [&](const bf16* x, const bf16* w, const int32_t* rows, int32_t bound,
-                              bf16* y) {
-      RmsNormParams p = params(x, w, y, T, D, 0, 2 * D, 1e-6f);
-      p.x_rows = rows;
-      p.x_row_bound = bound;
-      return p;
-    };
-    ScopedCheckedMode unchecked(false);
-    auto alone = testing::poisoned<bf16>(size_t(T) * 2 * D);
-    ASSERT_TRUE(
-        rmsnorm_cuda(gathered(xa.data(), wa.data(), dra.data(), sh.bound_a, alone.data())).ok());
-    ASSERT_TRUE(
-        rmsnorm_cuda(gathered(xb.data(), wb.data(), drb.data(), sh.bound_b, alone.data() + D))
-            .ok());
-    auto paired = testing::poisoned<bf16>(size_t(T) * 2 * D);
-    RmsNormParams second =
-        gathered(xb.data(), wb.data(), drb.data(), sh.bound_b, paired.data() + D);
-    RmsNormParams first = gathered(xa.data(), wa.data(), dra.data(), sh.bound_a, paired.data());
-    first.also = &second;
-    ASSERT_TRUE(rmsnorm_cuda(first).ok()) << what;
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::vector<bf16> want = host(alone), got = host(paired);
-    EXPECT_EQ(testing::first_bit_difference(got, want), "") << what;
-    EXPECT_FALSE(std::any_of(got.begin(), got.end(), [](bf16 v) { return testing::is_poison(v); }))
-        << what << ": a half left unwritten";
-    // Checked: the second norm's bad entry (gather_entries puts one at t = 4 from T >= 5).
-    if (T >= 5) {
-      ScopedCheckedMode checked(true);
-      std::vector<int32_t> good_a(size_t(T), 0);
-      auto dga = dev(good_a);
-      first.x_rows = dga.data();
-      const Status st = rmsnorm_cuda(first);
-      EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << what << ": " << st.to_string();
-      EXPECT_NE(st.message().find("index 4 (value " + std::to_string(rb[4]) + ")"),
-                std::string::npos)
-          << st.to_string();
-    }
-  }
-}
-
 // Checked mode on the device: a bad entry is OutOfRange through the error word, naming its
 // position and value (-1 too, unless skip_minus_one), on both kernel paths; the word is cleared
 // (a good call after it is OK), and a good call's y is the unchecked one.

@@ -40,75 +40,9 @@ bool overlaps(const bf16* a, int64_t a_elems, const bf16* b, int64_t b_elems) {
   const auto a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
   return a0 < end(b0, b_elems) && b0 < end(a0, a_elems);
 }
-// Whether two runs of `rows` rows (dim elements each) share an element. Equal strides: disjoint
-// when one run's rows fall in the other's gaps (the two halves of one concat row); otherwise the
-// spans are compared.
-bool rows_overlap(const bf16* a, int64_t a_stride, const bf16* b, int64_t b_stride, int64_t rows,
-                  int32_t dim) {
-  const int64_t a_elems = rows_span(rows, a_stride, dim), b_elems = rows_span(rows, b_stride, dim);
-  if (!overlaps(a, a_elems, b, b_elems)) return false;
-  if (a_stride != b_stride) return true;
-  const auto a0 = int64_t(reinterpret_cast<uintptr_t>(a) / sizeof(bf16));
-  const auto b0 = int64_t(reinterpret_cast<uintptr_t>(b) / sizeof(bf16));
-  if ((reinterpret_cast<uintptr_t>(a) - reinterpret_cast<uintptr_t>(b)) % sizeof(bf16) != 0) {
-    return true;
-  }
-  const int64_t off = ((b0 - a0) % a_stride + a_stride) % a_stride;
-  return off < dim || off > a_stride - dim;
-}
-
-// The pair's cross rules (RmsNormParams::also): each norm's outputs clear of the other's inputs
-// and outputs.
-Status validate_pair(const RmsNormParams& p, const RmsNormParams& q) {
-  if (q.also != nullptr)
-    return invalid_argument(fmt::format("{}: also has an also of its own", kOp));
-  if (p.x_rows == nullptr || q.x_rows == nullptr) {
-    return invalid_argument(fmt::format("{}: also: both norms must gather (x_rows)", kOp));
-  }
-  if (q.num_tokens != p.num_tokens || q.dim != p.dim) {
-    return invalid_argument(fmt::format("{}: also: num_tokens = {}, dim = {}: must equal {}, {}",
-                                        kOp, q.num_tokens, q.dim, p.num_tokens, p.dim));
-  }
-  if (p.num_tokens == 0) return ok_status();
-  const int64_t T = p.num_tokens;
-  const int64_t pxs = stride_or_dim(p.x_stride, p.dim), pys = stride_or_dim(p.y_stride, p.dim);
-  const int64_t qxs = stride_or_dim(q.x_stride, q.dim), qys = stride_or_dim(q.y_stride, q.dim);
-  const int64_t px = rows_span(p.x_row_bound, pxs, p.dim),
-                qx = rows_span(q.x_row_bound, qxs, q.dim);
-  const int64_t copy_elems = T * p.dim;
-  if (rows_overlap(p.y, pys, q.y, qys, T, p.dim)) {
-    return invalid_argument(fmt::format("{}: also: the two outputs y overlap", kOp));
-  }
-  if (overlaps(p.y, rows_span(T, pys, p.dim), q.x, qx) ||
-      overlaps(q.y, rows_span(T, qys, q.dim), p.x, px)) {
-    return invalid_argument(fmt::format("{}: also: a y overlaps the other norm's x", kOp));
-  }
-  for (const auto& [c, other] : {std::pair{p.x_copy, &q}, std::pair{q.x_copy, &p}}) {
-    if (c == nullptr) continue;
-    const int64_t oxs = stride_or_dim(other->x_stride, other->dim);
-    const int64_t oys = stride_or_dim(other->y_stride, other->dim);
-    if (overlaps(c, copy_elems, other->x, rows_span(other->x_row_bound, oxs, other->dim)) ||
-        overlaps(c, copy_elems, other->y, rows_span(T, oys, other->dim)) ||
-        (other->x_copy != nullptr && overlaps(c, copy_elems, other->x_copy, copy_elems))) {
-      return invalid_argument(fmt::format("{}: also: an x_copy overlaps the other norm", kOp));
-    }
-  }
-  return ok_status();
-}
 }  // namespace
 
 Status validate(const RmsNormParams& p) {
-  if (p.also != nullptr) {
-    RmsNormParams first = p;
-    first.also = nullptr;
-    DSA_RETURN_IF_ERROR(validate(first));
-    if (p.also->also == nullptr) {
-      if (Status s = validate(*p.also); !s.ok()) {
-        return invalid_argument(fmt::format("{}: also: {}", kOp, s.message()));
-      }
-    }
-    return validate_pair(p, *p.also);
-  }
   DSA_RETURN_IF_ERROR(require_in(kOp, "num_tokens", p.num_tokens, 0, INT32_MAX));
   DSA_RETURN_IF_ERROR(require_in(kOp, "dim", p.dim, 1, INT32_MAX));
   if (!(std::isfinite(p.eps) && p.eps > 0.f)) {
@@ -148,12 +82,6 @@ Status validate(const RmsNormParams& p) {
 
 Status rmsnorm_ref(const RmsNormParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
-  if (p.also != nullptr) {  // the two norms one after the other
-    RmsNormParams first = p;
-    first.also = nullptr;
-    DSA_RETURN_IF_ERROR(rmsnorm_ref(first));
-    return rmsnorm_ref(*p.also);
-  }
   const int64_t xs = stride_or_dim(p.x_stride, p.dim), ys = stride_or_dim(p.y_stride, p.dim);
   const auto in_bound = [&](int32_t r) { return r >= 0 && r < p.x_row_bound; };
   if (p.x_rows != nullptr && checked_mode()) {

@@ -67,8 +67,8 @@ inline constexpr int32_t kAcceptClusterMaxDrafts = 7;
 
 // CUDA backend (device pointers): every verify row sampled by one CTA with the sampling op's row
 // sampler (kernels/common/sample_row.cuh); up to kAcceptClusterMaxDrafts drafts the d + 1 CTAs of
-// a request are one cluster and its first CTA counts the accepted drafts from the tokens the
-// others put in its shared memory: one launch per call. Above it a second launch counts. No host
+// a request are one cluster and its first CTA counts the accepted drafts after the cluster
+// barrier: one launch per call. Above it a second launch counts. No host
 // synchronisation, graph-capturable. The same tokens as the reference, up to the sampling op's
 // near-ties (sampling.h: device and host fp64 log / exp may differ in the last bit). A request
 // with bad params gets a = 0 and every emitted entry -1 and, in checked mode, the call returns

@@ -4,11 +4,11 @@
 //     sampling op's row sampler (kernels/common/sample_row.cuh). Every row is sampled, also those
 //     past the first mismatch: the rows run in parallel, and which are needed is known only after.
 //  2. accept: a (the leading y_j == g_{j+1}, y_j a token), emitted[b, 0 : a + 1] = y_0..y_a
-//     (g_1..g_a, since they equal them, then y_a) and -1 after. Up to kAcceptClusterMaxDrafts the
-//     d + 1 CTAs of a request are one cluster: each puts its y_j into the first CTA's shared
-//     memory, and after the cluster barrier that CTA counts and writes the request's entries, in
-//     the same launch. Above it the sample kernel writes every y_j and a second launch, one thread
-//     per request, counts.
+//     (g_1..g_a, since they equal them, then y_a) and -1 after. Every CTA writes its y_j to
+//     emitted; up to kAcceptClusterMaxDrafts the d + 1 CTAs of a request are one cluster, and
+//     after the cluster barrier (release / acquire at cluster scope) the first CTA counts over the
+//     request's entries in place, in the same launch. Above it a second launch, one thread per
+//     request, counts.
 // At d = 0 (the MTP chain's greedy drafts: one row per request, nothing to count) the sample
 // kernel writes accepted[b] = 0 and y_0 itself: one kernel per draft.
 #include <cooperative_groups.h>
@@ -34,50 +34,56 @@ namespace sd = sampling_device;
 
 constexpr int kAcceptThreads = 128;
 
-// Draft j + 1 of request b: from its slot where the index keeps one (acceptance.h); -1 (never a
-// token, so never accepted) for an index outside [-1, bound), which also sets *bad_index.
-__device__ __forceinline__ int32_t draft_at(const AcceptanceParams& p, int32_t b, int32_t j,
-                                            bool* bad_index) {
-  const int64_t e = int64_t{b} * p.drafts_per_request + j;
-  if (p.draft_index == nullptr) return p.drafts[e];
-  const int32_t at = p.draft_index[e];
-  if (at < -1 || at >= p.draft_index_bound) {
-    *bad_index = true;
-    return -1;
-  }
-  return at >= 0 ? p.draft_slots[at] : p.drafts[e];
+// Request b's drafts (acceptance.h): g_{j+1} = slots[index[j]] where index[j] >= 0, drafts[j]
+// where it is -1; index null: drafts[j].
+struct RequestDrafts {
+  const int32_t* drafts;  // [d]
+  const int32_t* index;   // [d] or null
+  const int32_t* slots;
+  int32_t bound;
+};
+
+__device__ RequestDrafts request_drafts(const AcceptanceParams& p, int32_t b) {
+  const int64_t e = int64_t{b} * p.drafts_per_request;
+  return {p.drafts + e, p.draft_index != nullptr ? p.draft_index + e : nullptr, p.draft_slots,
+          p.draft_index_bound};
 }
 
-// Counts request b's accepted drafts from its tokens y[0..d] and writes its outputs. A request
-// with a bad draft index accepts nothing and emits nothing (reported once, in checked mode).
-__device__ void count_request(const AcceptanceParams& p, int32_t b, const int32_t* y,
-                              cuda::DeviceErrorWord* err) {
-  const int32_t d = p.drafts_per_request;
+// Counts a request's accepted drafts from its tokens y = out[0..d] in place: accepted = a, out[j]
+// = -1 past a. A draft index outside [-1, bound) rejects the request (a = 0, every entry -1),
+// reported as value 6. Not inlined, its arguments plain values: the cluster kernel's one counting
+// thread then needs no registers held over the sampling, which fills its 64 per thread.
+__device__ __noinline__ void count_request(RequestDrafts g, int32_t d, int32_t* out,
+                                           int32_t* accepted, int32_t b,
+                                           cuda::DeviceErrorWord* err) {
   bool bad_index = false;
-  for (int32_t j = 0; j < d; ++j) (void)draft_at(p, b, j, &bad_index);
-  int32_t* out = p.emitted + int64_t{b} * (d + 1);
+  for (int32_t j = 0; g.index != nullptr && j < d; ++j) {
+    bad_index = bad_index || g.index[j] < -1 || g.index[j] >= g.bound;
+  }
   if (bad_index) {
     cuda::report_device_error(err, StatusCode::kInvalidArgument, cuda::OpId::kAcceptance, b, 6);
-    p.accepted[b] = 0;
+    *accepted = 0;
     for (int32_t j = 0; j <= d; ++j) out[j] = -1;
     return;
   }
   int32_t a = 0;
-  while (a < d && y[a] != -1 && y[a] == draft_at(p, b, a, &bad_index)) ++a;
-  p.accepted[b] = a;
-  for (int32_t j = 0; j <= d; ++j) out[j] = j <= a ? y[j] : -1;
+  while (a < d && out[a] != -1 &&
+         out[a] == (g.index != nullptr && g.index[a] >= 0 ? g.slots[g.index[a]] : g.drafts[a])) {
+    ++a;
+  }
+  *accepted = a;
+  for (int32_t j = a + 1; j <= d; ++j) out[j] = -1;
 }
 
 // Request b's params are checked by every one of its CTAs (the same verdict); only row 0 reports,
 // so the error word names the request once. kCluster: the request's CTAs are one cluster and the
-// first counts (header); no CTA leaves before the cluster barrier.
+// first counts (header); every CTA reaches the cluster barrier (no early return).
 template <bool kCluster>
 __global__ void __launch_bounds__(sd::kThreads)
     acceptance_sample_kernel(AcceptanceParams p, cuda::DeviceErrorWord* err) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
   __shared__ sd::Smem sm;
-  __shared__ int32_t cluster_y[kAcceptClusterMaxDrafts + 1];
   const int32_t j = static_cast<int32_t>(blockIdx.x), b = static_cast<int32_t>(blockIdx.y);
   const int32_t d = p.drafts_per_request;
   const int64_t row = int64_t{b} * (d + 1) + j;
@@ -98,15 +104,20 @@ __global__ void __launch_bounds__(sd::kThreads)
     const int64_t stride = p.row_stride != 0 ? p.row_stride : p.vocab;
     y = sd::sample_row(p.logits + row * stride, p.vocab, rp, sm);
   }
-  if constexpr (kCluster) {
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    if (threadIdx.x == 0) cluster.map_shared_rank(cluster_y, 0)[j] = y;
-    cluster.sync();  // release / acquire: every y_j is in the first CTA's shared memory
-    if (j == 0 && threadIdx.x == 0) count_request(p, b, cluster_y, err);
-  } else if (threadIdx.x == 0) {
+  if (threadIdx.x == 0) {
     p.emitted[row] = y;
     if (d == 0) p.accepted[b] = 0;  // no count launch at d = 0 (header)
+  }
+  if constexpr (kCluster) {
+    // The barrier's release / acquire at cluster scope: every y_j of the request is visible to
+    // the first CTA, which counts over them in place.
+    cooperative_groups::this_cluster().sync();
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      const int32_t r =
+          static_cast<int32_t>(blockIdx.y);  // read again: nothing held over the sampling
+      count_request(request_drafts(p, r), p.drafts_per_request,
+                    p.emitted + int64_t{r} * (p.drafts_per_request + 1), p.accepted + r, r, err);
+    }
   }
 }
 
@@ -115,8 +126,8 @@ __global__ void acceptance_count_kernel(AcceptanceParams p, cuda::DeviceErrorWor
   cuda::pdl_trigger();
   const int32_t b = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (b >= p.requests) return;
-  // count_request rewrites the row it reads, entry j only after reading entries 0..j.
-  count_request(p, b, p.emitted + int64_t{b} * (p.drafts_per_request + 1), err);
+  count_request(request_drafts(p, b), p.drafts_per_request,
+                p.emitted + int64_t{b} * (p.drafts_per_request + 1), p.accepted + b, b, err);
 }
 
 }  // namespace

@@ -236,8 +236,7 @@ Status MetadataMirror::commit_step(const kernels::OpTable& ops, const ForwardMet
                            : target == StepCommitTarget::kVerify    ? ForwardMode::kTargetVerify
                                                                     : ForwardMode::kDecode;
   const int32_t n = want == ForwardMode::kDecode ? 1 : d + 1;
-  if (target == StepCommitTarget::kPositions || m.header.mode != want ||
-      m.header.rows_per_request != n) {
+  if (m.header.mode != want || m.header.rows_per_request != n) {
     return invalid_argument(
         fmt::format("step commit: the forward is {} with n = {}; the patch needs {} with n = {}",
                     mode_name(m.header.mode), m.header.rows_per_request, mode_name(want), n));

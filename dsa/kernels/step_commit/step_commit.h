@@ -22,8 +22,9 @@
 //  kVerify (the TARGET_VERIFY, n rows per request): rows at C_b + shift_b + j, and its first token
 //    is the previous step's y: tokens[b n] := shift_emitted[b, shift_b];
 //  kDraftExtend: its rows as the verify's, then the patch above;
-//  kChainDecode: C_b + shift_b + a_b + s;
-//  kPositions: the acceptance op's first positions (acceptance.h): first_position[b] += shift_b.
+//  kChainDecode: C_b + shift_b + a_b + s.
+// (The acceptance op's first positions take the shift inside that op: AcceptanceParams::
+// shift_accepted.)
 //
 // Only the B real requests are touched; padded requests keep the builder's constants (§4.5).
 #pragma once
@@ -37,7 +38,7 @@
 
 namespace dsa::kernels {
 
-enum class StepCommitTarget { kDraftExtend, kChainDecode, kVerify, kPositions };
+enum class StepCommitTarget { kDraftExtend, kChainDecode, kVerify };
 
 struct StepCommitParams {
   StepCommitTarget target = StepCommitTarget::kDraftExtend;
@@ -67,9 +68,6 @@ struct StepCommitParams {
   int32_t* hidden_rows = nullptr;
   PageTable page_table{};
   int32_t topk = 0;
-
-  // kPositions: [B] the acceptance op's first positions.
-  int32_t* first_position = nullptr;
 
   // Optional: the token gather that follows the commit, folded into it (one launch fewer per
   // forward). After the patch, every real request's rows take their kept tokens, whatever the
@@ -116,10 +114,6 @@ DSA_HD StepCommitError commit_request(const StepCommitParams& p, int32_t b, int3
     shift = p.shift_accepted[b];
     *value = shift;
     if (shift < 0 || shift > d) return StepCommitError::kShift;
-  }
-  if (p.target == StepCommitTarget::kPositions) {
-    p.first_position[b] += shift;
-    return StepCommitError::kNone;
   }
   int32_t a = 0;
   if (p.target != StepCommitTarget::kVerify) {

@@ -50,7 +50,6 @@ StepCommitParams StepCommitCase::params() {
   p.topk = topk;
   p.shift_accepted = shift_accepted.empty() ? nullptr : shift_accepted.data();
   p.shift_emitted = shift_emitted.empty() ? nullptr : shift_emitted.data();
-  p.first_position = first_position.empty() ? nullptr : first_position.data();
   p.kept_tokens = kept_tokens.empty() ? nullptr : kept_tokens.data();
   p.kept_count = int32_t(kept_tokens.size());
   p.draft_tokens = draft_tokens.empty() ? nullptr : draft_tokens.data();
@@ -68,8 +67,7 @@ StepCommitCase random_step_commit_case(StepCommitTarget target, int32_t requests
   c.d = d;
   c.chain_step = chain_step;
   c.topk = int32_t(rng.randint(1, 3)) * 64;
-  shifted =
-      shifted || target == StepCommitTarget::kVerify || target == StepCommitTarget::kPositions;
+  shifted = shifted || target == StepCommitTarget::kVerify;
   const bool chain = target == StepCommitTarget::kChainDecode;
   const int32_t n = d + 1, B = requests, B_pad = requests + 1, per = chain ? 1 : n;
   c.table_rows = B + 3;
@@ -103,14 +101,9 @@ StepCommitCase random_step_commit_case(StepCommitTarget target, int32_t requests
       for (int32_t j = 0; j < n; ++j) {
         c.shift_emitted.push_back(j <= sa ? int32_t(rng.randint(0, 1000)) : -1);
       }
-      c.first_position.push_back(C + 1);
     }
   }
   c.req_slot.push_back(0);  // the padded request
-  if (target == StepCommitTarget::kPositions) {
-    c.first_position.push_back(int32_t(rng.randint(0, 9)));  // past B: untouched
-    return c;
-  }
   c.req_kv_len.assign(size_t(B_pad), 0);
   for (int32_t r = 0; r < B_pad * per; ++r) {
     c.tokens.push_back(int32_t(rng.randint(0, 1000)));
@@ -181,10 +174,6 @@ Status compare_step_commit(const StepCommitCase& before, const StepCommitCase& g
     const size_t i = size_t(b);
     const int32_t a = before.accepted[i];
     const int32_t shift = before.shift_accepted.empty() ? 0 : before.shift_accepted[i];
-    if (before.target == StepCommitTarget::kPositions) {
-      want.first_position[i] = before.first_position[i] + shift;
-      continue;
-    }
     // Row j of request b at C_b + shift_b (+ a_b + s): SPEC.md §4.3.
     const int32_t base = before.committed[i] + shift + (chain ? a + before.chain_step : 0);
     const int32_t slot = before.req_slot[i];
@@ -219,7 +208,7 @@ Status compare_step_commit(const StepCommitCase& before, const StepCommitCase& g
     }
   }
   // The folded gather, after the patch (it reads the patched token rows), for every real request.
-  for (int32_t b = 0; b < before.requests && before.target != StepCommitTarget::kPositions; ++b) {
+  for (int32_t b = 0; b < before.requests; ++b) {
     if (chain && !before.draft_tokens.empty()) {
       const int32_t t = before.draft_tokens[size_t(b)];
       if (t >= 0 && t < before.vocab) want.tokens[size_t(b)] = t;
@@ -246,7 +235,6 @@ Status compare_step_commit(const StepCommitCase& before, const StepCommitCase& g
       {"ke", &StepCommitCase::ke},
       {"req_kv_len", &StepCommitCase::req_kv_len},
       {"hidden_rows", &StepCommitCase::hidden_rows},
-      {"first_position", &StepCommitCase::first_position},
       {"accepted", &StepCommitCase::accepted},
       {"emitted", &StepCommitCase::emitted},
       {"shift_accepted", &StepCommitCase::shift_accepted},
@@ -280,7 +268,6 @@ Status check_step_commit(StepCommitFn op, int32_t requests, int32_t d, uint64_t 
         .with_context(fmt::format("{}{}{}", what, shifted ? ", shifted" : "",
                                   gather ? ", tokens gathered" : ""));
   };
-  DSA_RETURN_IF_ERROR(run(StepCommitTarget::kPositions, 1, true, "acceptance positions"));
   for (bool g : {false, true}) {
     gather = g;
     DSA_RETURN_IF_ERROR(run(StepCommitTarget::kVerify, 1, true, "verify"));

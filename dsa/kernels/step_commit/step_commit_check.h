@@ -18,8 +18,8 @@ using StepCommitFn = Status (*)(const StepCommitParams&);
 struct StepCommitCase {
   StepCommitTarget target = StepCommitTarget::kDraftExtend;
   int32_t requests = 0, d = 0, chain_step = 1, topk = 0;
-  std::vector<int32_t> accepted, emitted, committed;  // committed: the position base C_b built at
-  std::vector<int32_t> shift_accepted, shift_emitted, first_position;  // empty: no shift
+  std::vector<int32_t> accepted, emitted, committed;   // committed: the position base C_b built at
+  std::vector<int32_t> shift_accepted, shift_emitted;  // empty: no shift
   std::vector<int32_t> tokens, token_rows, sample_row;
   std::vector<int32_t> row_len, row_topk_len, row_req, row_page, positions, write_slot, ks, ke;
   std::vector<int32_t> req_kv_len, req_slot, hidden_rows;
@@ -34,9 +34,9 @@ struct StepCommitCase {
 };
 
 // B requests, d drafts; kChainDecode at step chain_step (1 also writes hidden_rows); `shifted`:
-// with a previous step's counts (always for kVerify and kPositions); `gather`: with the folded
-// token gather's sources (not for kPositions). Positions stay below W P with room for the shift,
-// a and s; every page of the slots' rows exists.
+// with a previous step's counts (always for kVerify); `gather`: with the folded token gather's
+// sources. Positions stay below W P with room for the shift, a and s; every page of the slots'
+// rows exists.
 StepCommitCase random_step_commit_case(StepCommitTarget target, int32_t requests, int32_t d,
                                        int32_t chain_step, uint64_t seed, bool shifted = false,
                                        bool gather = false);

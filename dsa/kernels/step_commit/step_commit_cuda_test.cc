@@ -29,8 +29,8 @@ Status run_on_device(StepCommitCase& c) {
       &c.sample_row,  &c.row_len,        &c.row_topk_len,  &c.row_req,
       &c.row_page,    &c.positions,      &c.write_slot,    &c.ks,
       &c.ke,          &c.req_kv_len,     &c.req_slot,      &c.hidden_rows,
-      &c.page_table,  &c.shift_accepted, &c.shift_emitted, &c.first_position,
-      &c.kept_tokens, &c.draft_tokens};
+      &c.page_table,  &c.shift_accepted, &c.shift_emitted, &c.kept_tokens,
+      &c.draft_tokens};
   std::vector<cuda::DeviceBuffer<int32_t>> d;
   // dev(v, 1): an empty vector still gets a (one-element) buffer; the optional fields below pass
   // null for an empty vector instead of that buffer.
@@ -52,7 +52,6 @@ Status run_on_device(StepCommitCase& c) {
   p.page_table.data = on(c.page_table);
   p.shift_accepted = c.shift_accepted.empty() ? nullptr : on(c.shift_accepted);
   p.shift_emitted = c.shift_emitted.empty() ? nullptr : on(c.shift_emitted);
-  p.first_position = c.first_position.empty() ? nullptr : on(c.first_position);
   p.kept_tokens = c.kept_tokens.empty() ? nullptr : on(c.kept_tokens);
   p.draft_tokens = c.draft_tokens.empty() ? nullptr : on(c.draft_tokens);
   const Status s = step_commit_cuda(p);
@@ -70,17 +69,15 @@ TEST(StepCommitCuda, SameBytesAsTheReference) {
   uint64_t k = 0;
   for (int32_t d : {1, 3, 4, 7}) {
     for (int32_t B : {1, 5, 130, 300}) {  // 130 and 300: more than one CTA
-      // s = -2: the verify, -1: the acceptance's positions, 0: the draft extend, then the chain.
-      for (int32_t s = -2; s < 2 * std::max(d, 2); ++s) {
+      // s = -1: the verify, 0: the draft extend, then the chain.
+      for (int32_t s = -1; s < 2 * std::max(d, 2); ++s) {
         const int32_t step = s % std::max(d, 2);
         const bool shifted = s >= std::max(d, 2);
-        const StepCommitTarget t = s == -2     ? StepCommitTarget::kVerify
-                                   : s == -1   ? StepCommitTarget::kPositions
+        const StepCommitTarget t = s == -1     ? StepCommitTarget::kVerify
                                    : step == 0 ? StepCommitTarget::kDraftExtend
                                                : StepCommitTarget::kChainDecode;
-        // With and without the folded token gather (none for the positions).
+        // With and without the folded token gather.
         for (bool gather : {false, true}) {
-          if (gather && t == StepCommitTarget::kPositions) continue;
           const StepCommitCase before = random_step_commit_case(
               t, B, d, std::max(step, 1), testing::test_seed() + ++k, shifted, gather);
           StepCommitCase ref = before, gpu = before;
@@ -93,7 +90,6 @@ TEST(StepCommitCuda, SameBytesAsTheReference) {
           EXPECT_EQ(gpu.tokens, ref.tokens);
           EXPECT_EQ(gpu.write_slot, ref.write_slot);
           EXPECT_EQ(gpu.hidden_rows, ref.hidden_rows);
-          EXPECT_EQ(gpu.first_position, ref.first_position);
         }
       }
     }

@@ -32,10 +32,6 @@ Status validate(const StepCommitParams& p) {
   if (p.kept_tokens != nullptr)
     DSA_RETURN_IF_ERROR(require_pointer(kOp, "token_rows", p.token_rows));
   if (p.draft_tokens != nullptr) DSA_RETURN_IF_ERROR(require_pointer(kOp, "tokens", p.tokens));
-  if (p.target == StepCommitTarget::kPositions) {
-    DSA_RETURN_IF_ERROR(require_pointer(kOp, "shift_accepted", p.shift_accepted));
-    return require_pointer(kOp, "first_position", p.first_position);
-  }
   if (p.target == StepCommitTarget::kVerify) {
     DSA_RETURN_IF_ERROR(require_pointer(kOp, "shift_accepted", p.shift_accepted));
     DSA_RETURN_IF_ERROR(require_pointer(kOp, "shift_emitted", p.shift_emitted));

@@ -65,20 +65,16 @@ TEST(StepCommit, AnAcceptedCountOutOfRangeIsRefusedAndLeavesTheRequest) {
 }
 
 TEST(StepCommit, AShiftOutOfRangeIsRefused) {
-  for (StepCommitTarget t : {StepCommitTarget::kVerify, StepCommitTarget::kPositions,
-                             StepCommitTarget::kDraftExtend, StepCommitTarget::kChainDecode}) {
+  for (StepCommitTarget t : {StepCommitTarget::kVerify, StepCommitTarget::kDraftExtend,
+                             StepCommitTarget::kChainDecode}) {
     StepCommitCase c = random_step_commit_case(t, 3, 2, 1, testing::test_seed() + 5, true);
     c.shift_accepted[1] = 3;
     const StepCommitCase before = c;
     const Status s = step_commit_ref(c.params());
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(s.message().find("shift_accepted[1] = 3"), std::string::npos) << s.message();
-    if (t == StepCommitTarget::kPositions) {
-      EXPECT_EQ(c.first_position[1], before.first_position[1]);
-    } else {
-      EXPECT_EQ(c.positions[t == StepCommitTarget::kChainDecode ? 1 : 3],
-                before.positions[t == StepCommitTarget::kChainDecode ? 1 : 3]);
-    }
+    EXPECT_EQ(c.positions[t == StepCommitTarget::kChainDecode ? 1 : 3],
+              before.positions[t == StepCommitTarget::kChainDecode ? 1 : 3]);
   }
 }
 

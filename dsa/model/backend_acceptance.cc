@@ -9,8 +9,8 @@ namespace dsa::model {
 
 namespace {
 
-// int32 words of the packed inputs after the seeds: four per request, the drafts, then the
-// kept drafts' gather index (one per draft).
+// int32 words of the packed inputs after the seeds: four per request, the drafts, then where each
+// kept draft is in the slots (the op's draft_index, one per draft).
 size_t in_words(size_t requests, size_t drafts) { return 4 * requests + 2 * drafts; }
 constexpr size_t kErrorWordBytes = 16;  // cuda::DeviceErrorWord: four int32
 

@@ -40,11 +40,14 @@ constexpr double kWatchdogSeconds = 30;
 // apart over hundreds of forwards. So a row is "close" when every value is within the op-level
 // bound 0.1 + 1%·|cpu| (as in tiny_model_cuda_test), most rows must be close, and the mean |Δ|
 // over the close rows must stay small (a systematic error the per-row bound would let through).
-// The mean over every row is printed, not bounded: one long-lived request whose expert flipped
-// early carries its drift through every later forward, and at few real rows that alone moved it
-// past 0.02 (seed 3416855923667463010: 93% of rows close, the same on the tree before 2026-12-06).
+// The mean over every row has only a loose bound (kMaxMeanAbsAllRows): one long-lived request
+// whose expert flipped early carries its drift through every later forward, and at few real rows
+// that alone moved it past 0.02 (seed 3416855923667463010: 0.0256, 93% of rows close, the same on
+// the tree before 2026-12-06). Every CUDA value must be finite.
 constexpr double kAtol = 0.1, kRtol = 0.01;
 constexpr double kMinCloseRows = 0.90, kMaxMeanAbs = 0.02;
+// Over every row (the flipped ones included) only gross damage fails: 5x the close rows' bound.
+constexpr double kMaxMeanAbsAllRows = 0.1;
 
 int32_t iterations(int32_t fallback) {
   const char* e = std::getenv("DSA_GRAPH_FUZZ_ITERS");
@@ -73,7 +76,7 @@ struct Live {
 struct Stats {
   int64_t forwards = 0, replays = 0, idle = 0, padded_rows = 0, real_rows = 0;
   double max_abs = 0, sum_abs = 0, sum_abs_close = 0;
-  int64_t compared = 0, compared_close = 0, rows = 0, close_rows = 0;
+  int64_t compared = 0, compared_close = 0, rows = 0, close_rows = 0, non_finite = 0;
 };
 
 // `rows` rows of `width` values: counts the rows within the op-level bound.
@@ -84,6 +87,7 @@ void compare_to_cpu(const std::vector<float>& want, const std::vector<float>& go
     double row_abs = 0;
     for (size_t i = r * width; i < (r + 1) * width; ++i) {
       const double e = std::fabs(double(got[i]) - double(want[i]));
+      if (!std::isfinite(double(got[i])) || !std::isfinite(e)) ++st.non_finite;
       st.max_abs = std::max(st.max_abs, e);
       row_abs += e;
       close = close && e <= kAtol + kRtol * std::fabs(double(want[i]));
@@ -257,6 +261,8 @@ void fuzz(int32_t d, int32_t iters) {
       (long long)st.compared, mean_abs_close);
   EXPECT_GE(close, kMinCloseRows);
   EXPECT_LE(mean_abs_close, kMaxMeanAbs);
+  EXPECT_LE(mean_abs, kMaxMeanAbsAllRows);
+  EXPECT_EQ(st.non_finite, 0) << "non-finite CUDA outputs (or differences)";
 }
 
 TEST(GraphReplay, SpeculativeFormsEqualEagerAndCpu) {

@@ -1,8 +1,8 @@
 // Acceptance of top-1 drafts over a batch of TARGET_VERIFY rows (SPEC.md §6.1-§6.3), as an op, so
 // that on the device only the accepted counts and the emitted tokens (a few bytes per request)
 // leave it. Per request b with d drafts g_1..g_d and verify rows j = 0..d, row j predicts the
-// absolute position first_position[b] + j, where the target samples
-// y_j = sample_token(row j, params of b, first_position[b] + j) (dsa/kernels/sampling/sampler.h:
+// absolute position P_b + j (P_b = first_position[b], + shift_accepted[b] when given), where the
+// target samples y_j = sample_token(row j, params of b, P_b + j) (dsa/kernels/sampling/sampler.h:
 // argmax at temperature 0, position-keyed Gumbel-max after temperature / top-k / top-p otherwise).
 // g_{j+1} is accepted iff y_j is a token (not kNoToken) and equals it, for j = 0.. until the first
 // mismatch; with a accepted the request emits g_1..g_a and then y_a (the correction, or the bonus
@@ -28,12 +28,13 @@ struct AcceptanceParams {
   int64_t row_stride = 0;
   const int32_t* drafts = nullptr;  // [B, d] g_1..g_d (any int32; out-of-vocabulary ids reject)
   // [B] per-request sampling params (SamplingParams' fields).
-  const float* temperature = nullptr;       // 0 = greedy; else finite and > 0
-  const float* top_p = nullptr;             // in (0, 1]; 1 = off
-  const int32_t* top_k = nullptr;           // >= 0; 0 = off
-  const uint64_t* seed = nullptr;           // the request's 64-bit Philox key
-  const int32_t* first_position = nullptr;  // [B] C + 1, the position row 0 predicts; >= 0 and
-                                            // first_position + d <= 2^31 - 1
+  const float* temperature = nullptr;  // 0 = greedy; else finite and > 0
+  const float* top_p = nullptr;        // in (0, 1]; 1 = off
+  const int32_t* top_k = nullptr;      // >= 0; 0 = off
+  const uint64_t* seed = nullptr;      // the request's 64-bit Philox key
+  // [B] C + 1, the position row 0 predicts (before the shift below, when given); P_b >= 0 and
+  // P_b + d <= 2^31 - 1.
+  const int32_t* first_position = nullptr;
   // Optional, both or neither: the drafts where the MTP chain left them on the backend, so no
   // gather runs first. With draft_index set, draft j + 1 of request b is
   // draft_slots[draft_index[b d + j]] where that entry is >= 0, drafts[b d + j] where it is -1;

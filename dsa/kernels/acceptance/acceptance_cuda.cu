@@ -94,7 +94,9 @@ __global__ void __launch_bounds__(sd::kThreads)
   const sd::RowParams rp{p.temperature[b], p.top_p[b], p.top_k[b], p.seed[b],
                          positions_ok ? static_cast<int32_t>(first + j) : -1};
   int32_t bad = sd::row_param_error(rp);  // 4 when the positions leave int32
-  if (!shift_ok) bad = 5;                 // block-uniform, as every verdict here
+  // The reference's order: the sampling params (1-3) first, then the shift (5), whose wrong value
+  // also moved the positions (4). Block-uniform, as every verdict here.
+  if (!shift_ok && (bad == 0 || bad == 4)) bad = 5;
   int32_t y = -1;
   if (bad != 0) {
     if (threadIdx.x == 0 && j == 0) {

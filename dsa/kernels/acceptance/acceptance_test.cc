@@ -262,6 +262,16 @@ TEST(AcceptanceRef, BadKeptDraftsAndShiftNameTheField) {
   EXPECT_NE(message(q).find("request 2: shift_accepted = 4: must be in [0, 3]"), std::string::npos);
   shift[2] = -1;
   EXPECT_NE(message(q).find("shift_accepted = -1"), std::string::npos);
+  // A first position that is fine alone but leaves int32 once shifted.
+  std::vector<int32_t> first = k.first_position;
+  first[0] = std::numeric_limits<int32_t>::max() - 3;
+  shift = k.shift;
+  shift[0] = 1;
+  q = good;
+  q.first_position = first.data();
+  q.shift_accepted = shift.data();
+  EXPECT_NE(message(q).find("request 0: first_position + shift_accepted = 2147483645"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -556,7 +556,9 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
       fence_registers(o);
 
       // ---- online softmax (log2 domain) ----
-      // The valid flags are read a pair at a time, and ex2 flushes subnormal results to zero.
+      // A tile whose 64 valid flags are all set (every tile but a row's last partial one) takes no
+      // mask selects; otherwise the flags are read a pair at a time. ex2 flushes subnormal
+      // results to zero.
       // (The scale is not folded into the exponent's FFMA: s * c - m must round the product
       // first, or the row maximum's p is 2^(its rounding error), inf at |s c| ~ 2^100.)
       const uint8_t* valid = valid_s + b * kTileKeys;

@@ -100,11 +100,6 @@ enum class StepCommitError : int32_t {
   kSlot,      // req_slot[b] outside [1, num_rows): handled as kNoPage
 };
 
-DSA_HD bool step_commit_moves_rows(StepCommitTarget t) {
-  return t == StepCommitTarget::kVerify || t == StepCommitTarget::kDraftExtend ||
-         t == StepCommitTarget::kChainDecode;
-}
-
 // Request b of `p` (b < B): the patch above. Returns the error and its value (a_b, shift_b, the
 // position or the slot) in *value.
 DSA_HD StepCommitError commit_request(const StepCommitParams& p, int32_t b, int32_t* value) {

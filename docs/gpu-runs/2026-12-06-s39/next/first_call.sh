@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stop 40's first device call: what stop 39 changed after its last GPU run (the device budget was
-# spent): GraphReplay with the mean bounded over the close rows (86bc03a, 4th review commit),
+# spent): GraphReplay with the mean bounded over the close rows (86bc03a, 6324aac),
 # at call 5's failing seed and a fresh one; the acceptance tests with cluster sizes 3 and 6 and
 # the index below -1; the step-commit tests without kPositions.
 # Run with carry [".deps"]: bash docs/gpu-runs/2026-12-06-s39/next/first_call.sh

@@ -29,19 +29,24 @@ def microseconds(row):
     return value * scale[row["Metric Unit"]]
 
 
-def main():
-    args = [a for a in sys.argv[1:] if a != "-v"]
-    if not args:
-        sys.exit(__doc__)
-    with open(args[0]) as f:
+def read_kernels(path):
+    """The launches of an ncu --csv log in order: (short name, us, grid, block)."""
+    with open(path) as f:
         lines = f.readlines()
     # The table starts at ncu's header row: a program line that starts with a quote is not it.
     header = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
     if header is None:
-        sys.exit("no ncu CSV header (\"ID\",...): not an ncu --csv file")
+        sys.exit(f"{path}: no ncu CSV header (\"ID\",...): not an ncu --csv file")
     rows = list(csv.DictReader(line for line in lines[header:] if line.startswith('"')))
-    kernels = [(short(r["Kernel Name"]), microseconds(r), r["Grid Size"], r["Block Size"])
-               for r in rows]
+    return [(short(r["Kernel Name"]), microseconds(r), r["Grid Size"], r["Block Size"])
+            for r in rows]
+
+
+def main():
+    args = [a for a in sys.argv[1:] if a != "-v"]
+    if not args:
+        sys.exit(__doc__)
+    kernels = read_kernels(args[0])
     # A target forward starts at its embedding lookup: the embedding kernel, or (since the first
     # norm gathers the embedding rows itself) the gathering rmsnorm. At d = 0 no MTP forward runs,
     # whose norms also gather.

@@ -12,11 +12,9 @@ Usage: ncu_forward_diff.py CSV_A CSV_B [LAYERS]   (LAYERS: the target's layer co
 Prints, per kernel name, the launches and us in A and in B and B - A, largest |B - A| first.
 """
 
-import collections
-import re
 import sys
 
-from ncu_forward_table import read_kernels
+from ncu_forward_table import read_kernels, totals_by_name
 
 
 def target_forwards(kernels, layers):
@@ -31,15 +29,6 @@ def target_forwards(kernels, layers):
             layers]
 
 
-def totals(forward):
-    t = collections.OrderedDict()
-    for name, us, _, _ in forward:
-        entry = t.setdefault(name, [0, 0.0])
-        entry[0] += 1
-        entry[1] += us
-    return t
-
-
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -50,7 +39,7 @@ def main():
         if not found:
             sys.exit(f"{path}: no forward with {layers} sparse MLA launches")
         picked.append(found[-1])
-    a, b = (totals(f) for f in picked)
+    a, b = (totals_by_name(f) for f in picked)
     for tag, f in zip("AB", picked):
         print(f"{tag}: {len(f)} kernels, {sum(k[1] for k in f):.1f} us")
     names = list(dict.fromkeys(list(a) + list(b)))

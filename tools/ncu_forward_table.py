@@ -42,6 +42,16 @@ def read_kernels(path):
             for r in rows]
 
 
+def totals_by_name(forward):
+    """name -> [launches, us] over a forward's kernels, in first-launch order."""
+    totals = collections.OrderedDict()
+    for name, us, _, _ in forward:
+        entry = totals.setdefault(name, [0, 0.0])
+        entry[0] += 1
+        entry[1] += us
+    return totals
+
+
 def main():
     args = [a for a in sys.argv[1:] if a != "-v"]
     if not args:
@@ -61,11 +71,7 @@ def main():
     if "-v" in sys.argv:
         for k in forward:
             print("%-48s %8.2f %s %s" % k)
-    totals = collections.OrderedDict()
-    for name, us, _, _ in forward:
-        entry = totals.setdefault(name, [0, 0.0])
-        entry[0] += 1
-        entry[1] += us
+    totals = totals_by_name(forward)
     for name, (count, us) in sorted(totals.items(), key=lambda item: -item[1][1]):
         print("%-48s %4d %9.1f" % (name, count, us))
 

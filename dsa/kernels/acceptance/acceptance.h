@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "dsa/core/host_device.h"
 #include "dsa/core/status.h"
 
 namespace dsa::kernels {
@@ -61,6 +62,14 @@ Status validate(const AcceptanceParams& p);
 // its shift leaves [0, d], its positions leave [0, 2^31 - 1] or a draft index leaves
 // [-1, draft_index_bound); requests before it are written.
 Status accept_drafts_ref(const AcceptanceParams& p);
+
+// Draft j + 1 of one request, written once for the reference and the kernel: drafts, index (or
+// null) point at the request's d entries; an index entry must pass draft_index_ok first.
+DSA_HD bool draft_index_ok(int32_t at, int32_t bound) { return at >= -1 && at < bound; }
+DSA_HD int32_t request_draft(const int32_t* drafts, const int32_t* index, const int32_t* slots,
+                             int32_t j) {
+  return index != nullptr && index[j] >= 0 ? slots[index[j]] : drafts[j];
+}
 
 // The most drafts per request the CUDA backend counts inside the sampling launch: the d + 1 CTAs
 // of a request form one cluster (at most 8, the portable cluster size).

@@ -34,8 +34,7 @@ namespace sd = sampling_device;
 
 constexpr int kAcceptThreads = 128;
 
-// Request b's drafts (acceptance.h): g_{j+1} = slots[index[j]] where index[j] >= 0, drafts[j]
-// where it is -1; index null: drafts[j].
+// Request b's drafts, as request_draft reads them (acceptance.h).
 struct RequestDrafts {
   const int32_t* drafts;  // [d]
   const int32_t* index;   // [d] or null
@@ -58,7 +57,7 @@ __device__ __noinline__ void count_request(RequestDrafts g, int32_t d, int32_t* 
                                            cuda::DeviceErrorWord* err) {
   bool bad_index = false;
   for (int32_t j = 0; g.index != nullptr && j < d; ++j) {
-    bad_index = bad_index || g.index[j] < -1 || g.index[j] >= g.bound;
+    bad_index = bad_index || !draft_index_ok(g.index[j], g.bound);
   }
   if (bad_index) {
     cuda::report_device_error(err, StatusCode::kInvalidArgument, cuda::OpId::kAcceptance, b, 6);
@@ -67,10 +66,7 @@ __device__ __noinline__ void count_request(RequestDrafts g, int32_t d, int32_t* 
     return;
   }
   int32_t a = 0;
-  while (a < d && out[a] != -1 &&
-         out[a] == (g.index != nullptr && g.index[a] >= 0 ? g.slots[g.index[a]] : g.drafts[a])) {
-    ++a;
-  }
+  while (a < d && out[a] != -1 && out[a] == request_draft(g.drafts, g.index, g.slots, a)) ++a;
   *accepted = a;
   for (int32_t j = a + 1; j <= d; ++j) out[j] = -1;
 }

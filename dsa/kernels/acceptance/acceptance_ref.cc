@@ -2,7 +2,6 @@
 
 #include <limits>
 #include <span>
-#include <vector>
 
 #include "dsa/kernels/acceptance/acceptance.h"
 #include "dsa/kernels/sampling/sampler.h"
@@ -73,16 +72,15 @@ Status accept_drafts_ref(const AcceptanceParams& p) {
           p.shift_accepted != nullptr ? " + shift_accepted" : "", first, d));
     }
     const float* rows = p.logits + b * n * stride;
-    // The drafts, each from its slot where the index keeps one.
-    std::vector<int32_t> g(p.drafts + b * d, p.drafts + b * d + d);
-    for (int64_t j = 0; p.draft_index != nullptr && j < d; ++j) {
-      const int32_t at = p.draft_index[b * d + j];
-      if (at < -1 || at >= p.draft_index_bound) {
+    // The drafts, each from its slot where the index keeps one (every index checked first).
+    const int32_t* drafts = p.drafts + b * d;
+    const int32_t* index = p.draft_index != nullptr ? p.draft_index + b * d : nullptr;
+    for (int64_t j = 0; index != nullptr && j < d; ++j) {
+      if (!draft_index_ok(index[j], p.draft_index_bound)) {
         return invalid_argument(
             fmt::format("acceptance: request {}: draft_index[{}] = {}: must be in [-1, {})", b,
-                        b * d + j, at, p.draft_index_bound));
+                        b * d + j, index[j], p.draft_index_bound));
       }
-      if (at >= 0) g[size_t(j)] = p.draft_slots[at];
     }
     int32_t* out = p.emitted + b * n;
     int32_t a = 0;
@@ -91,7 +89,7 @@ Status accept_drafts_ref(const AcceptanceParams& p) {
       const int32_t y = sample_token(row, sp, first + a);
       out[a] = y;
       // y_a against g_{a+1}; kNoToken never accepts a draft.
-      if (a == d || y == kNoToken || y != g[size_t(a)]) break;
+      if (a == d || y == kNoToken || y != request_draft(drafts, index, p.draft_slots, a)) break;
     }
     p.accepted[b] = a;
     for (int64_t j = a + 1; j < n; ++j) out[j] = kNoToken;

@@ -563,7 +563,6 @@ __global__ void __launch_bounds__(wg::kThreads, 1) sparse_mla_wgmma_kernel(const
       // first, or the row maximum's p is 2^(its rounding error), inf at |s c| ~ 2^100.)
       const uint8_t* valid = valid_s + b * kTileKeys;
       float tmax[2] = {-INFINITY, -INFINITY};
-      // Most tiles have every key valid: one broadcast read of the 64 flags, then no selects.
       const uint4* flags16 = reinterpret_cast<const uint4*>(valid);
       const uint4 f0 = flags16[0], f1 = flags16[1], f2 = flags16[2], f3 = flags16[3];
       const uint32_t all = f0.x & f0.y & f0.z & f0.w & f1.x & f1.y & f1.z & f1.w & f2.x & f2.y &

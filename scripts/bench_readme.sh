@@ -6,7 +6,7 @@
 # (ms per output token after the first), TTFT, the mean accept length, and the device's ms per
 # decode step; then the medians and the d3 / d0 ratios of tokens/s and of the decode rate
 # (accept length / device step ms).
-# Usage: [REPEAT=5] [MAX_NEW=64] scripts/bench_readme.sh BUILD_DIR
+# Usage: [REPEAT=5] [MAX_NEW=64] [EXTRA_FLAGS=...] scripts/bench_readme.sh BUILD_DIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build="${1:?usage: bench_readme.sh BUILD_DIR}"
@@ -18,6 +18,8 @@ for i in $(seq "${REPEAT:-5}"); do
   for d in 0 3; do
     flags=(--device cuda --json --profile-device-time --max-new-tokens "${MAX_NEW:-64}")
     [ "$d" -gt 0 ] && flags+=(--speculative-algorithm NEXTN --speculative-num-steps "$d")
+    # shellcheck disable=SC2206  # EXTRA_FLAGS is a list of words
+    flags+=(${EXTRA_FLAGS:-})
     if ! "$dsa" generate --model models/tiny-dsa --prompt "$prompt" "${flags[@]}" \
       2>"$tmp/err.txt" | grep '"summary"' >>"$tmp/d$d.jsonl"; then
       echo "d $d run $i: FAILED: $(tail -2 "$tmp/err.txt")"

@@ -16,6 +16,7 @@
 #   KV_DTYPE=fp8_e4m3 (the FP8-656 latent cache V3.2 is served with on Hopper; the roofline
 #   counts its 656-byte rows)
 #   HBM_TBS=4.28 (the roofline's bandwidth: the H200's measured copy rate; on an H100 pass its own)
+#   EXTRA_FLAGS="--disable-fused-qkv-a" (more flags for every run, e.g. to measure a fusion off)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build="${1:?usage: bench_v32.sh BUILD_DIR [OUT_DIR]}"
@@ -45,7 +46,7 @@ for batch in ${BATCHES:-1 8 32}; do
       timeout "${RUN_SECONDS:-300}" "$dsa" generate --model "$model" --random-weights \
         --random-prompt-len "$ctx" --num-prompts "$batch" --max-new-tokens "$new" --ignore-eos \
         --device cuda --max-running-requests "$batch" --context-length $((ctx + new + 8)) \
-        --kv-cache-dtype "${KV_DTYPE:-fp8_e4m3}" \
+        --kv-cache-dtype "${KV_DTYPE:-fp8_e4m3}" ${EXTRA_FLAGS:-} \
         --json --progress "${flags[@]}" >"$log" 2>&1
       rc=$?
       wall=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")

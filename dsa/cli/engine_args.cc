@@ -177,6 +177,12 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
   cmd.add_flag("--disable-load-read-ahead", a.disable_load_read_ahead,
                "Checkpoint load: do not read each shard into the page cache ahead of the copies "
                "(one thread streams the shard the load reached, and the next, from the disk)");
+  cmd.add_flag("--disable-fused-qkv-a", a.disable_fused_qkv_a,
+               "Run q_a, the indexer's wk and kv_a as three linears, not one over their rows "
+               "fused at load");
+  cmd.add_flag("--disable-shared-experts-fusion", a.disable_shared_experts_fusion,
+               "Run the shared expert as its own MLP, not as one more expert of the routed "
+               "experts' grouped linears");
   cmd.add_option("--checked-mode", a.checked_mode,
                  "Device data validation on every op (SPEC.md §1.3; slower: the FP8 linears take "
                  "the checking kernel): on, off, or auto (DSA_CHECKED when set, else on in debug "
@@ -331,6 +337,8 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
   o.load_chunk_bytes = size_t(a.load_chunk_bytes);
   o.load_threads = int(a.load_threads);
   o.load_read_ahead = !a.disable_load_read_ahead;
+  o.fuse.qkv_a = !a.disable_fused_qkv_a;
+  o.fuse.shared_experts = !a.disable_shared_experts_fusion;
   if (a.kv_cache_dtype == "auto" || a.kv_cache_dtype == "bf16" || a.kv_cache_dtype == "bfloat16") {
     o.latent_format = kernels::LatentFormat::kBf16;
   } else if (a.kv_cache_dtype == "fp8_e4m3") {

@@ -250,6 +250,7 @@ StatusOr<int> run(const GenerateArgs& a) {
     if (model->load_stats().tensors > 0) {
       fmt::print(stderr, "dsa generate: {}\n", model::describe_load(model->load_stats()));
     }
+    fmt::print(stderr, "dsa generate: {}\n", model::describe_fusion(model->fuse_counts()));
     fmt::print(stderr, "dsa generate: {}{}\n", setup.dp_size > 1 ? "per rank: " : "",
                model::describe_cache_plan(model->cache_plan()));
   }

@@ -271,6 +271,7 @@ StatusOr<int> run(const ServeArgs& a) {
       DSA_LOG_INFO("dsa serve: {}{}", setup.dp_size > 1 ? "per rank: " : "",
                    model::describe_load(model->load_stats()));
     }
+    DSA_LOG_INFO("dsa serve: {}", model::describe_fusion(model->fuse_counts()));
     DSA_LOG_INFO("dsa serve: {}{}", setup.dp_size > 1 ? "per rank: " : "",
                  model::describe_cache_plan(model->cache_plan()));
     if (setup.dp_size > 1) DSA_LOG_INFO("dsa serve: {}", describe_dp_memory(models));

@@ -187,6 +187,8 @@ StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& 
     DSA_RETURN_IF_ERROR(
         generate_backend_weights(m->store_, m->weights_, m->config_, options.random_seed));
   }
+  DSA_ASSIGN_OR_RETURN(m->fuse_counts_,
+                       fuse_projections(options.fuse, options.ep_size > 1, m->weights_, m->store_));
   DSA_RETURN_IF_ERROR(m->store_.add(m->rope_.cos));
   DSA_RETURN_IF_ERROR(m->store_.add(m->rope_.sin));
   if (options.ep_size > 1) {

@@ -35,6 +35,7 @@
 #include "dsa/model/backend_acceptance.h"
 #include "dsa/model/checkpoint.h"
 #include "dsa/model/decoder_block.h"
+#include "dsa/model/fused_projections.h"
 #include "dsa/model/memory_plan.h"
 #include "dsa/model/model_caches.h"
 #include "dsa/model/model_config.h"
@@ -101,6 +102,8 @@ struct ModelOptions {
   // every rank runs every forward). All experts are still loaded; a rank computes only its own.
   int32_t ep_rank = 0, ep_size = 1;
   dist::DeviceCollective* ep_group = nullptr;
+  // Projections fused at load (fused_projections.h): qkv_a and the shared expert, on by default.
+  FuseOptions fuse;
 };
 
 // Host-side time of forwards (what graphs remove): host_s runs from the start of a forward until
@@ -250,6 +253,8 @@ class DsaModel {
   const CachePlan& cache_plan() const { return cache_plan_; }
   // How the checkpoint was streamed in (all zero for weights generated in backend memory).
   const StreamStats& load_stats() const { return load_stats_; }
+  // The layers whose projections were fused at load (fused_projections.h).
+  const FuseCounts& fuse_counts() const { return fuse_counts_; }
 
   // One forward of batch.model over batch (SPEC.md §4): the metadata is built here from the page
   // table (a uniform batch with batch_pad 0 is padded to its bucket). tokens: one id per real row
@@ -378,6 +383,7 @@ class DsaModel {
   int64_t spans_kept_ = 0, spans_at_step_open_ = 0;    // forward spans kept on the timeline
   CachePlan cache_plan_;
   StreamStats load_stats_;
+  FuseCounts fuse_counts_;
   std::vector<int32_t> padded_tokens_;  // a padded forward's token rows (reused)
   std::vector<bf16> padded_hidden_;
   std::vector<int32_t> identity_rows_;  // 0, 1, ...: host hidden rows' row list

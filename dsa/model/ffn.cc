@@ -25,10 +25,14 @@ namespace {
 // fixed by rows * k, and the down projection scatters straight into slot order. Padded rows (id -1)
 // are neither dispatched nor computed. bf16 and FP8 experts alike (the tables say which form). No
 // host synchronisation, so a graph can capture it.
+// With the shared expert in the tables (t.shared_in_table), it is expert E and every row has
+// k + 1 slots, the last its own.
 Status routed_experts(const BlockContext& c, const WeightStore::ExpertTables& t, const bf16* x,
                       int32_t rows, int32_t inter, const int32_t* ids, bf16* routed) {
   const ModelConfig& cf = c.config;
-  const int32_t E = int32_t(cf.n_routed_experts), k = int32_t(cf.num_experts_per_tok);
+  const int32_t shared = t.shared_in_table ? 1 : 0;
+  const int32_t E = int32_t(cf.n_routed_experts) + shared;
+  const int32_t k = int32_t(cf.num_experts_per_tok) + shared;
   const int32_t D = int32_t(cf.hidden_size), slots = rows * k;
   runtime::Workspace::Frame frame(c.ws);
   DSA_ASSIGN_OR_RETURN(int32_t * offsets, c.ws.take_uninit<int32_t>(size_t(E) + 1));
@@ -159,16 +163,24 @@ Status ep_routed_experts(const BlockContext& c, const WeightStore::ExpertTables&
 
 }  // namespace
 
-// y = sum_e g_e E_e(x) + shared(x), summed in fp32, rounded once.
+// y = sum_e g_e E_e(x) + shared(x), summed in fp32, rounded once. With the shared expert in the
+// expert tables (fused_projections.h) the routing gives it the last slot of each row, weight 1,
+// and the combine adds it in the same place: one multiply by 1 (exact) and the same add.
 Status moe(const BlockContext& c, const MoeWeights& w, const bf16* x, int32_t rows, bf16* y) {
   const ModelConfig& cf = c.config;
+  const WeightStore::ExpertTables* t = c.weights.expert_tables(w);
+  if (t == nullptr) {
+    return failed_precondition(
+        "moe: no expert tables for this layer (WeightStore::add_expert_tables was not run)");
+  }
   const int32_t E = int32_t(cf.n_routed_experts), k = int32_t(cf.num_experts_per_tok);
+  const int32_t slots = k + (t->shared_in_table ? 1 : 0);
   const int32_t D = int32_t(cf.hidden_size);
   runtime::Workspace::Frame frame(c.ws);
   DSA_ASSIGN_OR_RETURN(float* router, c.ws.take_uninit<float>(size_t(rows) * E));
   DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.router, x, rows, nullptr, router));
-  DSA_ASSIGN_OR_RETURN(int32_t * ids, c.ws.take_uninit<int32_t>(size_t(rows) * k));
-  DSA_ASSIGN_OR_RETURN(float* g, c.ws.take_uninit<float>(size_t(rows) * k));
+  DSA_ASSIGN_OR_RETURN(int32_t * ids, c.ws.take_uninit<int32_t>(size_t(rows) * slots));
+  DSA_ASSIGN_OR_RETURN(float* g, c.ws.take_uninit<float>(size_t(rows) * slots));
   kernels::MoeRoutingParams rp;
   rp.logits = router;
   rp.bias = c.weights.get(w.score_bias);
@@ -182,28 +194,30 @@ Status moe(const BlockContext& c, const MoeWeights& w, const bf16* x, int32_t ro
   rp.top_k = k;
   rp.routed_scaling_factor = static_cast<float>(cf.routed_scaling_factor);
   rp.norm_topk_prob = cf.norm_topk_prob;
+  rp.shared_expert_id = t->shared_in_table ? E : -1;
   DSA_RETURN_IF_ERROR(c.ops.moe_routing(rp));
 
-  // routed row r * k + j: row r's output of its j-th selected expert; the rows of id -1 (padded)
-  // are never written, and moe_combine skips them.
-  DSA_ASSIGN_OR_RETURN(bf16 * routed, c.ws.take_uninit<bf16>(size_t(rows) * k * D));
-  const WeightStore::ExpertTables* t = c.weights.expert_tables(w);
-  if (t == nullptr) {
-    return failed_precondition(
-        "moe: no expert tables for this layer (WeightStore::add_expert_tables was not run)");
-  }
+  // routed row r * slots + j: row r's output of its j-th selected expert; the rows of id -1
+  // (padded) are never written, and moe_combine skips them.
+  DSA_ASSIGN_OR_RETURN(bf16 * routed, c.ws.take_uninit<bf16>(size_t(rows) * slots * D));
   const int32_t inter = w.experts[0].gate.out;
-  if (c.ep != nullptr && c.ep->enabled()) {
+  const bool ep = c.ep != nullptr && c.ep->enabled();
+  if (ep && t->shared_in_table) {
+    return failed_precondition(
+        "moe: the shared expert is in the expert tables under expert "
+        "parallelism (fused_projections.h leaves it out there)");
+  }
+  if (ep) {
     DSA_RETURN_IF_ERROR(ep_routed_experts(c, *t, x, rows, inter, ids, routed));
   } else {
     DSA_RETURN_IF_ERROR(routed_experts(c, *t, x, rows, inter, ids, routed));
   }
   bf16* shared = nullptr;
-  if (w.shared) {
+  if (w.shared && !t->shared_in_table) {
     DSA_ASSIGN_OR_RETURN(shared, c.ws.take_uninit<bf16>(size_t(rows) * D));
     DSA_RETURN_IF_ERROR(mlp(c, *w.shared, x, rows, shared));
   }
-  kernels::MoeCombineParams cp{routed, ids, g, shared, y, rows, k, D};
+  kernels::MoeCombineParams cp{routed, ids, g, shared, y, rows, slots, D};
   return c.ops.moe_combine(cp);
 }
 

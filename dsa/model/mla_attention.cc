@@ -20,10 +20,42 @@ struct IndexerInputs {
   bf16* k;      // [rows, 128] bf16 new key (quantised by the cache write)
 };
 
+// The three projections of the attention norm's output x, each `rows` rows of its own width at
+// its `_ld` apart: one fused linear's column ranges (fused_projections.h) or three linears'
+// outputs. Taken from the caller's workspace frame.
+struct NormProjections {
+  bf16* qa;  // [rows, q_lora]
+  int64_t qa_ld;
+  bf16* k_raw;  // [rows, D_i] the indexer's key before its norm
+  int64_t k_ld;
+  bf16* latent;  // [rows, 576] the new cache rows [c | k_pe] before the norm and RoPE
+  int64_t latent_ld;
+};
+
+StatusOr<NormProjections> norm_projections(const BlockContext& c, const AttentionWeights& w,
+                                           const bf16* x, int32_t rows) {
+  if (w.qkv_a.out > 0) {
+    const int64_t ld = w.qkv_a.out;
+    DSA_ASSIGN_OR_RETURN(bf16 * y, c.ws.take_uninit<bf16>(size_t(rows) * size_t(ld)));
+    DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.qkv_a, x, rows, y));
+    bf16* k_raw = y + w.q_a.out;
+    return NormProjections{y, ld, k_raw, ld, k_raw + w.indexer.wk.out, ld};
+  }
+  NormProjections p{nullptr, w.q_a.out, nullptr, w.indexer.wk.out, nullptr, kQkDim};
+  DSA_ASSIGN_OR_RETURN(p.qa, c.ws.take_uninit<bf16>(size_t(rows) * size_t(p.qa_ld)));
+  DSA_ASSIGN_OR_RETURN(p.k_raw, c.ws.take_uninit<bf16>(size_t(rows) * size_t(p.k_ld)));
+  DSA_ASSIGN_OR_RETURN(p.latent, c.ws.take_uninit<bf16>(size_t(rows) * size_t(p.latent_ld)));
+  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.q_a, x, rows, p.qa));
+  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.indexer.wk, x, rows, p.k_raw));
+  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.kv_a, x, rows, p.latent));
+  return p;
+}
+
 // The lightning indexer's per-row inputs (§8.5): e4m3 queries with their scales folded into the
-// head weights, and the new bf16 key.
+// head weights, and the new bf16 key (normed from the projected k_raw).
 StatusOr<IndexerInputs> indexer_inputs(const BlockContext& c, const IndexerWeights& w,
-                                       const bf16* x, const bf16* cq, int32_t rows) {
+                                       const bf16* x, const bf16* cq, const NormProjections& pr,
+                                       int32_t rows) {
   const int32_t hi = int32_t(c.config.index_n_heads);
   const kernels::RopeStyle style = c.config.indexer_rope_interleave
                                        ? kernels::RopeStyle::kInterleaved
@@ -38,10 +70,9 @@ StatusOr<IndexerInputs> indexer_inputs(const BlockContext& c, const IndexerWeigh
   DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.wq_b, cq, rows, q));
   DSA_RETURN_IF_ERROR(
       block_rope(c, q, rows, hi, kIndexHeadDim, int64_t{hi} * kIndexHeadDim, style));
-  DSA_ASSIGN_OR_RETURN(bf16 * k_raw, c.ws.take_uninit<bf16>(size_t(rows) * kIndexHeadDim));
-  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.wk, x, rows, k_raw));
   kernels::LayerNormParams ln;
-  ln.x = k_raw;
+  ln.x = pr.k_raw;
+  ln.x_stride = pr.k_ld;
   ln.weight = c.weights.get(w.k_norm_w);
   ln.bias = c.weights.get(w.k_norm_b);
   ln.y = out.k;
@@ -65,15 +96,12 @@ StatusOr<IndexerInputs> indexer_inputs(const BlockContext& c, const IndexerWeigh
   return out;
 }
 
-// New cache rows [c | k_pe]: kv_a writes them whole, c is normalised in place (rows independent,
-// so the norm reads each row before writing it) and k_pe roped, with no copy between.
-Status latent_rows(const BlockContext& c, const AttentionWeights& w, const bf16* x, int32_t rows,
-                   bf16* latent) {
-  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.kv_a, x, rows, latent));
-  DSA_RETURN_IF_ERROR(
-      block_rmsnorm(c, latent, kQkDim, w.kv_a_norm, latent, rows, kLatentDim, kQkDim));
-  return block_rope(c, latent + kLatentDim, rows, 1, kQkDim, kQkDim,
-                    kernels::RopeStyle::kInterleaved);
+// New cache rows [c | k_pe], as kv_a wrote them (rows `ld` apart): c is normalised in place (rows
+// independent, so the norm reads each row before writing it) and k_pe roped, with no copy between.
+Status latent_rows(const BlockContext& c, const AttentionWeights& w, int32_t rows, bf16* latent,
+                   int64_t ld) {
+  DSA_RETURN_IF_ERROR(block_rmsnorm(c, latent, ld, w.kv_a_norm, latent, rows, kLatentDim, ld));
+  return block_rope(c, latent + kLatentDim, rows, 1, ld, ld, kernels::RopeStyle::kInterleaved);
 }
 
 // One strided-batched linear over every head: x[t][h] (x_head apart in a row of H of them) times
@@ -127,20 +155,18 @@ Status mla_attention(const BlockContext& c, const AttentionWeights& w,
   const int32_t H = int32_t(cf.num_attention_heads), nope = int32_t(cf.qk_nope_head_dim);
   const int32_t qk = int32_t(cf.qk_head_dim()), q_lora = int32_t(cf.q_lora_rank);
   runtime::Workspace::Frame frame(c.ws);
-  DSA_ASSIGN_OR_RETURN(bf16 * qa, c.ws.take_uninit<bf16>(size_t(rows) * q_lora));
+  DSA_ASSIGN_OR_RETURN(const NormProjections pr, norm_projections(c, w, x, rows));
   DSA_ASSIGN_OR_RETURN(bf16 * cq, c.ws.take_uninit<bf16>(size_t(rows) * q_lora));
-  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.q_a, x, rows, qa));
-  DSA_RETURN_IF_ERROR(block_rmsnorm(c, qa, 0, w.q_a_norm, cq, rows, q_lora));
+  DSA_RETURN_IF_ERROR(block_rmsnorm(c, pr.qa, pr.qa_ld, w.q_a_norm, cq, rows, q_lora));
   DSA_ASSIGN_OR_RETURN(bf16 * q, c.ws.take_uninit<bf16>(size_t(rows) * H * qk));
   DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.q_b, cq, rows, q));
   DSA_RETURN_IF_ERROR(
       block_rope(c, q + nope, rows, H, qk, int64_t{H} * qk, kernels::RopeStyle::kInterleaved));
 
-  DSA_ASSIGN_OR_RETURN(bf16 * latent, c.ws.take_uninit<bf16>(size_t(rows) * kQkDim));
-  DSA_RETURN_IF_ERROR(latent_rows(c, w, x, rows, latent));
+  DSA_RETURN_IF_ERROR(latent_rows(c, w, rows, pr.latent, pr.latent_ld));
   DSA_ASSIGN_OR_RETURN(bf16 * q_mla, c.ws.take_uninit<bf16>(size_t(rows) * H * kQkDim));
   DSA_RETURN_IF_ERROR(absorbed_queries(c, w, q, rows, q_mla));
-  DSA_ASSIGN_OR_RETURN(IndexerInputs ix, indexer_inputs(c, w.indexer, x, cq, rows));
+  DSA_ASSIGN_OR_RETURN(IndexerInputs ix, indexer_inputs(c, w.indexer, x, cq, pr, rows));
 
   // Top-k reads a logits row only up to its length, which the logits op writes; every top-k row
   // is written (EXTEND: ragged and padded rows by the ragged pass, the rest by the paged one).
@@ -150,8 +176,9 @@ Status mla_attention(const BlockContext& c, const AttentionWeights& w,
                        c.ws.take_uninit<int32_t>(size_t(rows) * c.meta.header.topk));
   DSA_ASSIGN_OR_RETURN(bf16 * o_lat, c.ws.take_uninit<bf16>(size_t(rows) * H * kLatentDim));
   DSA_ASSIGN_OR_RETURN(float* lse, c.ws.take_uninit<float>(size_t(rows) * H));
-  DSA_RETURN_IF_ERROR(c.attention.run_layer(
-      c.meta, c.arrays, caches, {ix.q8, ix.w, ix.k, latent, q_mla}, {logits, topk, o_lat, lse}));
+  DSA_RETURN_IF_ERROR(c.attention.run_layer(c.meta, c.arrays, caches,
+                                            {ix.q8, ix.w, ix.k, pr.latent, q_mla, pr.latent_ld},
+                                            {logits, topk, o_lat, lse}));
   return output_projection(c, w, o_lat, rows, attn_out);
 }
 

@@ -52,6 +52,9 @@ struct AttentionWeights {
   // a linear with weight W_UK^T), w_uv's is [v_head, kv_lora].
   HeadLinearWeight w_uk_t, w_uv;
   IndexerWeights indexer;
+  // Not in a checkpoint: q_a, indexer.wk and kv_a, the three projections of the attention norm's
+  // output, as one weight [q_lora + D_i + 576, hidden] (fused_projections.h); out 0 when not fused.
+  LinearWeight qkv_a;
 };
 
 struct MlpWeights {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -42,6 +43,15 @@ class WeightStore {
   // then the one host copy. Internal error for a key already present.
   Status stream(const void* key, const void* src, size_t bytes, runtime::StagedUpload& up);
 
+  // `dst` (host vectors empty; out = the parts' outs summed; their in and weight form): one backend
+  // buffer of the parts' rows one part after another, and for FP8 one of their block scales
+  // likewise, so one linear reads its input once for every part (fused_projections.h). The parts'
+  // backend copies are released: on CUDA they must not be read after (their host vectors, where a
+  // CPU test filled them, stay). InvalidArgument naming the part when the parts differ in `in` or
+  // form, when an FP8 part other than the last has `out` not a multiple of 128 (its last scale
+  // block would cover the next part's rows), or when `dst`'s shape is not theirs.
+  Status fuse_rows(const LinearWeight& dst, std::span<const LinearWeight* const> parts);
+
   // The backend's copy of `v` (DSA_CHECK: it was added or generated, unless the backend is the CPU
   // and `v` holds the data itself).
   template <typename T>
@@ -60,14 +70,25 @@ class WeightStore {
   };
   struct ExpertTables {
     ExpertTable gate, up, down;
+    bool shared_in_table = false;  // entry E (after the routed experts) is the shared expert
   };
-  // Builds the tables of `w`; its experts must have been added. InvalidArgument when the experts
-  // of one projection mix bf16 and FP8 weights (one grouped linear runs one weight form).
-  Status add_expert_tables(const MoeWeights& w);
+  // Builds the tables of `w` (replacing any built before); its experts must have been added.
+  // `with_shared`: the shared expert is entry E of every table (shared_in_table), so the grouped
+  // linears run it as one more expert (fused_projections.h). InvalidArgument when the experts of
+  // one projection mix bf16 and FP8 weights (one grouped linear runs one weight form), or when
+  // `with_shared` and the shared expert is absent or not of the routed experts' shapes.
+  Status add_expert_tables(const MoeWeights& w, bool with_shared = false);
   // nullptr when no tables were built for `w`.
   const ExpertTables* expert_tables(const MoeWeights& w) const;
 
  private:
+  // One vector of a fused weight's part: its key, host data (may be empty) and size in bytes.
+  struct Piece {
+    const void* key;
+    const void* host;
+    size_t bytes;
+  };
+  Status concat(const void* dst_key, std::span<const Piece> pieces);
   Status add_bytes(const void* key, const void* host, size_t bytes);
   Status generate_bytes(const void* key, size_t elem_bytes, size_t count, const FillSpec& spec);
   const void* get_bytes(const void* key, const void* host) const;

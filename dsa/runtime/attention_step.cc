@@ -67,6 +67,7 @@ Status AttentionStep::write_caches(const ForwardMetadata& m, const MetadataArray
                                    const LayerCaches& c, const AttentionInputs& in) {
   kernels::LatentWriteParams lw;
   lw.kv = in.kv_latent;
+  lw.kv_stride = in.kv_latent_stride;
   lw.slot = a.write_slot;
   lw.num_tokens = m.header.rows_pad;
   lw.pool = c.latent;

@@ -40,6 +40,7 @@ struct AttentionInputs {
   const bf16* k_index = nullptr;     // [rows_pad, 128] bf16 new indexer keys
   const bf16* kv_latent = nullptr;   // [rows_pad, 576] bf16 new latent rows [c | k_pe]
   const bf16* q_mla = nullptr;       // [rows_pad, H, 576] bf16 absorbed queries
+  int64_t kv_latent_stride = 0;      // elements between kv_latent's rows; 0 = 576
 };
 
 struct AttentionOutputs {

@@ -13,13 +13,21 @@
 namespace dsa::kernels {
 
 struct LatentWriteParams {
-  const bf16* kv = nullptr;       // [T, 576] bf16: [c (512) | k_pe (64)] of the new tokens
+  const bf16* kv = nullptr;  // [T, 576] bf16: [c (512) | k_pe (64)] of the new tokens
+  // Elements between kv's rows; 0 = 576. A fused projection's output row holds the latent beside
+  // other columns (dsa/model/fused_projections.h), so the rows may lie further apart.
+  int64_t kv_stride = 0;
   const int32_t* slot = nullptr;  // [T] int32 global slots, -1 = skip (padded rows)
   int32_t num_tokens = 0;         // T
   LatentPool pool;                // one layer's latent pool (bf16 or FP8-656), written in place
 };
 
-// Host checks (InvalidArgument): pointers, T >= 0, P = 64, num_pages >= 1, a known format.
+inline int64_t kv_row_stride(const LatentWriteParams& p) {
+  return p.kv_stride == 0 ? kQkDim : p.kv_stride;
+}
+
+// Host checks (InvalidArgument): pointers, T >= 0, kv_stride 0 or >= 576 and a multiple of 8 (rows
+// of 16-byte vectors), P = 64, num_pages >= 1, a known format.
 Status validate(const LatentWriteParams& p);
 
 // CPU reference. Checked mode: a slot outside {-1} U [P, num_pages * P), a non-finite kv value,

@@ -55,11 +55,17 @@ Status check_latent_write(LatentWriteFn op, int32_t tokens, LatentFormat format,
   std::fill(bytes.begin() + int64_t{kPageSize} * row_bytes, bytes.end(), uint8_t{0xA5});
   std::vector<uint8_t> expected = bytes;
 
-  std::vector<bf16> kv;
+  // Rows packed (stride 0 or 576) or apart, as in a fused projection's output, with NaN between
+  // them: a write that reads past a row's 576 values fails the byte comparison or, checked, the
+  // finiteness rule.
+  const int64_t strides[] = {0, kQkDim, kQkDim + 8, 2240};
+  const int64_t kv_stride = strides[rng.randint(0, 3)];
+  const int64_t ld = kv_stride == 0 ? kQkDim : kv_stride;
+  std::vector<bf16> kv(size_t(tokens) * size_t(ld), float_to_bf16(NAN));
   for (int32_t t = 0; t < tokens; ++t) {
     // Per-token magnitudes spanning several binades, so tile scales differ.
     std::vector<bf16> row = rng.bf16_vector(kQkDim, rng.uniform(0.01f, 50.f));
-    kv.insert(kv.end(), row.begin(), row.end());
+    std::copy(row.begin(), row.end(), kv.begin() + t * ld);
   }
   std::vector<int32_t> free_slots = rng.permutation(kPageSize, num_pages * kPageSize);
   std::vector<int32_t> slot(tokens);
@@ -67,6 +73,7 @@ Status check_latent_write(LatentWriteFn op, int32_t tokens, LatentFormat format,
 
   LatentWriteParams p;
   p.kv = kv.data();
+  p.kv_stride = kv_stride;
   p.slot = slot.data();
   p.num_tokens = tokens;
   p.pool = pool.pool();
@@ -74,8 +81,7 @@ Status check_latent_write(LatentWriteFn op, int32_t tokens, LatentFormat format,
 
   for (int32_t t = 0; t < tokens; ++t) {
     if (slot[t] >= 0) {
-      expected_row(kv.data() + int64_t{t} * kQkDim, format,
-                   expected.data() + int64_t{slot[t]} * row_bytes);
+      expected_row(kv.data() + t * ld, format, expected.data() + int64_t{slot[t]} * row_bytes);
     }
   }
   for (size_t i = 0; i < bytes.size(); ++i) {

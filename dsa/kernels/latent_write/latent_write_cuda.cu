@@ -89,15 +89,16 @@ __device__ __forceinline__ float half_warp_max(float a) {
 }
 
 // One CTA writes kTokensPerBlock = 8 tokens, one warp each: token t's [576] bf16 row of kv
-// ([T, 576]) goes to pool row `slot` (FP8-656: 656 B, bf16: 1152 B).
+// ([T, 576], rows kv_stride apart) goes to pool row `slot` (FP8-656: 656 B, bf16: 1152 B).
 //  FP8-656: lane l loads c[8l, 8l + 8) (tile l / 16) and c[256 + 8l, 256 + 8l + 8) (tile
 //  2 + l / 16); half-warp maxima give the 4 tile scales; each lane stores its 2 x 8 codes, lane 0
 //  the 16 bytes of scales, lanes 0..7 the 128 bytes of k_pe.
 //  bf16: the 72 16-byte vectors of the row, lane l taking l, l + 32, l + 64.
 template <LatentFormat kFormat, bool kChecked>
 __global__ void __launch_bounds__(kThreads)
-    latent_write_kernel(const bf16* __restrict__ kv, const int32_t* __restrict__ slot,
-                        int32_t num_tokens, LatentPool pool, cuda::DeviceErrorWord* error) {
+    latent_write_kernel(const bf16* __restrict__ kv, int64_t kv_stride,
+                        const int32_t* __restrict__ slot, int32_t num_tokens, LatentPool pool,
+                        cuda::DeviceErrorWord* error) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
   const int32_t t = blockIdx.x * kTokensPerBlock + threadIdx.x / 32;
@@ -112,7 +113,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     return;
   }
-  const uint4* src = reinterpret_cast<const uint4*>(kv + int64_t{t} * kQkDim);
+  const uint4* src = reinterpret_cast<const uint4*>(kv + t * kv_stride);
   uint8_t* row = pool.data + latent_row_offset(pool, s);
 
   if constexpr (kFormat == LatentFormat::kBf16) {
@@ -166,11 +167,13 @@ Status launch(const LatentWriteParams& p, bool checked, cuda::DeviceErrorWord* e
   if (checked) {
     DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
         cuda::LaunchShape{dim3(dim3(unsigned(blocks))), dim3(kThreads), size_t(0), stream},
-        latent_write_kernel<kFormat, true>, p.kv, p.slot, p.num_tokens, p.pool, error));
+        latent_write_kernel<kFormat, true>, p.kv, kv_row_stride(p), p.slot, p.num_tokens, p.pool,
+        error));
   } else {
     DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
         cuda::LaunchShape{dim3(dim3(unsigned(blocks))), dim3(kThreads), size_t(0), stream},
-        latent_write_kernel<kFormat, false>, p.kv, p.slot, p.num_tokens, p.pool, error));
+        latent_write_kernel<kFormat, false>, p.kv, kv_row_stride(p), p.slot, p.num_tokens, p.pool,
+        error));
   }
   return ok_status();
 }

@@ -281,7 +281,7 @@ TEST(LatentWriteCuda, HostRejects) {
 Status gpu_on_host_buffers(const LatentWriteParams& p) {
   const size_t bytes =
       size_t(p.pool.num_pages) * kPageSize * size_t(latent_bytes_per_token(p.pool.format));
-  return testing::write_on_host_buffers<&LatentWriteParams::kv>(p, kQkDim, bytes,
+  return testing::write_on_host_buffers<&LatentWriteParams::kv>(p, size_t(kv_row_stride(p)), bytes,
                                                                 latent_write_cuda);
 }
 

@@ -21,7 +21,7 @@ Status check_data(const LatentWriteParams& p) {
   for (int32_t t = 0; t < p.num_tokens; ++t) {
     if (p.slot[t] == -1) continue;
     for (int32_t d = 0; d < kQkDim; ++d) {
-      float v = bf16_to_float(p.kv[int64_t{t} * kQkDim + d]);
+      float v = bf16_to_float(p.kv[t * kv_row_stride(p) + d]);
       if (!std::isfinite(v)) {
         return out_of_range(
             fmt::format("{}: kv[{}][{}] = {}: latents must be finite", kOp, t, d, v));
@@ -49,6 +49,10 @@ Status validate(const LatentWriteParams& p) {
   DSA_RETURN_IF_ERROR(require_pointer(kOp, "kv", p.kv));
   DSA_RETURN_IF_ERROR(require_pointer(kOp, "slot", p.slot));
   DSA_RETURN_IF_ERROR(require_pointer(kOp, "pool.data", p.pool.data));
+  if (p.kv_stride != 0 && (p.kv_stride < kQkDim || p.kv_stride % 8 != 0)) {
+    return field_error(StatusCode::kInvalidArgument, kOp, "kv_stride", p.kv_stride,
+                       "must be 0 (= 576) or >= 576 and a multiple of 8");
+  }
   if (p.pool.format != LatentFormat::kBf16 && p.pool.format != LatentFormat::kFp8_656) {
     return field_error(StatusCode::kInvalidArgument, kOp, "pool.format",
                        static_cast<int64_t>(p.pool.format), "must be kBf16 or kFp8_656");
@@ -64,7 +68,7 @@ Status latent_write_ref(const LatentWriteParams& p) {
     int32_t s = p.slot[t];
     if (!slot_in_pool(s, p.pool.num_pages, p.pool.page_size))
       continue;  // -1, and (unchecked) out-of-pool slots: no write
-    const bf16* kv = p.kv + int64_t{t} * kQkDim;
+    const bf16* kv = p.kv + t * kv_row_stride(p);
     uint8_t* row = p.pool.data + latent_row_offset(p.pool, s);
     if (p.pool.format == LatentFormat::kBf16) {
       std::memcpy(row, kv, kBf16LatentBytes);

@@ -142,6 +142,16 @@ TEST(LatentWrite, RandomScatterBytesBothFormats) {
           .ok());
 }
 
+// Every row stride the check can draw, in both formats (the fused projection's 2240 included).
+TEST(LatentWrite, RandomScatterEveryRowStride) {
+  for (uint64_t s = 0; s < 16; ++s) {
+    for (LatentFormat f : {LatentFormat::kFp8_656, LatentFormat::kBf16}) {
+      Status st = check_latent_write(latent_write_ref, 37, f, testing::test_seed() + 7 * s);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+    }
+  }
+}
+
 TEST(LatentWrite, ZeroTokensAndSkippedSlotsWriteNothing) {
   Rng rng(testing::test_seed());
   Case c(2, LatentFormat::kFp8_656);
@@ -200,6 +210,21 @@ TEST_F(LatentWriteRejects, WrongPageSize) {
   auto p = c.params();
   p.pool.page_size = 32;
   expect(StatusCode::kInvalidArgument, p, "pool.page_size = 32");
+}
+TEST_F(LatentWriteRejects, RowStrideBelowARow) {
+  auto p = c.params();
+  p.kv_stride = 575;
+  expect(StatusCode::kInvalidArgument, p, "kv_stride = 575");
+}
+TEST_F(LatentWriteRejects, RowStrideNotWholeVectors) {
+  auto p = c.params();
+  p.kv_stride = 580;
+  expect(StatusCode::kInvalidArgument, p, "kv_stride = 580");
+}
+TEST_F(LatentWriteRejects, NegativeRowStride) {
+  auto p = c.params();
+  p.kv_stride = -576;
+  expect(StatusCode::kInvalidArgument, p, "kv_stride = -576");
 }
 TEST_F(LatentWriteRejects, NoPages) {
   auto p = c.params();

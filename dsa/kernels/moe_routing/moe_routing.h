@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "dsa/core/host_device.h"
 #include "dsa/core/status.h"
 
 namespace dsa::kernels {
@@ -16,9 +17,10 @@ struct MoeRoutingParams {
   const float* bias = nullptr;    // [E] fp32 e_score_correction_bias
   // [T] int32 or null (= every row real): the builder's row_len; 0 marks a padded row (§4.5).
   const int32_t* row_len = nullptr;
-  // [T, k] int32 out: selected experts by s' descending (ties: lower id first); -1 when padded.
+  // [T, slots] int32 out (routing_slots): selected experts by s' descending (ties: lower id
+  // first); -1 when padded.
   int32_t* expert_ids = nullptr;
-  float* weights = nullptr;  // [T, k] fp32 out: g_e in the order of expert_ids; 0 when padded
+  float* weights = nullptr;  // [T, slots] fp32 out: g_e in the order of expert_ids; 0 when padded
   int32_t num_tokens = 0;    // T
   int32_t num_experts = 0;   // E (n_routed_experts)
   int32_t num_groups = 1;    // n_group; E % n_group == 0, E / n_group >= 2
@@ -26,10 +28,19 @@ struct MoeRoutingParams {
   int32_t top_k = 1;         // k (num_experts_per_tok), in [1, topk_group * E / n_group]
   float routed_scaling_factor = 1.0f;
   bool norm_topk_prob = true;
+  // -1: rows of k slots. Otherwise E: rows of k + 1 slots, the last the shared expert as expert E
+  // with weight exactly 1 (it joins the routed experts' grouped linears,
+  // model/fused_projections.h); -1 and 0 there too in a padded row.
+  int32_t shared_expert_id = -1;
 };
 
+// Slots per row of expert_ids and weights: k, or k + 1 with the shared expert.
+DSA_HD int32_t routing_slots(const MoeRoutingParams& p) {
+  return p.top_k + (p.shared_expert_id >= 0 ? 1 : 0);
+}
+
 // Host checks (InvalidArgument): the shape rules above, routed_scaling_factor finite and > 0,
-// pointers.
+// shared_expert_id -1 or E, pointers.
 Status validate(const MoeRoutingParams& p);
 
 // CPU reference: sigmoid in double rounded to fp32; s' and the group sums in fp32 (one rounding

@@ -68,7 +68,8 @@ __device__ int32_t warp_argmax(float key, int32_t idx) {
   return idx;
 }
 
-// One warp routes one row t: logits[t, 0:E] -> expert_ids[t, 0:k], weights[t, 0:k].
+// One warp routes one row t: logits[t, 0:E] -> expert_ids[t, 0:k], weights[t, 0:k] (and the
+// shared expert at slot k when routing_slots says so).
 // Checked mode (err != null): a negative row_len or a non-finite logit or bias reports OutOfRange
 // (row t; value = row_len, or the expert index of the bad logit / bias); the outputs are then
 // unspecified but every access stays in bounds.
@@ -81,17 +82,19 @@ __global__ void moe_routing_kernel(MoeRoutingParams p, cuda::DeviceErrorWord* er
   if (t >= p.num_tokens) return;  // warp-uniform; the kernel has no block-wide barrier
   const int32_t E = p.num_experts, G = p.num_groups, K = p.top_k, group_size = E / G;
   Scratch sc = carve(smem + warp * scratch_bytes(E, G, K), E, G, K);
-  int32_t* ids = p.expert_ids + t * K;
-  float* w = p.weights + t * K;
+  const int32_t slots = routing_slots(p);
+  int32_t* ids = p.expert_ids + t * slots;
+  float* w = p.weights + t * slots;
 
   const int32_t len = p.row_len != nullptr ? p.row_len[t] : 1;
   if (len < 0 && lane == 0)
     cuda::report_device_error(err, StatusCode::kOutOfRange, cuda::OpId::kModelOp,
                               static_cast<int32_t>(t), len);
   if (len <= 0) {  // padded row: no dispatch
-    for (int32_t j = lane; j < K; j += 32) ids[j] = -1, w[j] = 0.f;
+    for (int32_t j = lane; j < slots; j += 32) ids[j] = -1, w[j] = 0.f;
     return;
   }
+  if (slots > K && lane == 0) ids[K] = p.shared_expert_id, w[K] = 1.f;
 
   // ---- scores: s = sigmoid(l) (fp64, rounded to fp32), key = s + bias (one fp32 add) ----
   for (int32_t e = lane; e < E; e += 32) {

@@ -37,6 +37,8 @@ struct Case {
   int32_t experts = 8, groups = 2, topk_group = 1, k = 2;
   float factor = 2.5f;
   bool norm = true;
+  bool shared = false;  // the shared expert's slot after the k (shared_expert_id = E)
+  int32_t slots() const { return k + (shared ? 1 : 0); }
   int32_t tokens() const { return static_cast<int32_t>(logits.size() / size_t(experts)); }
   MoeRoutingParams params(const float* l, const float* b, const int32_t* len, int32_t* ids,
                           float* w) const {
@@ -53,6 +55,7 @@ struct Case {
     p.top_k = k;
     p.routed_scaling_factor = factor;
     p.norm_topk_prob = norm;
+    p.shared_expert_id = shared ? experts : -1;
     return p;
   }
 };
@@ -66,7 +69,7 @@ struct Result {
 Result run_gpu(const Case& c) {
   auto dl = dev(c.logits), db = dev(c.bias);
   auto dlen = dev(c.row_len.empty() ? std::vector<int32_t>{0} : c.row_len);
-  const size_t n = size_t(c.tokens()) * c.k;
+  const size_t n = size_t(c.tokens()) * c.slots();
   auto dids = testing::poisoned<int32_t>(std::max<size_t>(n, 1), 0x80);  // an id nobody writes
   auto dw = testing::poisoned<float>(std::max<size_t>(n, 1));            // NaN
   Result r;
@@ -80,7 +83,7 @@ Result run_gpu(const Case& c) {
 
 Result run_ref(const Case& c) {
   Result r;
-  r.ids.assign(size_t(c.tokens()) * c.k, INT32_MIN);
+  r.ids.assign(size_t(c.tokens()) * c.slots(), INT32_MIN);
   r.w.assign(r.ids.size(), NAN);
   r.status = moe_routing_ref(
       c.params(c.logits.data(), c.bias.data(), c.row_len.data(), r.ids.data(), r.w.data()));
@@ -145,13 +148,15 @@ TEST(MoeRoutingCuda, RandomMatchesReference) {
       expect_same(run_gpu(c), run_ref(c), what);
       c.norm = false;
       expect_same(run_gpu(c), run_ref(c), what + " unnormalised");
+      c.shared = true;
+      expect_same(run_gpu(c), run_ref(c), what + " unnormalised, shared expert slot");
     }
   }
 }
 
 Status moe_routing_cuda_on_host_buffers(const MoeRoutingParams& hp) {
   DSA_RETURN_IF_ERROR(validate(hp));
-  const size_t n = size_t(hp.num_tokens) * hp.top_k;
+  const size_t n = size_t(hp.num_tokens) * routing_slots(hp);
   using P = MoeRoutingParams;
   return testing::run_on_host_buffers(
       hp, moe_routing_cuda, testing::In<&P::logits>{size_t(hp.num_tokens) * hp.num_experts},

@@ -42,12 +42,13 @@ Status check_data(const MoeRoutingParams& p) {
 }
 
 void route_row(const MoeRoutingParams& p, int64_t t) {
-  int32_t* ids = p.expert_ids + t * p.top_k;
-  float* w = p.weights + t * p.top_k;
+  int32_t* ids = p.expert_ids + t * routing_slots(p);
+  float* w = p.weights + t * routing_slots(p);
   if (p.row_len != nullptr && p.row_len[t] <= 0) {  // padded: no dispatch
-    for (int32_t j = 0; j < p.top_k; ++j) ids[j] = -1, w[j] = 0.f;
+    for (int32_t j = 0; j < routing_slots(p); ++j) ids[j] = -1, w[j] = 0.f;
     return;
   }
+  if (p.shared_expert_id >= 0) ids[p.top_k] = p.shared_expert_id, w[p.top_k] = 1.f;
   const int32_t E = p.num_experts, group_size = E / p.num_groups;
   std::vector<float> s(static_cast<size_t>(E)), biased(static_cast<size_t>(E));
   for (int32_t e = 0; e < E; ++e) {
@@ -107,6 +108,10 @@ Status validate(const MoeRoutingParams& p) {
   if (!(std::isfinite(p.routed_scaling_factor) && p.routed_scaling_factor > 0.f)) {
     return invalid_argument(fmt::format("{}: routed_scaling_factor = {}: must be finite and > 0",
                                         kOp, p.routed_scaling_factor));
+  }
+  if (p.shared_expert_id != -1 && p.shared_expert_id != p.num_experts) {
+    return field_error(StatusCode::kInvalidArgument, kOp, "shared_expert_id", p.shared_expert_id,
+                       fmt::format("must be -1 (none) or num_experts = {}", p.num_experts));
   }
   if (p.num_tokens == 0) return ok_status();
   DSA_RETURN_IF_ERROR(require_pointer(kOp, "logits", p.logits));

@@ -18,9 +18,10 @@ struct Case {
   std::vector<int32_t> ids;
   std::vector<float> w;
   int32_t experts = 8, groups = 2, topk_group = 1, k = 2;
+  bool shared = false;
   MoeRoutingParams params() {
     const int32_t tokens = static_cast<int32_t>(logits.size()) / experts;
-    ids.assign(size_t(tokens) * k, INT32_MIN);
+    ids.assign(size_t(tokens) * (k + (shared ? 1 : 0)), INT32_MIN);
     w.assign(ids.size(), NAN);
     MoeRoutingParams p;
     p.logits = logits.data();
@@ -34,6 +35,7 @@ struct Case {
     p.topk_group = topk_group;
     p.top_k = k;
     p.routed_scaling_factor = 2.5f;
+    p.shared_expert_id = shared ? experts : -1;
     return p;
   }
 };
@@ -156,6 +158,33 @@ TEST(MoeRouting, ZeroTokensIsNoOpWithoutPointers) {
   EXPECT_TRUE(moe_routing_ref(p).ok());
 }
 
+// The shared expert's slot: rows of k + 1, the first k exactly the unshared routing's, then
+// expert E with weight 1 (a padded row: -1 and 0 in all k + 1).
+TEST(MoeRouting, SharedExpertSlotFollowsTheRoutedOnes) {
+  testing::Rng rng(testing::test_seed());
+  Case c;
+  c.experts = 16, c.groups = 4, c.topk_group = 2, c.k = 3;
+  const int32_t tokens = 23;
+  c.logits = rng.normal_vector(size_t(tokens) * c.experts, 2.f);
+  c.bias.assign(size_t(c.experts), 0.f);
+  for (auto& b : c.bias) b = 0.125f * float(rng.randint(-1, 1));
+  for (int32_t t = 0; t < tokens; ++t) c.row_len.push_back(t % 5 == 4 ? 0 : 1 + t);
+  ASSERT_TRUE(moe_routing_ref(c.params()).ok());
+  const std::vector<int32_t> ids = c.ids;
+  const std::vector<float> w = c.w;
+  c.shared = true;
+  ASSERT_TRUE(moe_routing_ref(c.params()).ok());
+  for (int32_t t = 0; t < tokens; ++t) {
+    const bool padded = c.row_len[size_t(t)] == 0;
+    for (int32_t j = 0; j < c.k; ++j) {
+      EXPECT_EQ(c.ids[size_t(t * 4 + j)], ids[size_t(t * 3 + j)]) << t << " " << j;
+      EXPECT_EQ(c.w[size_t(t * 4 + j)], w[size_t(t * 3 + j)]) << t << " " << j;
+    }
+    EXPECT_EQ(c.ids[size_t(t * 4 + 3)], padded ? -1 : 16) << t;
+    EXPECT_EQ(c.w[size_t(t * 4 + 3)], padded ? 0.f : 1.f) << t;
+  }
+}
+
 TEST(MoeRoutingRejects, EveryHostRule) {
   Case c;
   c.logits.assign(8, 0.f);
@@ -183,6 +212,8 @@ TEST(MoeRoutingRejects, EveryHostRule) {
   expect([](P& p) { p.bias = nullptr; }, "bias is null");
   expect([](P& p) { p.expert_ids = nullptr; }, "expert_ids is null");
   expect([](P& p) { p.weights = nullptr; }, "weights is null");
+  expect([](P& p) { p.shared_expert_id = 3; }, "shared_expert_id = 3: must be -1 (none) or");
+  expect([](P& p) { p.shared_expert_id = 9; }, "shared_expert_id = 9");
 }
 
 }  // namespace

@@ -1,0 +1,72 @@
+#include "dsa/model/fused_projections.h"
+
+#include <fmt/format.h>
+
+#include <array>
+
+namespace dsa::model {
+
+namespace {
+
+// q_a, wk and kv_a read one input in one weight form; (FP8) the first two end on a scale block;
+// and the latent's columns start and repeat on 16 bytes, as the cache write reads them.
+bool qkv_a_fusable(const AttentionWeights& a) {
+  const bool fp8 = a.q_a.is_fp8();
+  for (const LinearWeight* p : {&a.q_a, &a.indexer.wk, &a.kv_a}) {
+    if (p->out <= 0 || p->in != a.q_a.in || p->is_fp8() != fp8) return false;
+  }
+  const int32_t before_latent = a.q_a.out + a.indexer.wk.out;
+  if (before_latent % 8 != 0 || (before_latent + a.kv_a.out) % 8 != 0) return false;
+  return !fp8 || (a.q_a.out % 128 == 0 && a.indexer.wk.out % 128 == 0);
+}
+
+bool same_shape_and_form(const LinearWeight& a, const LinearWeight& b) {
+  return a.out == b.out && a.in == b.in && a.is_fp8() == b.is_fp8();
+}
+
+// The shared expert runs as one more routed expert only where it is one of their shape.
+bool shared_fusable(const MoeWeights& m) {
+  if (!m.shared || m.experts.empty()) return false;
+  const MlpWeights& e = m.experts[0];
+  return same_shape_and_form(m.shared->gate, e.gate) && same_shape_and_form(m.shared->up, e.up) &&
+         same_shape_and_form(m.shared->down, e.down);
+}
+
+Status fuse_block(const FuseOptions& o, bool expert_parallel, DecoderLayerWeights& b,
+                  WeightStore& store, FuseCounts& counts) {
+  AttentionWeights& a = b.attn;
+  if (o.qkv_a && a.qkv_a.out == 0 && qkv_a_fusable(a)) {
+    a.qkv_a.out = a.q_a.out + a.indexer.wk.out + a.kv_a.out;
+    a.qkv_a.in = a.q_a.in;
+    a.qkv_a.fp8 = a.q_a.is_fp8();
+    const std::array<const LinearWeight*, 3> parts = {&a.q_a, &a.indexer.wk, &a.kv_a};
+    DSA_RETURN_IF_ERROR(store.fuse_rows(a.qkv_a, parts));
+    ++counts.qkv_a;
+  }
+  if (o.shared_experts && !expert_parallel && b.moe && shared_fusable(*b.moe)) {
+    DSA_RETURN_IF_ERROR(store.add_expert_tables(*b.moe, /*with_shared=*/true));
+    ++counts.shared_experts;
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+std::string describe_fusion(const FuseCounts& c) {
+  return fmt::format(
+      "fused at load: q_a + indexer wk + kv_a as one linear in {} block{}, the shared expert "
+      "among the routed ones in {} MoE block{}",
+      c.qkv_a, c.qkv_a == 1 ? "" : "s", c.shared_experts, c.shared_experts == 1 ? "" : "s");
+}
+
+StatusOr<FuseCounts> fuse_projections(const FuseOptions& options, bool expert_parallel,
+                                      ModelWeights& w, WeightStore& store) {
+  FuseCounts counts;
+  for (DecoderLayerWeights& b : w.layers) {
+    DSA_RETURN_IF_ERROR(fuse_block(options, expert_parallel, b, store, counts));
+  }
+  if (w.mtp) DSA_RETURN_IF_ERROR(fuse_block(options, expert_parallel, w.mtp->block, store, counts));
+  return counts;
+}
+
+}  // namespace dsa::model

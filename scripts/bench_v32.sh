@@ -17,6 +17,8 @@
 #   counts its 656-byte rows)
 #   HBM_TBS=4.28 (the roofline's bandwidth: the H200's measured copy rate; on an H100 pass its own)
 #   EXTRA_FLAGS="--disable-fused-qkv-a" (more flags for every run, e.g. to measure a fusion off)
+#   PROFILE=1 (--profile-device-time: a last column, the device's ms per decode step, which at
+#   batch > 1 leaves out the prefill chunks that TPOT carries)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build="${1:?usage: bench_v32.sh BUILD_DIR [OUT_DIR]}"
@@ -46,7 +48,7 @@ for batch in ${BATCHES:-1 8 32}; do
       timeout "${RUN_SECONDS:-300}" "$dsa" generate --model "$model" --random-weights \
         --random-prompt-len "$ctx" --num-prompts "$batch" --max-new-tokens "$new" --ignore-eos \
         --device cuda --max-running-requests "$batch" --context-length $((ctx + new + 8)) \
-        --kv-cache-dtype "${KV_DTYPE:-fp8_e4m3}" ${EXTRA_FLAGS:-} \
+        --kv-cache-dtype "${KV_DTYPE:-fp8_e4m3}" ${EXTRA_FLAGS:-} ${PROFILE:+--profile-device-time} \
         --json --progress "${flags[@]}" >"$log" 2>&1
       rc=$?
       wall=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
@@ -92,7 +94,7 @@ def decode_tps(r):
 base = {(r["batch"], r["context"]): r for r in rows if r["d"] == 0}
 print(f"{'batch':>5} {'ctx':>6} {'d':>2} {'step ms':>8} {'tok/s':>8} {'vs d0':>6} {'roof ms':>8} "
       f"{'of roof':>7} {'accept':>6} {'TPOT p50':>8} {'nodes':>6} {'TTFT s':>7} "
-      f"{'wall s':>7}")
+      f"{'wall s':>7} {'dev step':>8}")
 for r in rows:
     b, ctx, d = r["batch"], r["context"], r["d"]
     fwd = step_fwd_ms(r)
@@ -108,6 +110,7 @@ for r in rows:
     tpot = r.get("tpot_ms_p50", 0.0)
     print(f"{b:5d} {ctx:6d} {d:2d} {fwd:8.2f} {tps:8.1f} {vs} {roof_ms:8.2f} {frac} "
           f"{r.get('accept_length_mean', 1.0):6.2f} {tpot:8.2f} "
-          f"{r.get('graph_nodes', 0):6d} {r.get('ttft_ms_p50', 0) / 1e3:7.2f} {r['wall_s']:7.1f}")
+          f"{r.get('graph_nodes', 0):6d} {r.get('ttft_ms_p50', 0) / 1e3:7.2f} {r['wall_s']:7.1f} "
+          f"{r.get('device_time', {}).get('step_ms', 0.0):8.3f}")
 print(f"weights {rows[0].get('kv_cache', {}).get('weight_bytes', 0) / 1e9:.2f} GB" if rows else "no runs")
 PY

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
@@ -72,10 +74,18 @@ int choose_n(const GroupedLinearParams& p) {
   return n;
 }
 
-template <int N>
+// The ring depth of the N = 8 (decode) tiles: DSA_GROUPED_FP8_DECODE_STAGES = 4 or 6 (the
+// default). Same arithmetic either way (the K blocks are accumulated in order); read per call so a
+// test can run both.
+int decode_stages() {
+  const char* env = std::getenv("DSA_GROUPED_FP8_DECODE_STAGES");
+  return env != nullptr && std::string_view(env) == "4" ? 4 : kStages;
+}
+
+template <int N, int S>
 Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float* sx, int32_t nkb) {
-  DSA_RETURN_IF_ERROR(
-      cuda::allow_dynamic_smem_once<grouped_linear_fp8_kernel<N>>(size_t{kSmemBytes<N>}));
+  constexpr size_t kSmem = kSmemBytes<N, S>;
+  DSA_RETURN_IF_ERROR((cuda::allow_dynamic_smem_once<grouped_linear_fp8_kernel<N, S>>(kSmem)));
   const int64_t m = std::min<int64_t>(p.num_groups, p.capacity);
   const int64_t slots = m + (int64_t{p.capacity} - m) / N;
   // The second projection's tiles follow the first's along y (the kernel splits gridDim.y).
@@ -88,8 +98,8 @@ Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float
   }
   const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(n_tiles));
   DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
-      cuda::LaunchShape{dim3(grid), dim3(kThreads), size_t(kSmemBytes<N>), cuda::current_stream()},
-      grouped_linear_fp8_kernel<N>, p, x8, sx, nkb));
+      cuda::LaunchShape{dim3(grid), dim3(kThreads), kSmem, cuda::current_stream()},
+      grouped_linear_fp8_kernel<N, S>, p, x8, sx, nkb));
   return cuda::launch_error("grouped_linear_fp8");
 }
 
@@ -139,13 +149,14 @@ Status launch(const GroupedLinearParams& p) {
   DSA_RETURN_IF_ERROR(cuda::launch_error("grouped_linear_fp8_quantize"));
   switch (choose_n(p)) {
     case 8:
-      return launch_tiles<8>(p, x8, sx, nkb);
+      return decode_stages() == 4 ? launch_tiles<8, 4>(p, x8, sx, nkb)
+                                  : launch_tiles<8, kStages>(p, x8, sx, nkb);
     case 16:
-      return launch_tiles<16>(p, x8, sx, nkb);
+      return launch_tiles<16, kStages>(p, x8, sx, nkb);
     case 32:
-      return launch_tiles<32>(p, x8, sx, nkb);
+      return launch_tiles<32, kStages>(p, x8, sx, nkb);
     default:
-      return launch_tiles<64>(p, x8, sx, nkb);
+      return launch_tiles<64, kStages>(p, x8, sx, nkb);
   }
 }
 

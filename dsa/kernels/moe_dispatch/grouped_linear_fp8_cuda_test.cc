@@ -9,6 +9,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -241,6 +243,35 @@ TEST(GroupedLinearFp8Cuda, PairedProjectionEqualsTwoLaunches) {
     const std::string what = "in " + std::to_string(c.in) + " out " + std::to_string(c.out);
     EXPECT_EQ(testing::first_bit_difference(paired_a, alone_a), "") << what << ": y";
     EXPECT_EQ(testing::first_bit_difference(paired_b, alone_b), "") << what << ": y_b";
+  }
+}
+
+// The decode tile's two ring depths (DSA_GROUPED_FP8_DECODE_STAGES 4 and the default 6) give the
+// same bits, within class T of the reference: V3.2's decode with the shared expert as a ninth
+// group (9 groups of one pair, 576 CTAs) and a mixed N = 8 case with short K blocks.
+TEST(GroupedLinearFp8Cuda, DecodeRingDepthsAgree) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  struct Case {
+    std::vector<int32_t> counts;
+    int32_t in, out, x_rows;
+  } cases[] = {{std::vector<int32_t>(9, 1), 7168, 2048, 1}, {{1, 0, 2, 1}, 272, 200, 5}};
+  uint64_t seed = testing::test_seed();
+  for (const Case& c : cases) {
+    Rng rng(seed++);
+    Fp8GroupedProblem pr = make_fp8_grouped_problem(rng, c.counts, c.in, c.out, c.x_rows, 1, 2);
+    Fp8Device d(pr);
+    std::vector<bf16> six, four;
+    unsetenv("DSA_GROUPED_FP8_DECODE_STAGES");
+    ASSERT_TRUE(d.run(&six).ok());
+    setenv("DSA_GROUPED_FP8_DECODE_STAGES", "4", 1);
+    ASSERT_TRUE(d.y.fill_bytes(testing::kPoisonByte).ok());
+    const Status st = d.run(&four);
+    unsetenv("DSA_GROUPED_FP8_DECODE_STAGES");
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    const std::string what = "in " + std::to_string(c.in) + " out " + std::to_string(c.out);
+    expect_matches(pr, four, what + ", 4 stages");
+    EXPECT_EQ(testing::first_bit_difference(four, six), "") << what;
   }
 }
 

@@ -50,14 +50,17 @@ using namespace hopper;  // NOLINT: the kernel's building blocks
 inline constexpr int kTileRows = 64;  // outputs per CTA: wgmma's M
 inline constexpr int kBlock = 128;    // K per stage: one scale block, one 128-byte swizzle row
 inline constexpr int kThreads = 128;  // one warpgroup issues the copies and runs the MMA
+// The ring's stages: 6 by default; 4 lets five N = 8 CTAs share an SM (4 x 9 KB + 1 KB of
+// shared memory each, against four at 6), so a decode grid of up to 660 CTAs runs in one wave
+// (the shared expert as a ninth group of eight: 9 x 64 = 576 CTAs; bench/RESULTS.md 2026-12-06).
 inline constexpr int kStages = 6;
 inline constexpr int kWeightTileBytes = kTileRows * kBlock;  // 8192
 inline constexpr int kChunks = kBlock / 16;                  // 16-byte chunks per tile row
 
 template <int N>
 inline constexpr int kStageBytes = kWeightTileBytes + N* kBlock;  // a multiple of 1024
-template <int N>
-inline constexpr int kSmemBytes = kStages* kStageBytes<N> + 1024;  // + the base alignment
+template <int N, int S = kStages>
+inline constexpr int kSmemBytes = S* kStageBytes<N> + 1024;  // + the base alignment
 
 inline constexpr int kQuantWarps = 8;
 inline constexpr unsigned kFull = 0xFFFFFFFFu;
@@ -177,7 +180,7 @@ __device__ __forceinline__ void load_stage(uint8_t* stage, const uint8_t* w, con
 // x8 / sx: the quantiser's output. Thread `lane` of warp `warp` holds, for each 8-pair group c,
 // D[r][t], D[r][t + 1], D[r + 8][t], D[r + 8][t + 1] with r = 16 warp + lane / 4 (an output
 // row of the tile) and t = 8 c + 2 (lane % 4) (a pair of the tile).
-template <int N>
+template <int N, int S>
 __global__ void __launch_bounds__(kThreads)
     grouped_linear_fp8_kernel(GroupedLinearParams p, const uint8_t* x8, const float* sx,
                               int32_t nkb) {
@@ -217,7 +220,7 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t n0 = tile_y * kTileRows;
   const int32_t in = p.in_features, out = p.out_features;
   const float* sw_row = sw + int64_t{n0 / kBlock} * nkb;  // the tile lies in one scale row
-  for (int s = 0; s < kStages - 1; ++s) {
+  for (int s = 0; s < S - 1; ++s) {
     if (s < nkb) load_stage<N>(smem + s * kStageBytes<N>, w, x8, x_of, n0, s, in, out);
     grouped_linear_detail::cp_async_commit();  // one group per stage, so the counts stay exact
   }
@@ -239,16 +242,16 @@ __global__ void __launch_bounds__(kThreads)
   float d[N / 2], sc[N / 4], sc_next[N / 4] = {};
   load_scales(0, sc);
   for (int32_t kb = 0; kb < nkb; ++kb) {
-    grouped_linear_detail::cp_async_wait<kStages - 2>();  // block kb landed (this thread's part)
+    grouped_linear_detail::cp_async_wait<S - 2>();  // block kb landed (this thread's part)
     fence_proxy_async_smem();                             // ... visible to wgmma
     __syncthreads();  // everyone's part; and block kb - 1's MMA is done, its stage free
-    const int32_t next = kb + kStages - 1;
+    const int32_t next = kb + S - 1;
     if (next < nkb) {
-      load_stage<N>(smem + (next % kStages) * kStageBytes<N>, w, x8, x_of, n0, next, in, out);
+      load_stage<N>(smem + (next % S) * kStageBytes<N>, w, x8, x_of, n0, next, in, out);
     }
     grouped_linear_detail::cp_async_commit();
 
-    const uint32_t wa = smem_u32(smem + (kb % kStages) * kStageBytes<N>);
+    const uint32_t wa = smem_u32(smem + (kb % S) * kStageBytes<N>);
     const uint32_t xa = wa + kWeightTileBytes;
     wgmma_fence();
 #pragma unroll

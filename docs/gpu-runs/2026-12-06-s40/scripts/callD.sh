@@ -6,11 +6,11 @@ set -u
 . scripts/gpu_build_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 [ -f build-gpu/build.ninja ] || gpu_configure build-gpu > $OUT/cfg.log 2>&1
-cmake --build build-gpu -j16 --target dsa grouped_linear_fp8_cuda_test > $OUT/build.log 2>&1 || { echo BUILD FAIL; grep error -A3 $OUT/build.log | head; exit 1; }
+cmake --build build-gpu -j16 --target dsa moe_dispatch_cuda_test > $OUT/build.log 2>&1 || { echo BUILD FAIL; grep error -A3 $OUT/build.log | head; exit 1; }
 echo "build warnings: $(grep -c warning $OUT/build.log)"
-t=$(find build-gpu -name grouped_linear_fp8_cuda_test -type f -executable | head -1)
-$t --gtest_brief=1 2>&1 | grep -E "PASSED|FAILED|Failure" | head -5
-/usr/local/cuda/bin/compute-sanitizer --tool memcheck $t --gtest_filter='*RingDepths*:*Paired*' --gtest_brief=1 2>&1 | grep -E "ERROR SUMMARY|PASSED|FAILED" | head -3
+t=$(find build-gpu -name moe_dispatch_cuda_test -type f -executable | head -1)
+$t --gtest_brief=1 --gtest_filter="GroupedLinearFp8*" 2>&1 | grep -E "PASSED|FAILED|Failure" | head -5
+/usr/local/cuda/bin/compute-sanitizer --tool memcheck $t --gtest_filter='*RingDepths*:GroupedLinearFp8Cuda.Paired*' --gtest_brief=1 2>&1 | grep -E "ERROR SUMMARY|PASSED|FAILED" | head -3
 /usr/local/cuda/bin/compute-sanitizer --tool racecheck $t --gtest_filter='*RingDepths*' --gtest_brief=1 2>&1 | grep -E "RACECHECK SUMMARY|PASSED|FAILED" | head -3
 for form in both4 both6 qkv4 qkv6; do
   flags=""; case $form in qkv*) flags="--disable-shared-experts-fusion" ;; esac

@@ -25,12 +25,13 @@ namespace {
 // fixed by rows * k, and the down projection scatters straight into slot order. Padded rows (id -1)
 // are neither dispatched nor computed. bf16 and FP8 experts alike (the tables say which form). No
 // host synchronisation, so a graph can capture it.
-// With the shared expert in the tables (t.shared_in_table), it is expert E and every row has
-// k + 1 slots, the last its own.
+// `with_shared` (the shared expert in the tables, t.shared_in_table): it is expert E and every row
+// has k + 1 slots, the last its own.
 Status routed_experts(const BlockContext& c, const WeightStore::ExpertTables& t, const bf16* x,
-                      int32_t rows, int32_t inter, const int32_t* ids, bf16* routed) {
+                      int32_t rows, int32_t inter, const int32_t* ids, bool with_shared,
+                      bf16* routed) {
   const ModelConfig& cf = c.config;
-  const int32_t shared = t.shared_in_table ? 1 : 0;
+  const int32_t shared = with_shared ? 1 : 0;
   const int32_t E = int32_t(cf.n_routed_experts) + shared;
   const int32_t k = int32_t(cf.num_experts_per_tok) + shared;
   const int32_t D = int32_t(cf.hidden_size), slots = rows * k;
@@ -157,15 +158,20 @@ Status ep_routed_experts(const BlockContext& c, const WeightStore::ExpertTables&
   nz.index_bound = 1;
   nz.mode = kernels::RowCopyMode::kGather;
   DSA_RETURN_IF_ERROR(c.ops.row_copy(nz));
-  DSA_RETURN_IF_ERROR(routed_experts(c, t, all_x, all_rows, inter, mine, all_routed));
+  DSA_RETURN_IF_ERROR(routed_experts(c, t, all_x, all_rows, inter, mine, false, all_routed));
   return ep.group->reduce_scatter_sum_bf16(all_routed, routed, size_t(rows) * k * D);
 }
 
 }  // namespace
 
 // y = sum_e g_e E_e(x) + shared(x), summed in fp32, rounded once. With the shared expert in the
-// expert tables (fused_projections.h) the routing gives it the last slot of each row, weight 1,
-// and the combine adds it in the same place: one multiply by 1 (exact) and the same add.
+// expert tables (fused_projections.h) and a forward of at most kSharedInGroupMaxRows rows, the
+// routing gives it the last slot of each row, weight 1, and the combine adds it in the same place:
+// one multiply by 1 (exact) and the same add. Larger forwards (prefill chunks) run it as its own
+// MLP: there the grouped linear's tiles re-read the weights (V3.2, H100: TTFT 3-4% longer with
+// it grouped; at 1, 4 and 8 rows it is 4-10% faster per step, at 32 even; RESULTS 2026-12-06).
+constexpr int32_t kSharedInGroupMaxRows = 16;
+
 Status moe(const BlockContext& c, const MoeWeights& w, const bf16* x, int32_t rows, bf16* y) {
   const ModelConfig& cf = c.config;
   const WeightStore::ExpertTables* t = c.weights.expert_tables(w);
@@ -174,7 +180,8 @@ Status moe(const BlockContext& c, const MoeWeights& w, const bf16* x, int32_t ro
         "moe: no expert tables for this layer (WeightStore::add_expert_tables was not run)");
   }
   const int32_t E = int32_t(cf.n_routed_experts), k = int32_t(cf.num_experts_per_tok);
-  const int32_t slots = k + (t->shared_in_table ? 1 : 0);
+  const bool with_shared = t->shared_in_table && rows <= kSharedInGroupMaxRows;
+  const int32_t slots = k + (with_shared ? 1 : 0);
   const int32_t D = int32_t(cf.hidden_size);
   runtime::Workspace::Frame frame(c.ws);
   DSA_ASSIGN_OR_RETURN(float* router, c.ws.take_uninit<float>(size_t(rows) * E));
@@ -194,7 +201,7 @@ Status moe(const BlockContext& c, const MoeWeights& w, const bf16* x, int32_t ro
   rp.top_k = k;
   rp.routed_scaling_factor = static_cast<float>(cf.routed_scaling_factor);
   rp.norm_topk_prob = cf.norm_topk_prob;
-  rp.shared_expert_id = t->shared_in_table ? E : -1;
+  rp.shared_expert_id = with_shared ? E : -1;
   DSA_RETURN_IF_ERROR(c.ops.moe_routing(rp));
 
   // routed row r * slots + j: row r's output of its j-th selected expert; the rows of id -1
@@ -202,7 +209,7 @@ Status moe(const BlockContext& c, const MoeWeights& w, const bf16* x, int32_t ro
   DSA_ASSIGN_OR_RETURN(bf16 * routed, c.ws.take_uninit<bf16>(size_t(rows) * slots * D));
   const int32_t inter = w.experts[0].gate.out;
   const bool ep = c.ep != nullptr && c.ep->enabled();
-  if (ep && t->shared_in_table) {
+  if (ep && with_shared) {
     return failed_precondition(
         "moe: the shared expert is in the expert tables under expert "
         "parallelism (fused_projections.h leaves it out there)");
@@ -210,10 +217,10 @@ Status moe(const BlockContext& c, const MoeWeights& w, const bf16* x, int32_t ro
   if (ep) {
     DSA_RETURN_IF_ERROR(ep_routed_experts(c, *t, x, rows, inter, ids, routed));
   } else {
-    DSA_RETURN_IF_ERROR(routed_experts(c, *t, x, rows, inter, ids, routed));
+    DSA_RETURN_IF_ERROR(routed_experts(c, *t, x, rows, inter, ids, with_shared, routed));
   }
   bf16* shared = nullptr;
-  if (w.shared && !t->shared_in_table) {
+  if (w.shared && !with_shared) {
     DSA_ASSIGN_OR_RETURN(shared, c.ws.take_uninit<bf16>(size_t(rows) * D));
     DSA_RETURN_IF_ERROR(mlp(c, *w.shared, x, rows, shared));
   }

@@ -74,12 +74,18 @@ int choose_n(const GroupedLinearParams& p) {
   return n;
 }
 
-// The ring depth of the N = 8 (decode) tiles: DSA_GROUPED_FP8_DECODE_STAGES = 4 or 6 (the
-// default). Same arithmetic either way (the K blocks are accumulated in order); read per call so a
-// test can run both.
-int decode_stages() {
+// The ring depth of the N = 8 (decode) tiles. Six stages fit four CTAs in an SM, four stages five:
+// a grid past four CTAs per SM (V3.2's decode with the shared expert as a ninth group: 9 x 64
+// gate/up tiles on 132 SMs) takes four stages and runs in one wave instead of two; smaller grids
+// keep six (at eight groups, four stages measured 1% slower; bench/RESULTS.md 2026-12-06).
+// DSA_GROUPED_FP8_DECODE_STAGES = 4 or 6 forces one. Same arithmetic either way (the K blocks are
+// accumulated in order); read per call so a test can run both.
+StatusOr<int> decode_stages(int64_t ctas) {
   const char* env = std::getenv("DSA_GROUPED_FP8_DECODE_STAGES");
-  return env != nullptr && std::string_view(env) == "4" ? 4 : kStages;
+  if (env != nullptr && std::string_view(env) == "4") return 4;
+  if (env != nullptr && std::string_view(env) == "6") return kStages;
+  DSA_ASSIGN_OR_RETURN(const int sms, cuda::sm_count());
+  return ctas > int64_t{4} * sms ? 4 : kStages;
 }
 
 template <int N, int S>
@@ -97,9 +103,9 @@ Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float
                             std::to_string(p.out_features) + ": the grid exceeds the CUDA limits");
   }
   const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(n_tiles));
-  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
-      cuda::LaunchShape{dim3(grid), dim3(kThreads), kSmem, cuda::current_stream()},
-      grouped_linear_fp8_kernel<N, S>, p, x8, sx, nkb));
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(grid), dim3(kThreads), kSmem, cuda::current_stream()},
+                   grouped_linear_fp8_kernel<N, S>, p, x8, sx, nkb));
   return cuda::launch_error("grouped_linear_fp8");
 }
 
@@ -148,9 +154,15 @@ Status launch(const GroupedLinearParams& p) {
                    quantize_rows_kernel, p.x, p.x_rows, p.in_features, nkb, x8, sx));
   DSA_RETURN_IF_ERROR(cuda::launch_error("grouped_linear_fp8_quantize"));
   switch (choose_n(p)) {
-    case 8:
-      return decode_stages() == 4 ? launch_tiles<8, 4>(p, x8, sx, nkb)
-                                  : launch_tiles<8, kStages>(p, x8, sx, nkb);
+    case 8: {
+      const int64_t m = std::min<int64_t>(p.num_groups, p.capacity);
+      const int64_t ctas = (m + (int64_t{p.capacity} - m) / 8) *
+                           ((int64_t{p.out_features} + kTileRows - 1) / kTileRows) *
+                           (p.y_b != nullptr ? 2 : 1);
+      DSA_ASSIGN_OR_RETURN(const int stages, decode_stages(ctas));
+      return stages == 4 ? launch_tiles<8, 4>(p, x8, sx, nkb)
+                         : launch_tiles<8, kStages>(p, x8, sx, nkb);
+    }
     case 16:
       return launch_tiles<16, kStages>(p, x8, sx, nkb);
     case 32:

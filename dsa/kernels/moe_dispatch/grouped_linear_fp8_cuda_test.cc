@@ -9,9 +9,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -246,7 +245,7 @@ TEST(GroupedLinearFp8Cuda, PairedProjectionEqualsTwoLaunches) {
   }
 }
 
-// The decode tile's two ring depths (DSA_GROUPED_FP8_DECODE_STAGES 4 and the default 6) give the
+// The decode tile's two ring depths (DSA_GROUPED_FP8_DECODE_STAGES 4 and 6) give the
 // same bits, within class T of the reference: V3.2's decode with the shared expert as a ninth
 // group (9 groups of one pair, 576 CTAs) and a mixed N = 8 case with short K blocks.
 TEST(GroupedLinearFp8Cuda, DecodeRingDepthsAgree) {
@@ -262,7 +261,7 @@ TEST(GroupedLinearFp8Cuda, DecodeRingDepthsAgree) {
     Fp8GroupedProblem pr = make_fp8_grouped_problem(rng, c.counts, c.in, c.out, c.x_rows, 1, 2);
     Fp8Device d(pr);
     std::vector<bf16> six, four;
-    unsetenv("DSA_GROUPED_FP8_DECODE_STAGES");
+    setenv("DSA_GROUPED_FP8_DECODE_STAGES", "6", 1);
     ASSERT_TRUE(d.run(&six).ok());
     setenv("DSA_GROUPED_FP8_DECODE_STAGES", "4", 1);
     ASSERT_TRUE(d.y.fill_bytes(testing::kPoisonByte).ok());

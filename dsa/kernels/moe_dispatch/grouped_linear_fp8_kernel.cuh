@@ -51,8 +51,8 @@ inline constexpr int kTileRows = 64;  // outputs per CTA: wgmma's M
 inline constexpr int kBlock = 128;    // K per stage: one scale block, one 128-byte swizzle row
 inline constexpr int kThreads = 128;  // one warpgroup issues the copies and runs the MMA
 // The ring's stages: 6 by default; 4 lets five N = 8 CTAs share an SM (4 x 9 KB + 1 KB of
-// shared memory each, against four at 6), so a decode grid of up to 660 CTAs runs in one wave
-// (the shared expert as a ninth group of eight: 9 x 64 = 576 CTAs; bench/RESULTS.md 2026-12-06).
+// shared memory each, against four at 6), so a decode grid of up to 660 CTAs on 132 SMs runs in
+// one wave (the launcher's choice: grouped_linear_fp8_cuda.cu, decode_stages).
 inline constexpr int kStages = 6;
 inline constexpr int kWeightTileBytes = kTileRows * kBlock;  // 8192
 inline constexpr int kChunks = kBlock / 16;                  // 16-byte chunks per tile row
@@ -243,7 +243,7 @@ __global__ void __launch_bounds__(kThreads)
   load_scales(0, sc);
   for (int32_t kb = 0; kb < nkb; ++kb) {
     grouped_linear_detail::cp_async_wait<S - 2>();  // block kb landed (this thread's part)
-    fence_proxy_async_smem();                             // ... visible to wgmma
+    fence_proxy_async_smem();                       // ... visible to wgmma
     __syncthreads();  // everyone's part; and block kb - 1's MMA is done, its stage free
     const int32_t next = kb + S - 1;
     if (next < nkb) {

@@ -168,7 +168,7 @@ Status ep_routed_experts(const BlockContext& c, const WeightStore::ExpertTables&
 // expert tables (fused_projections.h) and a forward of at most kSharedInGroupMaxRows rows, the
 // routing gives it the last slot of each row, weight 1, and the combine adds it in the same place:
 // one multiply by 1 (exact) and the same add. Larger forwards (prefill chunks) run it as its own
-// MLP: there the grouped linear's tiles re-read the weights (V3.2, H100: TTFT 3-4% longer with
+// MLP: there the grouped linear's tiles re-read the weights (V3.2, H100: TTFT 3-6% longer with
 // it grouped; at 1, 4 and 8 rows it is 4-10% faster per step, at 32 even; RESULTS 2026-12-06).
 constexpr int32_t kSharedInGroupMaxRows = 16;
 

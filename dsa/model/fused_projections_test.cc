@@ -9,8 +9,6 @@
 
 #include <array>
 #include <cstring>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -123,14 +121,7 @@ TEST(FusedProjections, TinyModelIsTheUnfusedModelBitForBit) {
 // 576 ends inside one), weights random: from the host image and generated in backend memory.
 TEST(FusedProjections, Fp8ModelIsTheUnfusedModelBitForBit) {
   testing::TempDir dir;
-  std::ifstream in(tiny_dir() + "/config.json");
-  nlohmann::json c = nlohmann::json::parse(in);
-  c["quantization_config"] = {{"activation_scheme", "dynamic"},
-                              {"fmt", "e4m3"},
-                              {"quant_method", "fp8"},
-                              {"scale_fmt", "ue8m0"},
-                              {"weight_block_size", {128, 128}}};
-  testing::write_file(dir / "config.json", c.dump());
+  testing::write_tiny_fp8_config(dir / "");
   for (bool in_backend : {false, true}) {
     const Outputs plain = run_three_forwards(dir / "", {false, false}, true, in_backend);
     const Outputs fused = run_three_forwards(dir / "", {true, true}, true, in_backend);

@@ -160,4 +160,18 @@ inline nlohmann::json v32_config_json() {
   return c;
 }
 
+// Writes dir/config.json: the shipped tiny model's config with V3.2's quantization_config (FP8
+// linears with ue8m0 block scales of 128 x 128), `layers` layers when > 0.
+inline void write_tiny_fp8_config(const std::filesystem::path& dir, int64_t layers = 0) {
+  std::ifstream in(std::string(DSA_SOURCE_DIR) + "/models/tiny-dsa/config.json");
+  nlohmann::json c = nlohmann::json::parse(in);
+  if (layers > 0) c["num_hidden_layers"] = layers;
+  c["quantization_config"] = {{"activation_scheme", "dynamic"},
+                              {"fmt", "e4m3"},
+                              {"quant_method", "fp8"},
+                              {"scale_fmt", "ue8m0"},
+                              {"weight_block_size", {128, 128}}};
+  write_file(dir / "config.json", c.dump());
+}
+
 }  // namespace dsa::model::testing

@@ -24,23 +24,10 @@ namespace {
 
 using runtime::ForwardMode;
 
-// The tiny model's config with V3.2's quantization_config: FP8 linears with ue8m0 scales.
-void write_fp8_config(const std::filesystem::path& dir) {
-  std::ifstream in(std::string(DSA_SOURCE_DIR) + "/models/tiny-dsa/config.json");
-  nlohmann::json c = nlohmann::json::parse(in);
-  c["num_hidden_layers"] = 2;
-  c["quantization_config"] = {{"activation_scheme", "dynamic"},
-                              {"fmt", "e4m3"},
-                              {"quant_method", "fp8"},
-                              {"scale_fmt", "ue8m0"},
-                              {"weight_block_size", {128, 128}}};
-  testing::write_file(dir / "config.json", c.dump());
-}
-
 // One EXTEND of a 10-token prompt; returns the last row's logits (the forward's only sample).
 std::vector<float> prompt_logits(bool in_backend, uint64_t seed) {
   testing::TempDir dir;
-  write_fp8_config(dir / "");
+  testing::write_tiny_fp8_config(dir / "", 2);
   ModelOptions o;
   o.max_requests = 1;
   o.max_context = 128;

@@ -22,17 +22,6 @@ namespace {
 
 constexpr int32_t kMaxRequests = 4, kNewTokens = 24;
 
-void write_fp8_config(const std::filesystem::path& dir) {
-  std::ifstream in(std::string(DSA_SOURCE_DIR) + "/models/tiny-dsa/config.json");
-  nlohmann::json c = nlohmann::json::parse(in);
-  c["quantization_config"] = {{"activation_scheme", "dynamic"},
-                              {"fmt", "e4m3"},
-                              {"quant_method", "fp8"},
-                              {"scale_fmt", "ue8m0"},
-                              {"weight_block_size", {128, 128}}};
-  model::testing::write_file(dir / "config.json", c.dump());
-}
-
 std::unique_ptr<model::DsaModel> load(const std::filesystem::path& dir, bool graphs) {
   model::ModelOptions o;
   o.max_requests = kMaxRequests;
@@ -52,7 +41,7 @@ TEST(Fp8MoeGraphsCuda, GraphsEqualEagerTokenForToken) {
   DSA_SKIP_WITHOUT_GPU();
   ASSERT_NE(cuda_table(), nullptr);
   model::testing::TempDir dir;
-  write_fp8_config(dir / "");
+  model::testing::write_tiny_fp8_config(dir / "");
   auto eager = load(dir / "", false);
   auto graph = load(dir / "", true);
   ASSERT_NE(eager, nullptr);

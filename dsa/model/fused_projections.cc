@@ -4,6 +4,8 @@
 
 #include <array>
 
+#include "dsa/kernels/moe_dispatch/moe_dispatch.h"
+
 namespace dsa::model {
 
 namespace {
@@ -24,9 +26,11 @@ bool same_shape_and_form(const LinearWeight& a, const LinearWeight& b) {
   return a.out == b.out && a.in == b.in && a.is_fp8() == b.is_fp8();
 }
 
-// The shared expert runs as one more routed expert only where it is one of their shape.
+// The shared expert runs as one more routed expert only where it is one of their shape, and where
+// E + 1 experts stay within the CUDA grouping's limit (a 512-expert model keeps its MLP).
 bool shared_fusable(const MoeWeights& m) {
   if (!m.shared || m.experts.empty()) return false;
+  if (int64_t(m.experts.size()) + 1 > kernels::kMoeGroupMaxExpertsCuda) return false;
   const MlpWeights& e = m.experts[0];
   return same_shape_and_form(m.shared->gate, e.gate) && same_shape_and_form(m.shared->up, e.up) &&
          same_shape_and_form(m.shared->down, e.down);

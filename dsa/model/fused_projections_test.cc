@@ -24,8 +24,9 @@ using runtime::ModelKind;
 
 std::string tiny_dir() { return std::string(DSA_SOURCE_DIR) + "/models/tiny-dsa"; }
 
-// Every output of three forwards: a 10-token prompt (EXTEND), two verify rows of two requests
-// over unwritten context, and the MTP layer over the verify's rows.
+// Every output of three forwards: a 24-token prompt (EXTEND: past the 16 rows up to which the
+// shared expert runs grouped, so there its tables hold it but its own MLP runs), two verify rows of
+// two requests over unwritten context, and the MTP layer over the verify's rows.
 struct Outputs {
   std::vector<float> logits;
   std::vector<bf16> hidden;
@@ -38,7 +39,7 @@ Outputs run_three_forwards(const std::string& dir, FuseOptions fuse, bool random
   ModelOptions o;
   o.max_requests = 4;
   o.max_context = 128;
-  o.max_extend_rows = 16;
+  o.max_extend_rows = 32;
   o.num_draft_tokens = 1;
   o.fuse = fuse;
   o.random_weights = random_weights;
@@ -52,21 +53,22 @@ Outputs run_three_forwards(const std::string& dir, FuseOptions fuse, bool random
   r.counts = model.fuse_counts();
   auto a = model.pages().open_request(), b = model.pages().open_request();
   EXPECT_TRUE(a.ok() && b.ok());
-  EXPECT_TRUE(model.pages().reserve(*a, 16).ok() && model.pages().reserve(*b, 16).ok());
+  EXPECT_TRUE(model.pages().reserve(*a, 32).ok() && model.pages().reserve(*b, 16).ok());
   auto append = [&](const ForwardOutput& out) {
     r.logits.insert(r.logits.end(), out.logits.begin(), out.logits.end());
     r.hidden.insert(r.hidden.end(), out.hidden.begin(), out.hidden.end());
   };
   runtime::ForwardBatch fb;
   fb.mode = ForwardMode::kExtend;
-  fb.requests = {{*a, 0, 10, 9, 1}};
-  const std::vector<int32_t> prompt = {0, 5, 17, 300, 4000, 6000, 42, 42, 1, 7};
+  fb.requests = {{*a, 0, 24, 23, 1}};
+  std::vector<int32_t> prompt = {0, 5, 17, 300, 4000, 6000, 42, 42, 1, 7};
+  for (int32_t i = 0; i < 14; ++i) prompt.push_back(100 + 37 * i);
   ForwardOutput out;
   Status s = model.forward(fb, prompt, {}, &out);
   EXPECT_TRUE(s.ok()) << s.to_string();
   append(out);
   fb.mode = ForwardMode::kTargetVerify;
-  fb.requests = {{*a, 10, 2, 0, -1}, {*b, 5, 2, 0, -1}};
+  fb.requests = {{*a, 24, 2, 0, -1}, {*b, 5, 2, 0, -1}};
   const std::vector<int32_t> rows = {11, 12, 13, 14};
   s = model.forward(fb, rows, {}, &out);
   EXPECT_TRUE(s.ok()) << s.to_string();

@@ -55,7 +55,10 @@ Status WeightStore::concat(const void* dst_key, std::span<const Piece> pieces) {
   }
   // The copies read the parts' buffers: done before those are released.
   DSA_RETURN_IF_ERROR(mem.sync());
-  for (const Piece& p : pieces) copies_.erase(p.key);
+  for (const Piece& p : pieces) {
+    copies_.erase(p.key);
+    released_.insert(p.key);
+  }
   copies_.emplace(dst_key, std::move(buf));
   return ok_status();
 }
@@ -101,6 +104,7 @@ Status WeightStore::fuse_rows(const LinearWeight& dst, std::span<const LinearWei
 }
 
 const void* WeightStore::get_bytes(const void* key, const void* host) const {
+  DSA_CHECK(!released_.contains(key));  // a fused part: its rows live in the fused weight now
   auto it = copies_.find(key);
   if (it != copies_.end()) return it->second.data();
   DSA_CHECK(backend_ == kernels::Backend::kCpu || host == nullptr);

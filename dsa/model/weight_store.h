@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "dsa/core/random_fill.h"
@@ -53,7 +54,7 @@ class WeightStore {
   Status fuse_rows(const LinearWeight& dst, std::span<const LinearWeight* const> parts);
 
   // The backend's copy of `v` (DSA_CHECK: it was added or generated, unless the backend is the CPU
-  // and `v` holds the data itself).
+  // and `v` holds the data itself; and it is not a part fuse_rows released).
   template <typename T>
   const T* get(const std::vector<T>& v) const {
     return static_cast<const T*>(get_bytes(&v, v.data()));
@@ -95,6 +96,7 @@ class WeightStore {
 
   kernels::Backend backend_;
   std::unordered_map<const void*, runtime::Buffer<uint8_t>> copies_;
+  std::unordered_set<const void*> released_;  // fused parts (fuse_rows): never read again
   std::unordered_map<const MoeWeights*, ExpertTables> expert_tables_;
 };
 

@@ -74,16 +74,22 @@ int choose_n(const GroupedLinearParams& p) {
   return n;
 }
 
-// The ring depth of the N = 8 (decode) tiles. Six stages fit four CTAs in an SM, four stages five:
-// a grid past four CTAs per SM (V3.2's decode with the shared expert as a ninth group: 9 x 64
-// gate/up tiles on 132 SMs) takes four stages and runs in one wave instead of two; smaller grids
-// keep six (at eight groups, four stages measured 1% slower; bench/RESULTS.md 2026-12-06).
+// The ring depth of the N = 8 (decode) tiles. Six stages (55 KB of shared memory) fit four CTAs in
+// an SM; four stages (37 KB) fit more (six by shared memory, if registers allow). A launch past
+// four CTAs per SM takes four stages: V3.2's decode with the shared expert as a ninth group (9 x 64
+// gate/up tiles on 132 SMs) then runs in one wave instead of two. Smaller grids keep six (eight
+// groups' gate/up with every tile at four stages measured 1% slower; bench/RESULTS.md 2026-12-06).
 // DSA_GROUPED_FP8_DECODE_STAGES = 4 or 6 forces one. Same arithmetic either way (the K blocks are
 // accumulated in order); read per call so a test can run both.
 StatusOr<int> decode_stages(int64_t ctas) {
   const char* env = std::getenv("DSA_GROUPED_FP8_DECODE_STAGES");
-  if (env != nullptr && std::string_view(env) == "4") return 4;
-  if (env != nullptr && std::string_view(env) == "6") return kStages;
+  if (env != nullptr) {
+    const std::string_view v(env);
+    if (v == "4") return 4;
+    if (v == "6") return kStages;
+    return invalid_argument("DSA_GROUPED_FP8_DECODE_STAGES = " + std::string(v) +
+                            ": must be 4 or 6 (or unset: chosen by the grid)");
+  }
   DSA_ASSIGN_OR_RETURN(const int sms, cuda::sm_count());
   return ctas > int64_t{4} * sms ? 4 : kStages;
 }

@@ -266,8 +266,14 @@ TEST(GroupedLinearFp8Cuda, DecodeRingDepthsAgree) {
     setenv("DSA_GROUPED_FP8_DECODE_STAGES", "4", 1);
     ASSERT_TRUE(d.y.fill_bytes(testing::kPoisonByte).ok());
     const Status st = d.run(&four);
+    setenv("DSA_GROUPED_FP8_DECODE_STAGES", "5", 1);
+    std::vector<bf16> unused;
+    const Status bad = d.run(&unused);
     unsetenv("DSA_GROUPED_FP8_DECODE_STAGES");
     ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument) << bad.to_string();
+    EXPECT_NE(bad.message().find("DSA_GROUPED_FP8_DECODE_STAGES = 5"), std::string::npos)
+        << bad.to_string();
     const std::string what = "in " + std::to_string(c.in) + " out " + std::to_string(c.out);
     expect_matches(pr, four, what + ", 4 stages");
     EXPECT_EQ(testing::first_bit_difference(four, six), "") << what;

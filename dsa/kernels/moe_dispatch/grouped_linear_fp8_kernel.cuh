@@ -50,9 +50,9 @@ using namespace hopper;  // NOLINT: the kernel's building blocks
 inline constexpr int kTileRows = 64;  // outputs per CTA: wgmma's M
 inline constexpr int kBlock = 128;    // K per stage: one scale block, one 128-byte swizzle row
 inline constexpr int kThreads = 128;  // one warpgroup issues the copies and runs the MMA
-// The ring's stages: 6 by default; 4 lets five N = 8 CTAs share an SM (4 x 9 KB + 1 KB of
-// shared memory each, against four at 6), so a decode grid of up to 660 CTAs on 132 SMs runs in
-// one wave (the launcher's choice: grouped_linear_fp8_cuda.cu, decode_stages).
+// The ring's stages: 6 by default; at 4 more N = 8 CTAs share an SM (4 x 9 KB + 1 KB of shared
+// memory each, against four CTAs at 6), so a larger decode grid runs in one wave (the launcher's
+// choice: grouped_linear_fp8_cuda.cu, decode_stages).
 inline constexpr int kStages = 6;
 inline constexpr int kWeightTileBytes = kTileRows * kBlock;  // 8192
 inline constexpr int kChunks = kBlock / 16;                  // 16-byte chunks per tile row

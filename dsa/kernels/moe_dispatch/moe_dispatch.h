@@ -17,6 +17,9 @@
 
 namespace dsa::kernels {
 
+// moe_group_cuda's most experts (its shared-memory counters); the CPU reference has no limit.
+inline constexpr int32_t kMoeGroupMaxExpertsCuda = 512;
+
 struct MoeGroupParams {
   // [S] int32: slot s = r * k + j is row r's j-th choice; -1 = not dispatched (padded rows).
   const int32_t* expert_ids = nullptr;

@@ -39,7 +39,7 @@ constexpr unsigned kFull = 0xFFFFFFFFu;
 constexpr int kGroupThreads = 512;
 constexpr int kGroupWarps = kGroupThreads / 32;
 // Shared memory: cursor[E] + warp_count[16][E] int32, 34 KiB at E = 512 (under the 48 KiB default).
-constexpr int32_t kMaxExperts = 512;
+constexpr int32_t kMaxExperts = kMoeGroupMaxExpertsCuda;
 
 size_t group_smem_bytes(int32_t experts) {
   return sizeof(int32_t) * size_t(experts) * (1 + kGroupWarps);

@@ -12,6 +12,10 @@ namespace dsa::model {
 Status block_rmsnorm(const BlockContext& c, const bf16* x, int64_t x_stride,
                      const std::vector<bf16>& w, bf16* y, int32_t rows, int32_t dim,
                      int64_t y_stride = 0);
+// The forward's positions and tables for `rows` tokens of `heads` heads; the caller sets x (and y
+// for out of place) and the strides.
+kernels::RopeParams rope_params(const BlockContext& c, int32_t rows, int32_t heads,
+                                kernels::RopeStyle style);
 Status block_rope(const BlockContext& c, bf16* x, int32_t rows, int32_t heads, int64_t head_stride,
                   int64_t token_stride, kernels::RopeStyle style);
 // Typed strided copy: `rows` rows of `width` elements.

@@ -31,19 +31,25 @@ Status block_rmsnorm(const BlockContext& c, const bf16* x, int64_t x_stride,
   return c.ops.rmsnorm(p);
 }
 
-Status block_rope(const BlockContext& c, bf16* x, int32_t rows, int32_t heads, int64_t head_stride,
-                  int64_t token_stride, kernels::RopeStyle style) {
+kernels::RopeParams rope_params(const BlockContext& c, int32_t rows, int32_t heads,
+                                kernels::RopeStyle style) {
   kernels::RopeParams p;
-  p.x = x;
   p.positions = c.arrays.positions;
   p.cos = c.weights.get(c.rope.cos);
   p.sin = c.weights.get(c.rope.sin);
   p.num_tokens = rows;
   p.num_heads = heads;
-  p.head_stride = head_stride;
-  p.token_stride = token_stride;
   p.num_positions = c.rope.num_positions;
   p.style = style;
+  return p;
+}
+
+Status block_rope(const BlockContext& c, bf16* x, int32_t rows, int32_t heads, int64_t head_stride,
+                  int64_t token_stride, kernels::RopeStyle style) {
+  kernels::RopeParams p = rope_params(c, rows, heads, style);
+  p.x = x;
+  p.head_stride = head_stride;
+  p.token_stride = token_stride;
   return c.ops.rope(p);
 }
 

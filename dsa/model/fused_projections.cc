@@ -22,6 +22,15 @@ bool qkv_a_fusable(const AttentionWeights& a) {
   return !fp8 || (a.q_a.out % 128 == 0 && a.indexer.wk.out % 128 == 0);
 }
 
+// q_b and wq_b read one input in one weight form; (FP8) q_b ends on a scale block; and the
+// indexer's columns start on 16 bytes, as do the rows.
+bool q_b_fusable(const AttentionWeights& a) {
+  const LinearWeight &q = a.q_b, &iq = a.indexer.wq_b;
+  if (q.out <= 0 || iq.out <= 0 || q.in != iq.in || q.is_fp8() != iq.is_fp8()) return false;
+  if (q.out % 8 != 0 || iq.out % 8 != 0) return false;
+  return !q.is_fp8() || q.out % 128 == 0;
+}
+
 bool same_shape_and_form(const LinearWeight& a, const LinearWeight& b) {
   return a.out == b.out && a.in == b.in && a.is_fp8() == b.is_fp8();
 }
@@ -47,6 +56,14 @@ Status fuse_block(const FuseOptions& o, bool expert_parallel, DecoderLayerWeight
     DSA_RETURN_IF_ERROR(store.fuse_rows(a.qkv_a, parts));
     ++counts.qkv_a;
   }
+  if (o.q_b && a.q_b_fused.out == 0 && q_b_fusable(a)) {
+    a.q_b_fused.out = a.q_b.out + a.indexer.wq_b.out;
+    a.q_b_fused.in = a.q_b.in;
+    a.q_b_fused.fp8 = a.q_b.is_fp8();
+    const std::array<const LinearWeight*, 2> parts = {&a.q_b, &a.indexer.wq_b};
+    DSA_RETURN_IF_ERROR(store.fuse_rows(a.q_b_fused, parts));
+    ++counts.q_b;
+  }
   if (o.shared_experts && !expert_parallel && b.moe && shared_fusable(*b.moe)) {
     DSA_RETURN_IF_ERROR(store.add_expert_tables(*b.moe, /*with_shared=*/true));
     ++counts.shared_experts;
@@ -58,9 +75,9 @@ Status fuse_block(const FuseOptions& o, bool expert_parallel, DecoderLayerWeight
 
 std::string describe_fusion(const FuseCounts& c) {
   return fmt::format(
-      "fused at load: q_a + indexer wk + kv_a as one linear in {} block{}, the shared expert "
-      "among the routed ones in {} MoE block{}",
-      c.qkv_a, c.qkv_a == 1 ? "" : "s", c.shared_experts, c.shared_experts == 1 ? "" : "s");
+      "fused at load: q_a + indexer wk + kv_a as one linear in {} block{}, q_b + indexer wq_b in "
+      "{}, the shared expert among the routed ones in {} MoE block{}",
+      c.qkv_a, c.qkv_a == 1 ? "" : "s", c.q_b, c.shared_experts, c.shared_experts == 1 ? "" : "s");
 }
 
 StatusOr<FuseCounts> fuse_projections(const FuseOptions& options, bool expert_parallel,

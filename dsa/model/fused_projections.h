@@ -4,6 +4,9 @@
 //    one weight of their rows in that order (AttentionWeights::qkv_a). q_a (q_lora rows) and wk
 //    (D_i = 128 rows) first keep every FP8 scale block inside one part; kv_a's 576 rows, which end
 //    inside a block, come last. The forward reads each part's columns of the one output.
+//  - q_b: q_b and the indexer's wq_b, the two linears of the normed q_a output, as one weight
+//    (AttentionWeights::q_b_fused; q_b's H x 192 rows end on a scale block). The absorbed query's
+//    RoPE reads q_pe from its columns and the indexer's queries are copied out of the others.
 //  - the shared expert as entry E of the routed experts' grouped tables, routed to every real row
 //    with weight exactly 1 (MoeRoutingParams::shared_expert_id), so the grouped linears run it
 //    and the combine adds it where it added the separate MLP's output. Only where the shared
@@ -22,6 +25,7 @@ namespace dsa::model {
 
 struct FuseOptions {
   bool qkv_a = true;           // --disable-fused-qkv-a turns it off
+  bool q_b = true;             // --disable-fused-q-b turns it off
   bool shared_experts = true;  // --disable-shared-experts-fusion turns it off
 };
 
@@ -29,7 +33,7 @@ struct FuseOptions {
 // weights are in `store` (its expert tables built). Skipped silently where a layer does not
 // qualify (mixed weight forms, another shared expert width). Returns how many layers fused each.
 struct FuseCounts {
-  int32_t qkv_a = 0, shared_experts = 0;
+  int32_t qkv_a = 0, q_b = 0, shared_experts = 0;
 };
 // "fused at load: ..." for the load summary.
 std::string describe_fusion(const FuseCounts& counts);

@@ -101,21 +101,24 @@ void expect_same_bits(const Outputs& got, const Outputs& want, const std::string
   EXPECT_GT(hi - lo, 1e-3f) << what;
 }
 
-constexpr std::array<FuseOptions, 3> kFused = {FuseOptions{true, false}, FuseOptions{false, true},
-                                               FuseOptions{true, true}};
+constexpr std::array<FuseOptions, 4> kFused = {
+    FuseOptions{true, false, false}, FuseOptions{false, true, false},
+    FuseOptions{false, false, true}, FuseOptions{true, true, true}};
 
 TEST(FusedProjections, TinyModelIsTheUnfusedModelBitForBit) {
-  const Outputs plain = run_three_forwards(tiny_dir(), {false, false}, false, false);
+  const Outputs plain = run_three_forwards(tiny_dir(), {false, false, false}, false, false);
   EXPECT_EQ(plain.counts.qkv_a, 0);
+  EXPECT_EQ(plain.counts.q_b, 0);
   EXPECT_EQ(plain.counts.shared_experts, 0);
   for (const FuseOptions& f : kFused) {
     const Outputs fused = run_three_forwards(tiny_dir(), f, false, false);
     // 4 target blocks and the MTP block; the 3 MoE target blocks and the MTP block's MoE.
     EXPECT_EQ(fused.counts.qkv_a, f.qkv_a ? 5 : 0);
+    EXPECT_EQ(fused.counts.q_b, f.q_b ? 5 : 0);
     EXPECT_EQ(fused.counts.shared_experts, f.shared_experts ? 4 : 0);
-    expect_same_bits(
-        fused, plain,
-        "qkv_a " + std::to_string(f.qkv_a) + " shared " + std::to_string(f.shared_experts));
+    expect_same_bits(fused, plain,
+                     "qkv_a " + std::to_string(f.qkv_a) + " q_b " + std::to_string(f.q_b) +
+                         " shared " + std::to_string(f.shared_experts));
   }
 }
 
@@ -125,9 +128,10 @@ TEST(FusedProjections, Fp8ModelIsTheUnfusedModelBitForBit) {
   testing::TempDir dir;
   testing::write_tiny_fp8_config(dir / "");
   for (bool in_backend : {false, true}) {
-    const Outputs plain = run_three_forwards(dir / "", {false, false}, true, in_backend);
-    const Outputs fused = run_three_forwards(dir / "", {true, true}, true, in_backend);
+    const Outputs plain = run_three_forwards(dir / "", {false, false, false}, true, in_backend);
+    const Outputs fused = run_three_forwards(dir / "", {true, true, true}, true, in_backend);
     EXPECT_EQ(fused.counts.qkv_a, 5);
+    EXPECT_EQ(fused.counts.q_b, 5);
     EXPECT_EQ(fused.counts.shared_experts, 4);
     expect_same_bits(fused, plain, in_backend ? "FP8, backend fill" : "FP8, host image");
   }

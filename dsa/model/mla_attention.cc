@@ -53,9 +53,11 @@ StatusOr<NormProjections> norm_projections(const BlockContext& c, const Attentio
 
 // The lightning indexer's per-row inputs (§8.5): e4m3 queries with their scales folded into the
 // head weights, and the new bf16 key (normed from the projected k_raw).
+// `fused_q` (rows `fused_q_ld` apart): the queries as the fused q_b linear wrote them, copied
+// into the op's dense [rows, H_i, 128]; null: wq_b runs here.
 StatusOr<IndexerInputs> indexer_inputs(const BlockContext& c, const IndexerWeights& w,
                                        const bf16* x, const bf16* cq, const NormProjections& pr,
-                                       int32_t rows) {
+                                       const bf16* fused_q, int64_t fused_q_ld, int32_t rows) {
   const int32_t hi = int32_t(c.config.index_n_heads);
   const kernels::RopeStyle style = c.config.indexer_rope_interleave
                                        ? kernels::RopeStyle::kInterleaved
@@ -67,7 +69,12 @@ StatusOr<IndexerInputs> indexer_inputs(const BlockContext& c, const IndexerWeigh
   DSA_ASSIGN_OR_RETURN(out.k, c.ws.take_uninit<bf16>(size_t(rows) * kIndexHeadDim));
   runtime::Workspace::Frame frame(c.ws);
   DSA_ASSIGN_OR_RETURN(bf16 * q, c.ws.take_uninit<bf16>(q_size));
-  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.wq_b, cq, rows, q));
+  if (fused_q != nullptr) {
+    const int64_t width = int64_t{hi} * kIndexHeadDim;
+    DSA_RETURN_IF_ERROR(copy_rows_2d(c, q, width, fused_q, fused_q_ld, width, rows));
+  } else {
+    DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.wq_b, cq, rows, q));
+  }
   DSA_RETURN_IF_ERROR(
       block_rope(c, q, rows, hi, kIndexHeadDim, int64_t{hi} * kIndexHeadDim, style));
   kernels::LayerNormParams ln;
@@ -107,7 +114,7 @@ Status latent_rows(const BlockContext& c, const AttentionWeights& w, int32_t row
 // One strided-batched linear over every head: x[t][h] (x_head apart in a row of H of them) times
 // w's matrix h, into y[t][h] (y_head apart). So the op count per layer does not depend on H.
 Status run_head_linear(const BlockContext& c, const HeadLinearWeight& w, const bf16* x,
-                       int64_t x_head, int32_t rows, bf16* y, int64_t y_head) {
+                       int64_t x_head, int32_t rows, bf16* y, int64_t y_head, int64_t x_ld = 0) {
   kernels::BatchedLinearParams p;
   p.x = x;
   p.weight = c.weights.get(w.bf16_w);
@@ -116,7 +123,7 @@ Status run_head_linear(const BlockContext& c, const HeadLinearWeight& w, const b
   p.num_tokens = rows;
   p.in_features = w.in;
   p.out_features = w.out;
-  p.x_ld = int64_t{w.heads} * x_head;
+  p.x_ld = x_ld != 0 ? x_ld : int64_t{w.heads} * x_head;
   p.x_batch_stride = x_head;
   p.w_batch_stride = int64_t{w.out} * w.in;
   p.y_ld = int64_t{w.heads} * y_head;
@@ -124,16 +131,22 @@ Status run_head_linear(const BlockContext& c, const HeadLinearWeight& w, const b
   return c.ops.batched_linear(p);
 }
 
-// Absorbed queries Q[h] = [q_nope W_UK | q_pe] from q [rows, H, qk]: the q_pe columns by one
-// strided copy over the rows * H (token, head) rows, q_nope W_UK by one batched linear.
-Status absorbed_queries(const BlockContext& c, const AttentionWeights& w, const bf16* q,
+// Absorbed queries Q[h] = [q_nope W_UK | rope(q_pe)] from q [rows, H, qk] (rows q_ld apart): RoPE
+// reads q_pe there and writes it into Q (out of place, no copy), q_nope W_UK by one batched linear.
+Status absorbed_queries(const BlockContext& c, const AttentionWeights& w, bf16* q, int64_t q_ld,
                         int32_t rows, bf16* q_mla) {
   const ModelConfig& cf = c.config;
   const int32_t H = int32_t(cf.num_attention_heads), nope = int32_t(cf.qk_nope_head_dim);
   const int32_t qk = int32_t(cf.qk_head_dim());
-  DSA_RETURN_IF_ERROR(
-      copy_rows_2d(c, q_mla + kLatentDim, kQkDim, q + nope, qk, kRopeDim, rows * H));
-  return run_head_linear(c, w.w_uk_t, q, qk, rows, q_mla, kQkDim);
+  kernels::RopeParams rp = rope_params(c, rows, H, kernels::RopeStyle::kInterleaved);
+  rp.x = q + nope;  // only read: the rotated values go to y
+  rp.head_stride = qk;
+  rp.token_stride = q_ld;
+  rp.y = q_mla + kLatentDim;
+  rp.y_head_stride = kQkDim;
+  rp.y_token_stride = int64_t{H} * kQkDim;
+  DSA_RETURN_IF_ERROR(c.ops.rope(rp));
+  return run_head_linear(c, w.w_uk_t, q, qk, rows, q_mla, kQkDim, q_ld);
 }
 
 // o[h] = o_lat[h] W_UV[h]^T (one batched linear), then o_proj over the concatenated heads.
@@ -152,21 +165,25 @@ Status mla_attention(const BlockContext& c, const AttentionWeights& w,
                      const runtime::LayerCaches& caches, const bf16* x, int32_t rows,
                      bf16* attn_out) {
   const ModelConfig& cf = c.config;
-  const int32_t H = int32_t(cf.num_attention_heads), nope = int32_t(cf.qk_nope_head_dim);
+  const int32_t H = int32_t(cf.num_attention_heads);
   const int32_t qk = int32_t(cf.qk_head_dim()), q_lora = int32_t(cf.q_lora_rank);
   runtime::Workspace::Frame frame(c.ws);
   DSA_ASSIGN_OR_RETURN(const NormProjections pr, norm_projections(c, w, x, rows));
   DSA_ASSIGN_OR_RETURN(bf16 * cq, c.ws.take_uninit<bf16>(size_t(rows) * q_lora));
   DSA_RETURN_IF_ERROR(block_rmsnorm(c, pr.qa, pr.qa_ld, w.q_a_norm, cq, rows, q_lora));
-  DSA_ASSIGN_OR_RETURN(bf16 * q, c.ws.take_uninit<bf16>(size_t(rows) * H * qk));
-  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.q_b, cq, rows, q));
-  DSA_RETURN_IF_ERROR(
-      block_rope(c, q + nope, rows, H, qk, int64_t{H} * qk, kernels::RopeStyle::kInterleaved));
+  // q [rows, H, qk], rows q_ld apart: q_b's output, or its columns of the fused q_b linear, whose
+  // other columns are the indexer's queries (fused_projections.h).
+  const bool fused_q = w.q_b_fused.out > 0;
+  const int64_t q_ld = fused_q ? int64_t{w.q_b_fused.out} : int64_t{H} * qk;
+  DSA_ASSIGN_OR_RETURN(bf16 * q, c.ws.take_uninit<bf16>(size_t(rows) * size_t(q_ld)));
+  DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, fused_q ? w.q_b_fused : w.q_b, cq, rows, q));
 
   DSA_RETURN_IF_ERROR(latent_rows(c, w, rows, pr.latent, pr.latent_ld));
   DSA_ASSIGN_OR_RETURN(bf16 * q_mla, c.ws.take_uninit<bf16>(size_t(rows) * H * kQkDim));
-  DSA_RETURN_IF_ERROR(absorbed_queries(c, w, q, rows, q_mla));
-  DSA_ASSIGN_OR_RETURN(IndexerInputs ix, indexer_inputs(c, w.indexer, x, cq, pr, rows));
+  DSA_RETURN_IF_ERROR(absorbed_queries(c, w, q, q_ld, rows, q_mla));
+  DSA_ASSIGN_OR_RETURN(
+      IndexerInputs ix,
+      indexer_inputs(c, w.indexer, x, cq, pr, fused_q ? q + w.q_b.out : nullptr, q_ld, rows));
 
   // Top-k reads a logits row only up to its length, which the logits op writes; every top-k row
   // is written (EXTEND: ragged and padded rows by the ragged pass, the rest by the paged one).

@@ -55,6 +55,9 @@ struct AttentionWeights {
   // Not in a checkpoint: q_a, indexer.wk and kv_a, the three projections of the attention norm's
   // output, as one weight [q_lora + D_i + 576, hidden] (fused_projections.h); out 0 when not fused.
   LinearWeight qkv_a;
+  // Not in a checkpoint either: q_b and indexer.wq_b, both of the normed q_a output, as one weight
+  // [H * qk + H_i * D_i, q_lora]; out 0 when not fused.
+  LinearWeight q_b_fused;
 };
 
 struct MlpWeights {

@@ -78,9 +78,16 @@ struct RopeParams {
   int64_t head_stride = 0;             // elements between heads, >= 64 when H > 1
   int32_t num_positions = 0;           // T_rope: rows of the tables
   RopeStyle style = RopeStyle::kInterleaved;
+  // Out of place when set: x is only read, and (t, h)'s 64 rotated values go to
+  // y + t * y_token_stride + h * y_head_stride (same layout rules as x's strides; y must not
+  // overlap x). A token left unrotated (unchecked, position outside the table) is copied as it is.
+  // So the absorbed MLA query takes q_pe straight from q_b's output (model/mla_attention.cc).
+  bf16* y = nullptr;
+  int64_t y_token_stride = 0;
+  int64_t y_head_stride = 0;
 };
 
-// InvalidArgument: T >= 0, H >= 1, strides, T_rope >= 1, pointers.
+// InvalidArgument: T >= 0, H >= 1, strides (y's too when set), T_rope >= 1, pointers.
 Status validate(const RopeParams& p);
 
 // CPU reference, fp32 math on bf16 inputs: a' = a cos - b sin, b' = a sin + b cos, rounded to

@@ -27,11 +27,14 @@ constexpr int kWarpsPerBlock = 8;
 // (x[2i], x[2i+1]) interleaved or (x[i], x[i+32]) non-interleaved, with cos/sin[pos[t], i].
 // A position outside [0, T_rope) leaves the row untouched (the table is never read out of
 // bounds); with an error word (checked mode) lane 0 of head 0 reports OutOfRange {t, pos}.
-__global__ void rope_kernel(bf16* x, const int32_t* __restrict__ positions,
+// Out of place (y != x): x is only read, the row goes to y at its own strides, and a token outside
+// the table is copied unrotated.
+__global__ void rope_kernel(const bf16* x, bf16* y, const int32_t* __restrict__ positions,
                             const float* __restrict__ cos_table,
                             const float* __restrict__ sin_table, int64_t rows, int32_t num_heads,
-                            int64_t token_stride, int64_t head_stride, int32_t num_positions,
-                            bool interleaved, cuda::DeviceErrorWord* err) {
+                            int64_t token_stride, int64_t head_stride, int64_t y_token_stride,
+                            int64_t y_head_stride, int32_t num_positions, bool interleaved,
+                            cuda::DeviceErrorWord* err) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
   const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / 32;
@@ -39,20 +42,23 @@ __global__ void rope_kernel(bf16* x, const int32_t* __restrict__ positions,
   if (row >= rows) return;
   const int64_t t = row / num_heads, h = row % num_heads;
   const int32_t pos = positions[t];
+  const int32_t ia = interleaved ? 2 * lane : lane;
+  const int32_t ib = interleaved ? 2 * lane + 1 : lane + kRopePairs;
+  const bf16* src = x + t * token_stride + h * head_stride;
+  bf16* dst = y + t * y_token_stride + h * y_head_stride;
+  const bf16 xa = src[ia], xb = src[ib];
   if (pos < 0 || pos >= num_positions) {
     if (h == 0 && lane == 0)
       cuda::report_device_error(err, StatusCode::kOutOfRange, cuda::OpId::kModelOp,
                                 static_cast<int32_t>(t), pos);
+    if (y != x) dst[ia] = xa, dst[ib] = xb;  // out of place: copied unrotated
     return;
   }
   const float c = cos_table[int64_t{pos} * kRopePairs + lane];
   const float s = sin_table[int64_t{pos} * kRopePairs + lane];
-  bf16* base = x + t * token_stride + h * head_stride;
-  bf16* pa = interleaved ? base + 2 * lane : base + lane;
-  bf16* pb = interleaved ? base + 2 * lane + 1 : base + lane + kRopePairs;
-  const float a = bf16_to_float(*pa), b = bf16_to_float(*pb);
-  *pa = float_to_bf16(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)));
-  *pb = float_to_bf16(__fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c)));
+  const float a = bf16_to_float(xa), b = bf16_to_float(xb);
+  dst[ia] = float_to_bf16(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)));
+  dst[ib] = float_to_bf16(__fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c)));
 }
 
 }  // namespace
@@ -65,11 +71,13 @@ Status rope_cuda(const RopeParams& p) {
   const int64_t rows = int64_t{p.num_tokens} * p.num_heads;
   const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (blocks > INT32_MAX) return invalid_argument("rope: num_tokens * num_heads too large");
-  DSA_CUDA_RETURN_IF_ERROR(
-      cuda::launch(cuda::LaunchShape{dim3(static_cast<unsigned>(blocks)), dim3(kWarpsPerBlock * 32),
-                                     size_t(0), cuda::current_stream()},
-                   rope_kernel, p.x, p.positions, p.cos, p.sin, rows, p.num_heads, p.token_stride,
-                   p.head_stride, p.num_positions, p.style == RopeStyle::kInterleaved, err));
+  DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+      cuda::LaunchShape{dim3(static_cast<unsigned>(blocks)), dim3(kWarpsPerBlock * 32), size_t(0),
+                        cuda::current_stream()},
+      rope_kernel, p.x, p.y != nullptr ? p.y : p.x, p.positions, p.cos, p.sin, rows, p.num_heads,
+      p.token_stride, p.head_stride, p.y != nullptr ? p.y_token_stride : p.token_stride,
+      p.y != nullptr ? p.y_head_stride : p.head_stride, p.num_positions,
+      p.style == RopeStyle::kInterleaved, err));
   return cuda::end_launch("rope", checked, "rope: positions[row] outside [0, num_positions)");
 }
 

@@ -129,6 +129,50 @@ TEST(RopeCuda, RandomMatchesReferenceAtTinyAndV32Shapes) {
       compare_layout(l, tab, style, seed + n++);
 }
 
+// Out of place at the fused-projection layout: q_pe read from [T, 32768] rows (heads of 192, the
+// rope dims at 128) and written into the absorbed query [T, 128, 576] at 512; bit-identical to the
+// reference, x untouched, y's other elements untouched, a token outside the table copied unrotated.
+TEST(RopeCuda, OutOfPlaceMatchesReference) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  Rng rng(testing::test_seed());
+  Tables tab = make_tables(4096);
+  const int32_t T = 6, H = 128;
+  const int64_t ld = 32768, y_ld = int64_t{H} * 576;
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNonInterleaved}) {
+    const std::vector<bf16> x = rng.bf16_vector(size_t(T) * ld, 2.f);
+    std::vector<int32_t> pos = {0, 4095, 17, 5000, 2, 999};  // 5000: outside the table
+    const std::vector<bf16> y0(size_t(T) * y_ld, float_to_bf16(-7.f));
+    auto dx = dev(x);
+    auto dy = dev(y0);
+    auto dpos = dev(pos);
+    RopeParams p;
+    p.positions = dpos.data();
+    p.cos = tab.dcos.data();
+    p.sin = tab.dsin.data();
+    p.num_tokens = T;
+    p.num_heads = H;
+    p.head_stride = 192;
+    p.token_stride = ld;
+    p.num_positions = tab.num_positions;
+    p.style = style;
+    p.y_head_stride = 576;
+    p.y_token_stride = y_ld;
+    p.x = dx.data() + 128;
+    p.y = dy.data() + 512;
+    ASSERT_TRUE(rope_cuda(p).ok());
+    std::vector<bf16> want = y0, xr = x;
+    p.x = xr.data() + 128;
+    p.y = want.data() + 512;
+    p.positions = pos.data();
+    p.cos = tab.cos.data();
+    p.sin = tab.sin.data();
+    ASSERT_TRUE(rope_ref(p).ok());
+    EXPECT_EQ(testing::first_bit_difference(host(dy), want), "");
+    EXPECT_EQ(testing::first_bit_difference(host(dx), x), "") << "x must not be written";
+  }
+}
+
 Status rope_cuda_on_host_buffers(const RopeParams& hp) {
   DSA_RETURN_IF_ERROR(validate(hp));
   const size_t xn = size_t(hp.num_tokens - 1) * hp.token_stride +

@@ -43,6 +43,13 @@ Status validate(const RopeParams& p) {
     const int64_t row = int64_t{p.num_heads - 1} * p.head_stride + kRopeValues;
     DSA_RETURN_IF_ERROR(require_in(kOp, "token_stride", p.token_stride, row, INT64_MAX));
   }
+  if (p.y != nullptr && p.num_heads > 1) {
+    DSA_RETURN_IF_ERROR(require_in(kOp, "y_head_stride", p.y_head_stride, kRopeValues, INT64_MAX));
+  }
+  if (p.y != nullptr && p.num_tokens > 1) {
+    const int64_t row = int64_t{p.num_heads - 1} * p.y_head_stride + kRopeValues;
+    DSA_RETURN_IF_ERROR(require_in(kOp, "y_token_stride", p.y_token_stride, row, INT64_MAX));
+  }
   if (p.num_tokens == 0) return ok_status();
   DSA_RETURN_IF_ERROR(require_in(kOp, "num_positions", p.num_positions, 1, INT32_MAX));
   DSA_RETURN_IF_ERROR(require_pointer(kOp, "x", p.x));
@@ -63,16 +70,24 @@ Status rope_ref(const RopeParams& p) {
   }
   parallel_for(p.num_tokens, [&](int64_t t) {
     const int32_t pos = p.positions[t];
-    if (!position_in_table(p, pos)) return;  // unchecked: neutralised, left unrotated
-    const float* cos = p.cos + int64_t{pos} * kRopePairs;
-    const float* sin = p.sin + int64_t{pos} * kRopePairs;
+    const bool rotate = position_in_table(p, pos);  // unchecked: neutralised, left unrotated
+    if (!rotate && p.y == nullptr) return;
+    const float* cos = p.cos + int64_t{rotate ? pos : 0} * kRopePairs;
+    const float* sin = p.sin + int64_t{rotate ? pos : 0} * kRopePairs;
     for (int32_t h = 0; h < p.num_heads; ++h) {
-      bf16* x = p.x + t * p.token_stride + h * p.head_stride;
+      const bf16* x = p.x + t * p.token_stride + h * p.head_stride;
+      bf16* y = p.y == nullptr ? p.x + t * p.token_stride + h * p.head_stride
+                               : p.y + t * p.y_token_stride + h * p.y_head_stride;
       for (int32_t i = 0; i < kRopePairs; ++i) {
         const PairOffsets o = pair_offsets(p.style, i);
-        const float a = bf16_to_float(x[o.a]), b = bf16_to_float(x[o.b]);
-        x[o.a] = float_to_bf16(a * cos[i] - b * sin[i]);
-        x[o.b] = float_to_bf16(a * sin[i] + b * cos[i]);
+        const bf16 xa = x[o.a], xb = x[o.b];
+        if (!rotate) {
+          y[o.a] = xa, y[o.b] = xb;
+          continue;
+        }
+        const float a = bf16_to_float(xa), b = bf16_to_float(xb);
+        y[o.a] = float_to_bf16(a * cos[i] - b * sin[i]);
+        y[o.b] = float_to_bf16(a * sin[i] + b * cos[i]);
       }
     }
   });

@@ -189,6 +189,42 @@ TEST(RopeApply, UncheckedPositionOutOfTableLeavesRowUnrotated) {
   for (int32_t j = 64; j < 128; ++j) EXPECT_EQ(bf16_to_float(c.x[j]), 1.f) << j;
 }
 
+// Out of place: y's rope slots hold what the in-place call leaves in x, x is not written, y's other
+// elements are not written, and (unchecked) a token outside the table is copied unrotated.
+TEST(RopeApply, OutOfPlaceIsTheInPlaceResultElsewhere) {
+  ScopedCheckedMode unchecked(false);
+  Rng rng(testing::test_seed());
+  ApplyCase c;
+  c.cos.resize(8 * kRopePairs), c.sin.resize(8 * kRopePairs);
+  ASSERT_TRUE(rope_table_ref({RopeConfig{}, 8, c.cos.data(), c.sin.data()}).ok());
+  c.pos = {3, 7, 0, 9, 5};  // 9: outside the table
+  const int32_t T = 5, H = 3;
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNonInterleaved}) {
+    c.x = rng.bf16_vector(size_t(T) * 250, 2.f);
+    const std::vector<bf16> x0 = c.x;
+    auto p = c.params(style);
+    p.num_heads = H, p.head_stride = 80, p.token_stride = 250;
+    std::vector<bf16> y(size_t(T) * H * 100, float_to_bf16(-7.f));
+    p.y = y.data(), p.y_head_stride = 100, p.y_token_stride = H * 100;
+    ASSERT_TRUE(rope_ref(p).ok());
+    for (size_t i = 0; i < x0.size(); ++i)
+      ASSERT_EQ(c.x[i].bits, x0[i].bits) << "x written at " << i;
+    p.y = nullptr;
+    ASSERT_TRUE(rope_ref(p).ok());  // in place: the expected values
+    for (int32_t t = 0; t < T; ++t) {
+      for (int32_t h = 0; h < H; ++h) {
+        for (int32_t j = 0; j < 100; ++j) {
+          const bf16 got = y[size_t(t * H * 100 + h * 100 + j)];
+          const bf16 want = j < 64 ? c.x[size_t(t * 250 + h * 80 + j)] : float_to_bf16(-7.f);
+          ASSERT_EQ(got.bits, want.bits) << "t " << t << " h " << h << " j " << j;
+        }
+      }
+    }
+    for (int32_t j = 0; j < 64; ++j)  // token 3 unrotated in place, copied out of place
+      EXPECT_EQ(c.x[size_t(3 * 250 + j)].bits, x0[size_t(3 * 250 + j)].bits);
+  }
+}
+
 TEST(RopeApply, ZeroTokensIsNoOpWithoutPointers) {
   RopeParams p;
   EXPECT_TRUE(rope_ref(p).ok());
@@ -255,6 +291,13 @@ TEST(RopeRejects, Apply) {
   expect_invalid(rope_ref(p), "token_stride = 159");
   p = good(), p.num_positions = 0;
   expect_invalid(rope_ref(p), "num_positions = 0");
+  std::vector<bf16> y(2 * 192);
+  p = good(), p.y = y.data(), p.y_head_stride = 63, p.y_token_stride = 192;
+  expect_invalid(rope_ref(p), "y_head_stride = 63");
+  p = good(), p.y = y.data(), p.y_head_stride = 96, p.y_token_stride = 159;
+  expect_invalid(rope_ref(p), "y_token_stride = 159");
+  p = good(), p.y = y.data(), p.y_head_stride = 96, p.y_token_stride = 192;
+  EXPECT_TRUE(rope_ref(p).ok());
   p = good(), p.style = static_cast<RopeStyle>(7);
   expect_invalid(rope_ref(p), "style = 7");
   p = good(), p.x = nullptr;

@@ -76,8 +76,9 @@ Status fuse_block(const FuseOptions& o, bool expert_parallel, DecoderLayerWeight
 std::string describe_fusion(const FuseCounts& c) {
   return fmt::format(
       "fused at load: q_a + indexer wk + kv_a as one linear in {} block{}, q_b + indexer wq_b in "
-      "{}, the shared expert among the routed ones in {} MoE block{}",
-      c.qkv_a, c.qkv_a == 1 ? "" : "s", c.q_b, c.shared_experts, c.shared_experts == 1 ? "" : "s");
+      "{} block{}, the shared expert among the routed ones in {} MoE block{}",
+      c.qkv_a, c.qkv_a == 1 ? "" : "s", c.q_b, c.q_b == 1 ? "" : "s", c.shared_experts,
+      c.shared_experts == 1 ? "" : "s");
 }
 
 StatusOr<FuseCounts> fuse_projections(const FuseOptions& options, bool expert_parallel,

@@ -37,8 +37,13 @@ struct Problem {
   int64_t x_head, y_head;  // per-batch width of x's and y's rows (>= in, >= out)
   bool batch_major = false;
   std::vector<bf16> x, w;
+  // Head-interleaved only: more elements after a token's heads in x, as in a fused projection's
+  // output whose other columns belong to another linear (model/fused_projections.h).
+  int64_t x_row_extra = 0;
 
-  int64_t x_size() const { return int64_t{b} * t * x_head + (batch_major ? 3 * b : 0); }
+  int64_t x_size() const {
+    return int64_t{t} * (int64_t{b} * x_head + x_row_extra) + (batch_major ? 3 * b : 0);
+  }
   int64_t y_size() const { return int64_t{b} * t * y_head + (batch_major ? 3 * b : 0); }
   BatchedLinearParams params(const bf16* xp, const bf16* wp, bf16* yp) const {
     BatchedLinearParams p{xp, wp, yp, b, t, in, out, 0, 0, int64_t{out} * in, 0, 0};
@@ -48,7 +53,7 @@ struct Problem {
       p.y_ld = y_head;
       p.y_batch_stride = t * y_head + 3;
     } else {
-      p.x_ld = b * x_head;
+      p.x_ld = b * x_head + x_row_extra;
       p.x_batch_stride = x_head;
       p.y_ld = b * y_head;
       p.y_batch_stride = y_head;
@@ -58,8 +63,8 @@ struct Problem {
 };
 
 Problem make_problem(Rng& rng, int32_t b, int32_t t, int32_t in, int32_t out, int64_t x_head,
-                     int64_t y_head, bool batch_major = false) {
-  Problem pr{b, t, in, out, x_head, y_head, batch_major, {}, {}};
+                     int64_t y_head, bool batch_major = false, int64_t x_row_extra = 0) {
+  Problem pr{b, t, in, out, x_head, y_head, batch_major, {}, {}, x_row_extra};
   pr.x = rng.bf16_vector(size_t(pr.x_size()));
   pr.w = rng.bf16_vector(size_t(b) * out * in, 0.05f);
   return pr;
@@ -135,6 +140,20 @@ TEST(BatchedLinearCuda, FewTokensWithinTolerance) {
   expect_within_tolerance(make_problem(rng, 16, 1, 64, 512, 128, 576));
   expect_within_tolerance(make_problem(rng, 3, 7, 8, 13, 8, 16));
   expect_within_tolerance(make_problem(rng, 2, 5, 2056, 6, 2056, 6, true));
+}
+
+// q_nope W_UK reading q from the fused q_b + wq_b output: rows wider than the heads (V3.2: 32768
+// = 128 x 192 + 64 x 128; tiny: 4096 = 16 x 128 + 16 x 128), by cuBLASLt and the few-token kernel.
+TEST(BatchedLinearCuda, RowsWiderThanTheHeadsWithinTolerance) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 5);
+  for (const char* few : {"0", "1"}) {
+    const testing::ScopedEnv env("DSA_LINEAR_FEW_TOKENS", few);
+    for (int32_t t : {1, 8, 64}) {
+      expect_within_tolerance(make_problem(rng, 128, t, 128, 512, 192, 576, false, 8192));
+      expect_within_tolerance(make_problem(rng, 16, t, 64, 512, 128, 576, false, 2048));
+    }
+  }
 }
 
 TEST(BatchedLinearCuda, OddShapesAndLayoutsWithinTolerance) {

@@ -64,11 +64,11 @@ enum class RopeStyle {
   kNonInterleaved,  // pairs (x[i], x[i+32]): the V3.2 indexer (indexer_rope_interleave false)
 };
 
-// Rotates, in place, the 64 rope values of every (token t, head h): they start at
+// Rotates the 64 rope values of every (token t, head h), in place or (y set) into y: they start at
 // x + t * token_stride + h * head_stride. Row layouts are token-major, e.g. q_pe inside q
 // [T, H, 192] is x = q + 128, head_stride 192, token_stride H * 192.
 struct RopeParams {
-  bf16* x = nullptr;                   // [T, H, >= 64] bf16 (strided), rotated in place
+  bf16* x = nullptr;                   // [T, H, >= 64] bf16 (strided), rotated in place unless y
   const int32_t* positions = nullptr;  // [T] int32 position of each token
   const float* cos = nullptr;          // [T_rope, 32] fp32 table from rope_table_ref
   const float* sin = nullptr;          // [T_rope, 32] fp32
@@ -87,7 +87,8 @@ struct RopeParams {
   int64_t y_head_stride = 0;
 };
 
-// InvalidArgument: T >= 0, H >= 1, strides (y's too when set), T_rope >= 1, pointers.
+// InvalidArgument: T >= 0, H >= 1, strides (y's too when set), y != x (in place is y null),
+// T_rope >= 1, pointers.
 Status validate(const RopeParams& p);
 
 // CPU reference, fp32 math on bf16 inputs: a' = a cos - b sin, b' = a sin + b cos, rounded to

@@ -43,6 +43,9 @@ Status validate(const RopeParams& p) {
     const int64_t row = int64_t{p.num_heads - 1} * p.head_stride + kRopeValues;
     DSA_RETURN_IF_ERROR(require_in(kOp, "token_stride", p.token_stride, row, INT64_MAX));
   }
+  if (p.y != nullptr && p.y == p.x) {
+    return invalid_argument("rope: y == x: leave y null to rotate in place");
+  }
   if (p.y != nullptr && p.num_heads > 1) {
     DSA_RETURN_IF_ERROR(require_in(kOp, "y_head_stride", p.y_head_stride, kRopeValues, INT64_MAX));
   }

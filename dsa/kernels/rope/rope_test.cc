@@ -220,7 +220,7 @@ TEST(RopeApply, OutOfPlaceIsTheInPlaceResultElsewhere) {
         }
       }
     }
-    for (int32_t j = 0; j < 64; ++j)  // token 3 unrotated in place, copied out of place
+    for (int32_t j = 0; j < 64; ++j)  // token 3 (outside the table): in place, left as it was
       EXPECT_EQ(c.x[size_t(3 * 250 + j)].bits, x0[size_t(3 * 250 + j)].bits);
   }
 }
@@ -296,6 +296,8 @@ TEST(RopeRejects, Apply) {
   expect_invalid(rope_ref(p), "y_head_stride = 63");
   p = good(), p.y = y.data(), p.y_head_stride = 96, p.y_token_stride = 159;
   expect_invalid(rope_ref(p), "y_token_stride = 159");
+  p = good(), p.y = p.x, p.y_head_stride = 96, p.y_token_stride = 192;
+  expect_invalid(rope_ref(p), "y == x");
   p = good(), p.y = y.data(), p.y_head_stride = 96, p.y_token_stride = 192;
   EXPECT_TRUE(rope_ref(p).ok());
   p = good(), p.style = static_cast<RopeStyle>(7);

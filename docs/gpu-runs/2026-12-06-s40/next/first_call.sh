@@ -5,7 +5,7 @@
 # then the decode-equivalent V3.2 with every fusion against q_b's off and all off, same binary.
 # Run with carry [".deps"]: bash docs/gpu-runs/2026-12-06-s40/next/first_call.sh
 set -u
-SKIP_BENCH=1 SAN_TESTS='rope|moe_dispatch|latent_write' SAN_SECONDS_EACH=60 scripts/gpu_check.sh 2>&1 | tail -30
+SKIP_BENCH=1 SAN_TESTS='rope|moe_dispatch|latent_write|batched_linear' SAN_SECONDS_EACH=60 scripts/gpu_check.sh 2>&1 | tail -30
 grep -E "fused at load" $OUT/v32_random.log | head -2
 for form in all no_q_b none; do
   case $form in

@@ -2,7 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <array>
+#include <initializer_list>
+#include <span>
 
 #include "dsa/kernels/moe_dispatch/moe_dispatch.h"
 
@@ -45,23 +46,26 @@ bool shared_fusable(const MoeWeights& m) {
          same_shape_and_form(m.shared->down, e.down);
 }
 
+// `dst` takes the parts' rows (their outs summed, their in and form) and the store one buffer of
+// them.
+Status fuse_linear(WeightStore& store, LinearWeight& dst,
+                   std::initializer_list<const LinearWeight*> parts) {
+  dst.out = 0;
+  for (const LinearWeight* p : parts) dst.out += p->out;
+  dst.in = (*parts.begin())->in;
+  dst.fp8 = (*parts.begin())->is_fp8();
+  return store.fuse_rows(dst, std::span<const LinearWeight* const>(parts.begin(), parts.size()));
+}
+
 Status fuse_block(const FuseOptions& o, bool expert_parallel, DecoderLayerWeights& b,
                   WeightStore& store, FuseCounts& counts) {
   AttentionWeights& a = b.attn;
   if (o.qkv_a && a.qkv_a.out == 0 && qkv_a_fusable(a)) {
-    a.qkv_a.out = a.q_a.out + a.indexer.wk.out + a.kv_a.out;
-    a.qkv_a.in = a.q_a.in;
-    a.qkv_a.fp8 = a.q_a.is_fp8();
-    const std::array<const LinearWeight*, 3> parts = {&a.q_a, &a.indexer.wk, &a.kv_a};
-    DSA_RETURN_IF_ERROR(store.fuse_rows(a.qkv_a, parts));
+    DSA_RETURN_IF_ERROR(fuse_linear(store, a.qkv_a, {&a.q_a, &a.indexer.wk, &a.kv_a}));
     ++counts.qkv_a;
   }
   if (o.q_b && a.q_b_fused.out == 0 && q_b_fusable(a)) {
-    a.q_b_fused.out = a.q_b.out + a.indexer.wq_b.out;
-    a.q_b_fused.in = a.q_b.in;
-    a.q_b_fused.fp8 = a.q_b.is_fp8();
-    const std::array<const LinearWeight*, 2> parts = {&a.q_b, &a.indexer.wq_b};
-    DSA_RETURN_IF_ERROR(store.fuse_rows(a.q_b_fused, parts));
+    DSA_RETURN_IF_ERROR(fuse_linear(store, a.q_b_fused, {&a.q_b, &a.indexer.wq_b}));
     ++counts.q_b;
   }
   if (o.shared_experts && !expert_parallel && b.moe && shared_fusable(*b.moe)) {

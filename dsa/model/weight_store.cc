@@ -117,19 +117,19 @@ namespace {
 template <typename Part>
 Status build_table(const WeightStore& store, kernels::Backend backend, const MoeWeights& w,
                    bool with_shared, const char* name, Part part, WeightStore::ExpertTable& t) {
-  t.fp8 = !w.experts.empty() && part(w.experts[0]).is_fp8();
+  const LinearWeight& first = part(w.experts[0]);  // add_expert_tables refused no experts
+  t.fp8 = first.is_fp8();
   std::vector<const bf16*> weights;
   std::vector<const uint8_t*> codes;
   std::vector<const float*> scales;
   const size_t n = w.experts.size() + (with_shared ? 1 : 0);
   for (size_t e = 0; e < n; ++e) {
     const LinearWeight& lw = part(e < w.experts.size() ? w.experts[e] : *w.shared);
-    if (e == w.experts.size() &&
-        (lw.out != part(w.experts[0]).out || lw.in != part(w.experts[0]).in)) {
+    if (e == w.experts.size() && (lw.out != first.out || lw.in != first.in)) {
       return invalid_argument(fmt::format(
           "weight store: the shared expert's {} weight is [{}, {}] but the routed experts' are "
           "[{}, {}]: only an expert of their shape joins their grouped linear",
-          name, lw.out, lw.in, part(w.experts[0]).out, part(w.experts[0]).in));
+          name, lw.out, lw.in, first.out, first.in));
     }
     if (lw.is_fp8() != t.fp8) {
       return invalid_argument(fmt::format(

@@ -94,15 +94,23 @@ StatusOr<int> decode_stages(int64_t ctas) {
   return ctas > int64_t{4} * sms ? 4 : kStages;
 }
 
+// The tile grid for N pairs per tile: `slots` along x (see the kernel's header), the output tiles
+// along y, the second projection's after the first's (the kernel splits gridDim.y).
+struct TileGrid {
+  int64_t slots, n_tiles;
+  int64_t ctas() const { return slots * n_tiles; }
+};
+TileGrid tile_grid(const GroupedLinearParams& p, int n) {
+  const int64_t m = std::min<int64_t>(p.num_groups, p.capacity);
+  return {m + (int64_t{p.capacity} - m) / n,
+          (int64_t{p.out_features} + kTileRows - 1) / kTileRows * (p.y_b != nullptr ? 2 : 1)};
+}
+
 template <int N, int S>
 Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float* sx, int32_t nkb) {
   constexpr size_t kSmem = kSmemBytes<N, S>;
   DSA_RETURN_IF_ERROR((cuda::allow_dynamic_smem_once<grouped_linear_fp8_kernel<N, S>>(kSmem)));
-  const int64_t m = std::min<int64_t>(p.num_groups, p.capacity);
-  const int64_t slots = m + (int64_t{p.capacity} - m) / N;
-  // The second projection's tiles follow the first's along y (the kernel splits gridDim.y).
-  const int64_t n_tiles =
-      (int64_t{p.out_features} + kTileRows - 1) / kTileRows * (p.y_b != nullptr ? 2 : 1);
+  const auto [slots, n_tiles] = tile_grid(p, N);
   if (slots > INT32_MAX || n_tiles > 65535) {
     return invalid_argument("grouped_linear_cuda: capacity = " + std::to_string(p.capacity) +
                             ", num_groups = " + std::to_string(p.num_groups) + ", out_features = " +
@@ -161,11 +169,7 @@ Status launch(const GroupedLinearParams& p) {
   DSA_RETURN_IF_ERROR(cuda::launch_error("grouped_linear_fp8_quantize"));
   switch (choose_n(p)) {
     case 8: {
-      const int64_t m = std::min<int64_t>(p.num_groups, p.capacity);
-      const int64_t ctas = (m + (int64_t{p.capacity} - m) / 8) *
-                           ((int64_t{p.out_features} + kTileRows - 1) / kTileRows) *
-                           (p.y_b != nullptr ? 2 : 1);
-      DSA_ASSIGN_OR_RETURN(const int stages, decode_stages(ctas));
+      DSA_ASSIGN_OR_RETURN(const int stages, decode_stages(tile_grid(p, 8).ctas()));
       return stages == 4 ? launch_tiles<8, 4>(p, x8, sx, nkb)
                          : launch_tiles<8, kStages>(p, x8, sx, nkb);
     }

@@ -1,11 +1,13 @@
 #include "dsa/cli/check_cases.h"
 
 #include "dsa/kernels/activation/activation_check.h"
+#include "dsa/kernels/attention_prologue/attention_prologue_check.h"
 #include "dsa/kernels/batched_linear/batched_linear_check.h"
 #include "dsa/kernels/embedding/embedding_check.h"
 #include "dsa/kernels/gather/gather_check.h"
 #include "dsa/kernels/gather/row_copy_check.h"
 #include "dsa/kernels/hadamard/hadamard_check.h"
+#include "dsa/kernels/indexer_query/indexer_query_check.h"
 #include "dsa/kernels/indexer_write/indexer_q_quant_check.h"
 #include "dsa/kernels/indexer_write/indexer_write_check.h"
 #include "dsa/kernels/latent_write/latent_write_check.h"
@@ -117,6 +119,15 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
   add("rope", kV, "T=33 H=128", [o](uint64_t s) { return check_rope(o->rope, 33, 128, s); });
   add("hadamard", kV, "R=1024 D=128",
       [o](uint64_t s) { return check_hadamard(o->hadamard, 1024, s); });
+  // The fused row transforms (bit-identical to the separate ops above on both backends).
+  add("attention_prologue", kS, "T=5 q_lora=128",
+      [o](uint64_t s) { return check_attention_prologue(o->attention_prologue, 5, 128, s); });
+  add("attention_prologue", kV, "T=33 q_lora=1536",
+      [o](uint64_t s) { return check_attention_prologue(o->attention_prologue, 33, 1536, s); });
+  add("indexer_query", kS, "T=7 H_i=16",
+      [o](uint64_t s) { return check_indexer_query(o->indexer_query, 7, 16, s); });
+  add("indexer_query", kV, "T=33 H_i=64",
+      [o](uint64_t s) { return check_indexer_query(o->indexer_query, 33, 64, s); });
   add("linear", kS, "T=4 256->6144 bf16",
       [o](uint64_t s) { return check_linear(o->linear, 4, 256, 6144, false, s); });
   add("linear", kV, "T=2 7168->1536 fp8 (block 128)",

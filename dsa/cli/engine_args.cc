@@ -183,6 +183,10 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
   cmd.add_flag("--disable-fused-q-b", a.disable_fused_q_b,
                "Run q_b and the indexer's wq_b as two linears, not one over their rows fused at "
                "load");
+  cmd.add_flag("--disable-fused-row-ops", a.disable_fused_row_ops,
+               "Run the attention's row transforms (the q_a and latent norms, the indexer key's "
+               "norm, RoPE and Hadamard; the indexer queries' RoPE, Hadamard and quantisation) "
+               "as separate ops, not as two fused launches per layer");
   cmd.add_flag("--disable-shared-experts-fusion", a.disable_shared_experts_fusion,
                "Run the shared expert as its own MLP, not as one more expert of the routed "
                "experts' grouped linears");
@@ -342,6 +346,7 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
   o.load_read_ahead = !a.disable_load_read_ahead;
   o.fuse.qkv_a = !a.disable_fused_qkv_a;
   o.fuse.q_b = !a.disable_fused_q_b;
+  o.fuse.row_ops = !a.disable_fused_row_ops;
   o.fuse.shared_experts = !a.disable_shared_experts_fusion;
   if (a.kv_cache_dtype == "auto" || a.kv_cache_dtype == "bf16" || a.kv_cache_dtype == "bfloat16") {
     o.latent_format = kernels::LatentFormat::kBf16;

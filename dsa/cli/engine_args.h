@@ -56,6 +56,7 @@ struct EngineArgs {
   bool disable_load_read_ahead = false;
   bool disable_fused_qkv_a = false;
   bool disable_fused_q_b = false;
+  bool disable_fused_row_ops = false;
   bool disable_shared_experts_fusion = false;
   // Where sampled rows are decided (engine::AcceptOn): auto, device (the model's backend: only
   // tokens and accept counts leave it) or host (the logits are copied, the host rules run).

@@ -36,6 +36,8 @@ const OpTable& cpu_ops() {
       .swiglu = swiglu_ref,
       .moe_combine = moe_combine_ref,
       .indexer_q_quant = indexer_q_quant_ref,
+      .attention_prologue = attention_prologue_ref,
+      .indexer_query = indexer_query_ref,
       .row_copy = row_copy_ref,
       .sample_rows = sample_rows_ref,
       .accept_drafts = accept_drafts_ref,

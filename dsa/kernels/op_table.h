@@ -7,11 +7,13 @@
 #include "dsa/core/status.h"
 #include "dsa/kernels/acceptance/acceptance.h"
 #include "dsa/kernels/activation/activation.h"
+#include "dsa/kernels/attention_prologue/attention_prologue.h"
 #include "dsa/kernels/batched_linear/batched_linear.h"
 #include "dsa/kernels/embedding/embedding.h"
 #include "dsa/kernels/gather/gather.h"
 #include "dsa/kernels/gather/row_copy.h"
 #include "dsa/kernels/hadamard/hadamard.h"
+#include "dsa/kernels/indexer_query/indexer_query.h"
 #include "dsa/kernels/indexer_write/indexer_q_quant.h"
 #include "dsa/kernels/indexer_write/indexer_write.h"
 #include "dsa/kernels/latent_write/latent_write.h"
@@ -71,6 +73,11 @@ struct OpTable {
   Status (*swiglu)(const SwigluParams&);
   Status (*moe_combine)(const MoeCombineParams&);
   Status (*indexer_q_quant)(const IndexerQuantParams&);
+  // The attention's row transforms after its first projections (q_a's and the latent's norms, the
+  // indexer key's norm, RoPE and Hadamard) and the indexer query's RoPE, Hadamard and
+  // quantisation, each in one launch; bit-identical to the separate ops above.
+  Status (*attention_prologue)(const AttentionPrologueParams&);
+  Status (*indexer_query)(const IndexerQueryParams&);
   Status (*row_copy)(const RowCopyParams&);
   // Sampling and acceptance (§6.2, §6.3) on the backend: from rows of logits to tokens, and from
   // verify rows and drafts to accepted counts and emitted tokens, so on the device only those

@@ -34,6 +34,8 @@ const OpTable& cuda_op_table() {
       .swiglu = swiglu_cuda,
       .moe_combine = moe_combine_cuda,
       .indexer_q_quant = indexer_q_quant_cuda,
+      .attention_prologue = attention_prologue_cuda,
+      .indexer_query = indexer_query_cuda,
       .row_copy = row_copy_cuda,
       .sample_rows = sample_rows_cuda,
       .accept_drafts = accept_drafts_cuda,

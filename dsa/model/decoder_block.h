@@ -38,6 +38,9 @@ struct BlockContext {
   const runtime::MetadataArrays& arrays;  // meta's arrays and the page table, backend copies
   runtime::Workspace& ws;
   const ExpertParallel* ep = nullptr;  // the MoE's expert parallelism; nullptr = every expert here
+  // The attention's row transforms as the fused ops (attention_prologue, indexer_query), one launch
+  // each; false: the separate ops they replace (FuseOptions::row_ops). Bit-identical either way.
+  bool fused_row_ops = true;
 };
 
 // y = x W^T through the op table (bf16 or FP8 weight); y_f32 selects an fp32 output.

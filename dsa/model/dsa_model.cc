@@ -256,7 +256,8 @@ Status DsaModel::capture_graphs() {
 }
 
 BlockContext DsaModel::block_context(const runtime::ForwardMetadata& meta) {
-  return BlockContext{ops_, config_, store_, rope_, attention_, meta, mirror_.arrays(), ws_, &ep_};
+  return BlockContext{ops_, config_,          store_, rope_, attention_,
+                      meta, mirror_.arrays(), ws_,    &ep_,  options_.fuse.row_ops};
 }
 
 // The LM head over the header's sample count: fixed per (mode, B_pad) in uniform modes (padded

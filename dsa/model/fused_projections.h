@@ -27,6 +27,9 @@ struct FuseOptions {
   bool qkv_a = true;           // --disable-fused-qkv-a turns it off
   bool q_b = true;             // --disable-fused-q-b turns it off
   bool shared_experts = true;  // --disable-shared-experts-fusion turns it off
+  // Not a load-time fusion: the forward's attention row transforms as two fused launches
+  // (BlockContext::fused_row_ops); --disable-fused-row-ops turns it off.
+  bool row_ops = true;
 };
 
 // Fuses every layer's (and the MTP block's) projections where the rules above allow, after the

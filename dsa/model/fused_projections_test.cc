@@ -122,6 +122,19 @@ TEST(FusedProjections, TinyModelIsTheUnfusedModelBitForBit) {
   }
 }
 
+// The fused row-transform ops (FuseOptions::row_ops) against the separate ops, with the
+// projections unfused (dense indexer queries from wq_b) and fused (the queries read in place).
+TEST(FusedProjections, FusedRowOpsAreTheSeparateOpsBitForBit) {
+  for (bool projections : {false, true}) {
+    FuseOptions on{projections, projections, projections, true};
+    FuseOptions off = on;
+    off.row_ops = false;
+    expect_same_bits(run_three_forwards(tiny_dir(), on, false, false),
+                     run_three_forwards(tiny_dir(), off, false, false),
+                     projections ? "projections fused" : "projections unfused");
+  }
+}
+
 // The tiny config with V3.2's FP8 quantization (q_lora 128 and wk 128 end on scale blocks; kv_a's
 // 576 ends inside one), weights random: from the host image and generated in backend memory.
 TEST(FusedProjections, Fp8ModelIsTheUnfusedModelBitForBit) {

@@ -20,6 +20,11 @@ struct IndexerInputs {
   bf16* k;      // [rows, 128] bf16 new key (quantised by the cache write)
 };
 
+kernels::RopeStyle indexer_rope_style(const BlockContext& c) {
+  return c.config.indexer_rope_interleave ? kernels::RopeStyle::kInterleaved
+                                          : kernels::RopeStyle::kNonInterleaved;
+}
+
 // The three projections of the attention norm's output x, each `rows` rows of its own width at
 // its `_ld` apart: one fused linear's column ranges (fused_projections.h) or three linears'
 // outputs. Taken from the caller's workspace frame.
@@ -51,64 +56,117 @@ StatusOr<NormProjections> norm_projections(const BlockContext& c, const Attentio
   return p;
 }
 
-// The lightning indexer's per-row inputs (§8.5): e4m3 queries with their scales folded into the
-// head weights, and the new bf16 key (normed from the projected k_raw).
-// `fused_q` (rows `fused_q_ld` apart): the queries as the fused q_b linear wrote them, copied
-// into the op's dense [rows, H_i, 128]; null: wq_b runs here.
-StatusOr<IndexerInputs> indexer_inputs(const BlockContext& c, const IndexerWeights& w,
-                                       const bf16* x, const bf16* cq, const NormProjections& pr,
-                                       const bf16* fused_q, int64_t fused_q_ld, int32_t rows) {
+// The indexer's queries as e4m3 with their scales folded into the head weights (§8.5 steps 1,
+// 3-5). `fused_q` (rows `fused_q_ld` apart): the queries as the fused q_b linear wrote them; null:
+// wq_b runs here on cq. With the fused row ops one launch ropes, rotates and quantises them where
+// they are; else they are copied out (fused q_b) and the separate ops run.
+Status indexer_queries(const BlockContext& c, const IndexerWeights& w, const bf16* x,
+                       const bf16* cq, const bf16* fused_q, int64_t fused_q_ld, int32_t rows,
+                       IndexerInputs& out) {
   const int32_t hi = int32_t(c.config.index_n_heads);
-  const kernels::RopeStyle style = c.config.indexer_rope_interleave
-                                       ? kernels::RopeStyle::kInterleaved
-                                       : kernels::RopeStyle::kNonInterleaved;
   const size_t q_size = size_t(rows) * hi * kIndexHeadDim;
-  IndexerInputs out;
+  const int64_t width = int64_t{hi} * kIndexHeadDim;
+  const float fold =
+      static_cast<float>(1.0 / std::sqrt(double(hi)) / std::sqrt(double(kIndexHeadDim)));
   DSA_ASSIGN_OR_RETURN(out.q8, c.ws.take_uninit<uint8_t>(q_size));
   DSA_ASSIGN_OR_RETURN(out.w, c.ws.take_uninit<float>(size_t(rows) * hi));
-  DSA_ASSIGN_OR_RETURN(out.k, c.ws.take_uninit<bf16>(size_t(rows) * kIndexHeadDim));
   runtime::Workspace::Frame frame(c.ws);
-  DSA_ASSIGN_OR_RETURN(bf16 * q, c.ws.take_uninit<bf16>(q_size));
-  if (fused_q != nullptr) {
-    const int64_t width = int64_t{hi} * kIndexHeadDim;
-    DSA_RETURN_IF_ERROR(copy_rows_2d(c, q, width, fused_q, fused_q_ld, width, rows));
-  } else {
-    DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.wq_b, cq, rows, q));
+  const bf16* q = fused_q;
+  int64_t q_ld = fused_q_ld;
+  bf16* q_dense = nullptr;  // the unfused ops' own copy, roped and rotated in place
+  if (fused_q == nullptr || !c.fused_row_ops) {
+    DSA_ASSIGN_OR_RETURN(q_dense, c.ws.take_uninit<bf16>(q_size));
+    if (fused_q != nullptr) {
+      DSA_RETURN_IF_ERROR(copy_rows_2d(c, q_dense, width, fused_q, fused_q_ld, width, rows));
+    } else {
+      DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.wq_b, cq, rows, q_dense));
+    }
+    q = q_dense;
+    q_ld = width;
   }
-  DSA_RETURN_IF_ERROR(
-      block_rope(c, q, rows, hi, kIndexHeadDim, int64_t{hi} * kIndexHeadDim, style));
-  kernels::LayerNormParams ln;
-  ln.x = pr.k_raw;
-  ln.x_stride = pr.k_ld;
-  ln.weight = c.weights.get(w.k_norm_w);
-  ln.bias = c.weights.get(w.k_norm_b);
-  ln.y = out.k;
-  ln.num_tokens = rows;
-  ln.dim = kIndexHeadDim;
-  DSA_RETURN_IF_ERROR(c.ops.layernorm(ln));
-  DSA_RETURN_IF_ERROR(block_rope(c, out.k, rows, 1, kIndexHeadDim, kIndexHeadDim, style));
-  kernels::HadamardParams hq{q, q, rows * hi};
-  DSA_RETURN_IF_ERROR(c.ops.hadamard(hq));
-  kernels::HadamardParams hk{out.k, out.k, rows};
-  DSA_RETURN_IF_ERROR(c.ops.hadamard(hk));
-
   DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, w.weights_proj, x, rows, nullptr, out.w));
+  const kernels::RopeStyle style = indexer_rope_style(c);
+  if (c.fused_row_ops) {
+    kernels::IndexerQueryParams p;
+    p.q = q;
+    p.q_token_stride = q_ld;
+    p.q8 = out.q8;
+    p.w = out.w;
+    p.num_tokens = rows;
+    p.num_heads = hi;
+    p.fold = fold;
+    p.style = style;
+    p.positions = c.arrays.positions;
+    p.cos = c.weights.get(c.rope.cos);
+    p.sin = c.weights.get(c.rope.sin);
+    p.num_positions = c.rope.num_positions;
+    return c.ops.indexer_query(p);
+  }
+  DSA_RETURN_IF_ERROR(block_rope(c, q_dense, rows, hi, kIndexHeadDim, width, style));
+  kernels::HadamardParams hq{q_dense, q_dense, rows * hi};
+  DSA_RETURN_IF_ERROR(c.ops.hadamard(hq));
   kernels::IndexerQuantParams qp;
-  qp.q = q;
+  qp.q = q_dense;
   qp.q8 = out.q8;
   qp.w = out.w;
   qp.num_blocks = int64_t{rows} * hi;
-  qp.fold = static_cast<float>(1.0 / std::sqrt(double(hi)) / std::sqrt(double(kIndexHeadDim)));
-  DSA_RETURN_IF_ERROR(c.ops.indexer_q_quant(qp));
-  return out;
+  qp.fold = fold;
+  return c.ops.indexer_q_quant(qp);
 }
 
-// New cache rows [c | k_pe], as kv_a wrote them (rows `ld` apart): c is normalised in place (rows
-// independent, so the norm reads each row before writing it) and k_pe roped, with no copy between.
-Status latent_rows(const BlockContext& c, const AttentionWeights& w, int32_t rows, bf16* latent,
-                   int64_t ld) {
-  DSA_RETURN_IF_ERROR(block_rmsnorm(c, latent, ld, w.kv_a_norm, latent, rows, kLatentDim, ld));
-  return block_rope(c, latent + kLatentDim, rows, 1, ld, ld, kernels::RopeStyle::kInterleaved);
+// The row transforms of the three projections (§8.4, §8.5 step 2-3): cq = q_a's norm; the new
+// latent rows [c | k_pe] normalised and roped in place where kv_a wrote them; the indexer's new
+// key (normed, roped, rotated; quantised by the cache write). One launch with the fused row ops,
+// else the separate ops in the same order (bit-identical either way).
+Status projection_rows(const BlockContext& c, const AttentionWeights& w, const NormProjections& pr,
+                       int32_t rows, bf16* cq, bf16* k) {
+  const IndexerWeights& iw = w.indexer;
+  if (c.fused_row_ops) {
+    kernels::AttentionPrologueParams p;
+    p.num_tokens = rows;
+    p.qa = pr.qa;
+    p.qa_ld = pr.qa_ld;
+    p.q_a_norm_w = c.weights.get(w.q_a_norm);
+    p.cq = cq;
+    p.q_lora = int32_t(c.config.q_lora_rank);
+    p.latent = pr.latent;
+    p.latent_ld = pr.latent_ld;
+    p.kv_a_norm_w = c.weights.get(w.kv_a_norm);
+    p.k_raw = pr.k_raw;
+    p.k_raw_ld = pr.k_ld;
+    p.k_norm_w = c.weights.get(iw.k_norm_w);
+    p.k_norm_b = c.weights.get(iw.k_norm_b);
+    p.k = k;
+    p.index_rope_style = indexer_rope_style(c);
+    p.positions = c.arrays.positions;
+    p.cos = c.weights.get(c.rope.cos);
+    p.sin = c.weights.get(c.rope.sin);
+    p.num_positions = c.rope.num_positions;
+    p.rms_eps = static_cast<float>(c.config.rms_norm_eps);
+    p.layernorm_eps = kernels::LayerNormParams{}.eps;
+    return c.ops.attention_prologue(p);
+  }
+  DSA_RETURN_IF_ERROR(
+      block_rmsnorm(c, pr.qa, pr.qa_ld, w.q_a_norm, cq, rows, int32_t(c.config.q_lora_rank)));
+  // c normalised in place (rows independent, so the norm reads each row before writing it) and
+  // k_pe roped, with no copy between.
+  DSA_RETURN_IF_ERROR(block_rmsnorm(c, pr.latent, pr.latent_ld, w.kv_a_norm, pr.latent, rows,
+                                    kLatentDim, pr.latent_ld));
+  DSA_RETURN_IF_ERROR(block_rope(c, pr.latent + kLatentDim, rows, 1, pr.latent_ld, pr.latent_ld,
+                                 kernels::RopeStyle::kInterleaved));
+  kernels::LayerNormParams ln;
+  ln.x = pr.k_raw;
+  ln.x_stride = pr.k_ld;
+  ln.weight = c.weights.get(iw.k_norm_w);
+  ln.bias = c.weights.get(iw.k_norm_b);
+  ln.y = k;
+  ln.num_tokens = rows;
+  ln.dim = kIndexHeadDim;
+  DSA_RETURN_IF_ERROR(c.ops.layernorm(ln));
+  DSA_RETURN_IF_ERROR(
+      block_rope(c, k, rows, 1, kIndexHeadDim, kIndexHeadDim, indexer_rope_style(c)));
+  kernels::HadamardParams hk{k, k, rows};
+  return c.ops.hadamard(hk);
 }
 
 // One strided-batched linear over every head: x[t][h] (x_head apart in a row of H of them) times
@@ -169,8 +227,10 @@ Status mla_attention(const BlockContext& c, const AttentionWeights& w,
   const int32_t qk = int32_t(cf.qk_head_dim()), q_lora = int32_t(cf.q_lora_rank);
   runtime::Workspace::Frame frame(c.ws);
   DSA_ASSIGN_OR_RETURN(const NormProjections pr, norm_projections(c, w, x, rows));
+  IndexerInputs ix;
+  DSA_ASSIGN_OR_RETURN(ix.k, c.ws.take_uninit<bf16>(size_t(rows) * kIndexHeadDim));
   DSA_ASSIGN_OR_RETURN(bf16 * cq, c.ws.take_uninit<bf16>(size_t(rows) * q_lora));
-  DSA_RETURN_IF_ERROR(block_rmsnorm(c, pr.qa, pr.qa_ld, w.q_a_norm, cq, rows, q_lora));
+  DSA_RETURN_IF_ERROR(projection_rows(c, w, pr, rows, cq, ix.k));
   // q [rows, H, qk], rows q_ld apart: q_b's output, or its columns of the fused q_b linear, whose
   // other columns are the indexer's queries (fused_projections.h).
   const bool fused_q = w.q_b_fused.out > 0;
@@ -178,12 +238,10 @@ Status mla_attention(const BlockContext& c, const AttentionWeights& w,
   DSA_ASSIGN_OR_RETURN(bf16 * q, c.ws.take_uninit<bf16>(size_t(rows) * size_t(q_ld)));
   DSA_RETURN_IF_ERROR(run_linear(c.ops, c.weights, fused_q ? w.q_b_fused : w.q_b, cq, rows, q));
 
-  DSA_RETURN_IF_ERROR(latent_rows(c, w, rows, pr.latent, pr.latent_ld));
   DSA_ASSIGN_OR_RETURN(bf16 * q_mla, c.ws.take_uninit<bf16>(size_t(rows) * H * kQkDim));
   DSA_RETURN_IF_ERROR(absorbed_queries(c, w, q, q_ld, rows, q_mla));
-  DSA_ASSIGN_OR_RETURN(
-      IndexerInputs ix,
-      indexer_inputs(c, w.indexer, x, cq, pr, fused_q ? q + w.q_b.out : nullptr, q_ld, rows));
+  DSA_RETURN_IF_ERROR(
+      indexer_queries(c, w.indexer, x, cq, fused_q ? q + w.q_b.out : nullptr, q_ld, rows, ix));
 
   // Top-k reads a logits row only up to its length, which the logits op writes; every top-k row
   // is written (EXTEND: ragged and padded rows by the ragged pass, the rest by the paged one).

@@ -36,6 +36,7 @@ std::unique_ptr<model::DsaModel> load_tiny(const kernels::OpTable& ops, const Lo
   o.num_draft_tokens = lo.d;
   if (lo.buckets) o.buckets = runtime::default_buckets(lo.max_requests);
   o.cuda_graphs = lo.graphs;
+  o.fuse.row_ops = lo.row_ops;
   o.poison_workspace =
       lo.poison || (ops.backend != kernels::Backend::kCpu && poison_workspace_from_env());
   auto m = model::DsaModel::load(source_dir() + "/models/tiny-dsa", o, ops);

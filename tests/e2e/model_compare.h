@@ -28,6 +28,7 @@ struct LoadOptions {
   bool buckets = false;  // SPEC.md §5 default buckets up to max_requests
   bool graphs = false;
   bool poison = false;  // ModelOptions::poison_workspace
+  bool row_ops = true;  // FuseOptions::row_ops (the attention's fused row-transform launches)
 };
 // DSA_POISON_WORKSPACE=1 in the environment: the GPU whole-model tests poison the workspace of
 // every model they load on a device (ModelOptions::poison_workspace), so their CUDA-vs-CPU and

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,27 @@ TEST(TinyModelCuda, LastRowLogitsMatchCpu) {
     EXPECT_EQ(over, 0) << "max |dlogit| " << max_abs;
     EXPECT_EQ(argmax_differs, 0);
   }
+}
+
+// The fused row-transform launches (attention_prologue, indexer_query) are bit-identical to the
+// separate ops they replace, so the whole forward is too: every prompt's EXTEND logits (rows of
+// 1..n tokens) and the greedy speculative tokens (verify, draft-extend and draft decodes).
+TEST(TinyModelCuda, FusedRowOpsAreTheSeparateOpsBitForBit) {
+  DSA_SKIP_WITHOUT_GPU();
+  const int32_t n = int32_t(golden().prompts.size());
+  auto fused = load_tiny(*cuda_table(), {.d = 3, .max_requests = n});
+  auto separate = load_tiny(*cuda_table(), {.d = 3, .max_requests = n, .row_ops = false});
+  ASSERT_TRUE(fused && separate);
+  for (const GoldenPrompt& p : golden().prompts) {
+    const int32_t count = int32_t(p.last_positions.size());
+    auto want = last_rows(*separate, p.ids, count), got = last_rows(*fused, p.ids, count);
+    ASSERT_EQ(got.size(), want.size());
+    ASSERT_FALSE(got.empty());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+        << "prompt of " << p.ids.size() << " tokens";
+  }
+  const auto prompts = golden_prompt_ids();
+  EXPECT_EQ(generate(*fused, prompts, kNewTokens), generate(*separate, prompts, kNewTokens));
 }
 
 void greedy_matches_cpu(int32_t d) {

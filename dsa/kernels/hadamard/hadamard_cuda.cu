@@ -16,13 +16,13 @@
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/hadamard/hadamard.h"
+#include "dsa/kernels/hadamard/hadamard_warp.cuh"
 
 namespace dsa::kernels {
 
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr float kScale = 0.0883883476483184405f;  // 128^-1/2, rounded to fp32
 
 // One warp computes row r: y[r, 0:128] = 128^-1/2 * H_128 x[r, 0:128]. `vec` = both pointers
 // 8-byte aligned (then each lane moves its 4 values with one 8-byte access). y may alias x: every
@@ -44,23 +44,10 @@ __global__ void hadamard_kernel(const bf16* x, bf16* y, int64_t rows, bool vec) 
   float v[4];
 #pragma unroll
   for (int k = 0; k < 4; ++k) v[k] = bf16_to_float(in[k]);
-  // Width 1 and 2: inside the lane. The lower index gets a + b, the upper a - b.
-  float a0 = v[0] + v[1], a1 = v[0] - v[1], a2 = v[2] + v[3], a3 = v[2] - v[3];
-  v[0] = a0 + a2, v[2] = a0 - a2, v[1] = a1 + a3, v[3] = a1 - a3;
-  // Width 4..64: the partner lane differs in one bit; the lower lane keeps mine + theirs, the
-  // upper lane theirs - mine (= lower - upper).
-#pragma unroll
-  for (int m = 1; m < 32; m <<= 1) {
-    const bool upper = (lane & m) != 0;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float other = __shfl_xor_sync(0xFFFFFFFFu, v[k], m);
-      v[k] = upper ? other - v[k] : v[k] + other;
-    }
-  }
+  hadamard128_warp(v, lane);
   bf16 out[4];
 #pragma unroll
-  for (int k = 0; k < 4; ++k) out[k] = float_to_bf16(v[k] * kScale);
+  for (int k = 0; k < 4; ++k) out[k] = float_to_bf16(v[k]);
   if (vec) {
     *reinterpret_cast<uint2*>(y + base) = *reinterpret_cast<const uint2*>(out);
   } else {

@@ -1,18 +1,18 @@
 // Indexer query quantisation on the GPU (SPEC.md §8.5, §2.1): one warp per block of 128 values;
-// fp32 arithmetic through the _rn intrinsics so nvcc cannot contract what the CPU reference
-// (built without contraction) rounds twice.
+// the per-warp core (indexer_q_quant_warp.cuh, shared with indexer_query) keeps fp32 arithmetic
+// through the _rn intrinsics so nvcc cannot contract what the CPU reference rounds twice.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "dsa/core/dtype.h"
-#include "dsa/core/fp8_quant.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/common/grid_stride.h"
 #include "dsa/kernels/indexer_write/indexer_q_quant.h"
+#include "dsa/kernels/indexer_write/indexer_q_quant_warp.cuh"
 
 namespace dsa::kernels {
 
@@ -21,8 +21,8 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kIndexDim = 128;
 
-// One warp per block of 128 values (lane l owns values 4l..4l+3): amax by xor-shuffles (max is
-// exact in any order), then the §2.1 scale and e4m3 codes exactly as quantize_block_pow2.
+// One warp per block of 128 values (lane l owns values 4l..4l+3): the §2.1 scale and e4m3 codes
+// exactly as quantize_block_pow2 (indexer_q_quant_warp.cuh).
 __global__ void indexer_q_quant_kernel(IndexerQuantParams p) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
@@ -31,26 +31,13 @@ __global__ void indexer_q_quant_kernel(IndexerQuantParams p) {
   for (int64_t b = int64_t{blockIdx.x} * (blockDim.x / 32) + threadIdx.x / 32; b < p.num_blocks;
        b += warps) {
     float x[4];
-    float amax = 0.f;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      x[j] = bf16_to_float(p.q[b * kIndexDim + lane * 4 + j]);
-      const float a = fabsf(x[j]);
-      amax = a > amax ? a : amax;
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float other = __shfl_xor_sync(0xFFFFFFFFu, amax, o);
-      amax = other > amax ? other : amax;
-    }
-    const int32_t e = pow2_scale_exponent(amax);
-    const float inv = pow2_float(-e);
+    for (int j = 0; j < 4; ++j) x[j] = bf16_to_float(p.q[b * kIndexDim + lane * 4 + j]);
+    uint8_t codes[4];
+    const int32_t e = indexer_q_quant_warp(x, codes);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      float y = __fmul_rn(x[j], inv);
-      y = y > kE4m3Max ? kE4m3Max : (y < -kE4m3Max ? -kE4m3Max : y);
-      p.q8[b * kIndexDim + lane * 4 + j] = float_to_e4m3(y).bits;
-    }
-    if (lane == 0) p.w[b] = __fmul_rn(__fmul_rn(p.w[b], p.fold), pow2_float(e));
+    for (int j = 0; j < 4; ++j) p.q8[b * kIndexDim + lane * 4 + j] = codes[j];
+    if (lane == 0) p.w[b] = indexer_q_fold_weight(p.w[b], p.fold, e);
   }
 }
 

@@ -22,33 +22,19 @@
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/rmsnorm/rmsnorm.h"
+#include "dsa/kernels/rmsnorm/rmsnorm_row.cuh"
 
 namespace dsa::kernels {
 
 namespace {
 
-constexpr int kVecElems = 8;  // bf16 per 16-byte vector
-
-// Sum over the block, the same tree for every launch of the same shape: xor-shuffles inside each
-// warp, then warp 0 adds the warp sums in warp order. Every thread gets the total.
-__device__ float block_sum(float v, float* scratch /* [32] */) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float s = lane < warps ? scratch[lane] : 0.f;
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
-    if (lane == 0) scratch[32] = s;
-  }
-  __syncthreads();
-  return scratch[32];
-}
-
-__device__ float inv_rms(float sum_sq, int32_t dim, float eps) {
-  // IEEE division and sqrt (never --use_fast_math): the fp32 error stays far below half a bf16 ulp.
-  return 1.0f / sqrtf(sum_sq / static_cast<float>(dim) + eps);
-}
+using rmsnorm_dev::block_sum;
+using rmsnorm_dev::inv_rms;
+using rmsnorm_dev::kVecElems;
+using rmsnorm_dev::norm_row_vec;
+using rmsnorm_dev::norm_shape;
+using rmsnorm_dev::NormInput;
+using rmsnorm_dev::NormShape;
 
 // h + a in fp32, rounded once (RNE): residual_add's rule. __fadd_rn keeps the add out of any
 // contraction, so every kernel here that adds rounds the same bits.
@@ -56,24 +42,15 @@ __device__ __forceinline__ bf16 add_rounded(bf16 h, bf16 a) {
   return float_to_bf16(__fadd_rn(bf16_to_float(h), bf16_to_float(a)));
 }
 
-// Where a norm kernel's row comes from. The row bodies below are written once over a source, so
-// add_rmsnorm runs rmsnorm's very reduction and its y is rmsnorm's y on the h it leaves, bit for
-// bit (what the unfused pair would give).
-//   NormInput:  rmsnorm's x, read as it is.
+// Where a norm kernel's row comes from. The row bodies (norm_row_vec in rmsnorm_row.cuh,
+// norm_row_scalar below) are written once over a source, so add_rmsnorm runs rmsnorm's very
+// reduction and its y is rmsnorm's y on the h it leaves, bit for bit (what the unfused pair would
+// give).
+//   NormInput:  rmsnorm's x, read as it is (rmsnorm_row.cuh).
 //   AddedInput: add_rmsnorm's h + add, each element rounded once and stored back to h as it is
 //               read, so the norm sees exactly the values residual_add leaves in h.
 // vec(t, v) is vector v (8 elements) of row t; first(t, d) element d, read by the thread that
 // owns it; again(t, d) the same element in the scalar kernel's second pass, by the same thread.
-struct NormInput {
-  const bf16* x;
-  int64_t stride;
-  __device__ uint4 vec(int64_t t, int32_t v) const {
-    return reinterpret_cast<const uint4*>(x + t * stride)[v];
-  }
-  __device__ bf16 first(int64_t t, int32_t d) const { return x[t * stride + d]; }
-  __device__ bf16 again(int64_t t, int32_t d) const { return x[t * stride + d]; }
-};
-
 struct AddedInput {
   bf16* h;
   const bf16* add;
@@ -148,49 +125,6 @@ struct Gather {
   }
 };
 
-// One block computes one row t: y[t, 0:D] = x[t, 0:D] * inv_rms(x[t]) * w[0:D], with D = 8 * nvec
-// and every row start 16-byte aligned. Thread i owns vectors i, i + blockDim, ... (kVec of them,
-// kept in registers between the reduction and the write, so y may alias rmsnorm's x).
-template <int kVec, typename Input>
-__device__ __forceinline__ void norm_row_vec(const Input& in, const bf16* __restrict__ w, bf16* y,
-                                             int32_t nvec, int64_t y_stride, float eps) {
-  __shared__ float scratch[33];
-  const int64_t t = blockIdx.x;
-  const uint4* wr = reinterpret_cast<const uint4*>(w);
-  uint4 cache[kVec];
-  float sum_sq = 0.f;
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) {
-    const int v = threadIdx.x + k * blockDim.x;
-    if (v < nvec) {
-      cache[k] = in.vec(t, v);
-      const bf16* e = reinterpret_cast<const bf16*>(&cache[k]);
-#pragma unroll
-      for (int j = 0; j < kVecElems; ++j) {
-        const float f = bf16_to_float(e[j]);
-        sum_sq = fmaf(f, f, sum_sq);
-      }
-    }
-  }
-  const float r = inv_rms(block_sum(sum_sq, scratch), nvec * kVecElems, eps);
-  uint4* yr = reinterpret_cast<uint4*>(y + t * y_stride);
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) {
-    const int v = threadIdx.x + k * blockDim.x;
-    if (v < nvec) {
-      const uint4 wv = wr[v];
-      const bf16* e = reinterpret_cast<const bf16*>(&cache[k]);
-      const bf16* we = reinterpret_cast<const bf16*>(&wv);
-      uint4 out;
-      bf16* oe = reinterpret_cast<bf16*>(&out);
-#pragma unroll
-      for (int j = 0; j < kVecElems; ++j)
-        oe[j] = float_to_bf16(bf16_to_float(e[j]) * r * bf16_to_float(we[j]));
-      yr[v] = out;
-    }
-  }
-}
-
 // Any layout (odd D, unaligned strides or pointers): one block per row, scalar loads, two passes.
 // Thread i reads and writes only elements i, i + blockDim, ..., so y may alias rmsnorm's x.
 template <typename Input>
@@ -217,7 +151,7 @@ __global__ void __launch_bounds__(1024)
                        int64_t x_stride, int64_t y_stride, float eps) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
-  norm_row_vec<kVec>(NormInput{x, x_stride}, w, y, nvec, y_stride, eps);
+  norm_row_vec<kVec>(NormInput{x, x_stride}, w, y, nvec, y_stride, eps, blockIdx.x, blockDim.x);
 }
 
 __global__ void __launch_bounds__(1024)
@@ -234,7 +168,8 @@ __global__ void __launch_bounds__(1024)
                               int32_t nvec, int64_t x_stride, int64_t y_stride, float eps) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
-  norm_row_vec<kVec>(g.input(x, x_stride, nvec * kVecElems), w, y, nvec, y_stride, eps);
+  norm_row_vec<kVec>(g.input(x, x_stride, nvec * kVecElems), w, y, nvec, y_stride, eps, blockIdx.x,
+                     blockDim.x);
 }
 
 __global__ void __launch_bounds__(1024)
@@ -252,7 +187,7 @@ __global__ void __launch_bounds__(1024)
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
   norm_row_vec<kVec>(AddedInput{h, add, int64_t{nvec} * kVecElems, add_vec}, w, y, nvec, y_stride,
-                     eps);
+                     eps, blockIdx.x, blockDim.x);
 }
 
 __global__ void __launch_bounds__(1024)
@@ -285,34 +220,6 @@ __global__ void residual_add_kernel(bf16* h, const bf16* __restrict__ x, int64_t
     return;
   }
   for (int64_t i = first; i < n; i += stride) h[i] = add_rounded(h[i], x[i]);
-}
-
-// A norm launch, decided from the row layout alone: the path, the block size and (vector path)
-// the vectors each thread caches — together they fix the order of the sum of squares.
-// add_rmsnorm decides it for the h it leaves (x = h, x_stride = D), exactly as rmsnorm_cuda would
-// after residual_add_cuda, which is what makes the fused y bit-identical to the unfused pair's.
-struct NormShape {
-  bool vec = false;  // 16-byte vector kernel; else the scalar kernel
-  int threads = 0;
-  int slot = 0;  // vector path: kVec = 1, 2, 4, 8 for slot 0..3
-};
-
-// copy: a gathered norm's x_copy (stored in vectors on the vector path), or nullptr.
-NormShape norm_shape(int32_t dim, int64_t xs, int64_t ys, const void* x, const void* y,
-                     const void* w, const void* copy = nullptr) {
-  const bool vec_ok = dim % kVecElems == 0 && xs % kVecElems == 0 && ys % kVecElems == 0 &&
-                      cuda::is_aligned(x, 16) && cuda::is_aligned(y, 16) &&
-                      cuda::is_aligned(w, 16) && (copy == nullptr || cuda::is_aligned(copy, 16));
-  const int32_t nvec = dim / kVecElems;
-  // Up to 256 threads with at most 4 cached vectors each (D <= 8192, every V3.2 norm), then up to
-  // 1024 threads with 8 (D <= 65536); wider rows take the scalar path.
-  if (vec_ok && nvec <= 1024 * 8) {
-    int threads = nvec <= 256 * 4 ? 256 : 1024;
-    const int per = (nvec + threads - 1) / threads;
-    if (per <= 1) threads = ((nvec + 31) / 32) * 32;
-    return {true, threads, per <= 1 ? 0 : per <= 2 ? 1 : per <= 4 ? 2 : 3};
-  }
-  return {false, dim >= 1024 ? 1024 : ((dim + 31) / 32) * 32, 0};
 }
 
 cuda::LaunchShape launch_shape(int32_t rows, const NormShape& s) {

@@ -1,9 +1,8 @@
 // RoPE application on the GPU (SPEC.md §8.3). The cos/sin tables are the host-built ones
 // (rope_table_ref, uploaded); the device only reads them, never recomputes them.
 //
-// The rotation uses __fmul_rn / __fadd_rn / __fsub_rn so nvcc cannot contract it into FMAs: each
-// product and the sum are rounded exactly as the CPU reference rounds them, so the result is
-// bit-identical to rope_ref (class T allows more; this costs nothing).
+// The rotation (rope_rotate.cuh) rounds each product and the sum as the CPU reference does, so the
+// result is bit-identical to rope_ref (class T allows more; this costs nothing).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -16,6 +15,7 @@
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/rope/rope.h"
+#include "dsa/kernels/rope/rope_rotate.cuh"
 
 namespace dsa::kernels {
 
@@ -56,9 +56,10 @@ __global__ void rope_kernel(const bf16* x, bf16* y, const int32_t* __restrict__ 
   }
   const float c = cos_table[int64_t{pos} * kRopePairs + lane];
   const float s = sin_table[int64_t{pos} * kRopePairs + lane];
-  const float a = bf16_to_float(xa), b = bf16_to_float(xb);
-  dst[ia] = float_to_bf16(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)));
-  dst[ib] = float_to_bf16(__fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c)));
+  bf16 a = xa, b = xb;
+  rope_rotate_pair(a, b, c, s);
+  dst[ia] = a;
+  dst[ib] = b;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "dsa/core/checked_mode.h"
@@ -22,15 +23,31 @@ namespace dsa::kernels {
 namespace {
 using sparse_mla_cuda::MlaKernelArgs;
 
+// The fewest 64-key tiles a split takes (default 1): DSA_SPARSE_MLA_MIN_TILES_PER_SPLIT = 1..32
+// raises it, for side-by-side runs (a split's fixed cost, its Q load and its partial state's
+// write and merge, against the tiles it overlaps). Read per call.
+StatusOr<int64_t> min_tiles_per_split() {
+  const char* env = std::getenv("DSA_SPARSE_MLA_MIN_TILES_PER_SPLIT");
+  if (env == nullptr) return 1;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (end == env || *end != '\0' || v < 1 || v > 32)
+    return invalid_argument(std::string("DSA_SPARSE_MLA_MIN_TILES_PER_SPLIT = ") + env +
+                            ": must be an integer in [1, 32] (or unset: 1)");
+  return int64_t{v};
+}
+
 // Splits for decode: as many as fill one wave of CTAs (one CTA per SM: the kernel takes 227 KB of
-// shared memory), at most one per 64-key tile, and no more than the workspace holds.
+// shared memory), at most one per min_tiles_per_split() 64-key tiles, and no more than the
+// workspace holds.
 StatusOr<int32_t> choose_splits(const SparseMlaDecodeParams& p) {
   if (p.num_splits != 0) return p.num_splits;
   if (p.split_workspace == nullptr) return 1;
   DSA_ASSIGN_OR_RETURN(int sms, cuda::sm_count());
+  DSA_ASSIGN_OR_RETURN(const int64_t min_tiles, min_tiles_per_split());
   const int64_t ctas = int64_t{p.rows} * ((p.num_heads + 63) / 64);
   if (ctas >= sms) return 1;
-  int64_t splits = std::min<int64_t>(sms / ctas, p.topk / sparse_mla_cuda::kTileKeys);
+  int64_t splits = std::min<int64_t>(sms / ctas, p.topk / sparse_mla_cuda::kTileKeys / min_tiles);
   const int64_t per_split = sparse_mla_decode_workspace_floats(p.rows, p.num_heads, 1);
   splits = std::min(splits, p.split_workspace_floats / std::max<int64_t>(per_split, 1));
   return static_cast<int32_t>(std::clamp<int64_t>(splits, 1, kMaxSparseMlaSplits));

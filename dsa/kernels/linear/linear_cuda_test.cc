@@ -181,6 +181,33 @@ TEST(LinearCuda, Bf16FewTokensWithinTolerance) {
   }
 }
 
+// DSA_LINEAR_FEW_TOKENS=narrow takes the few-token kernel for products of at most 256 outputs only:
+// those give the bits of =1 (the same kernel), wider ones the bits of the default (cuBLASLt).
+TEST(LinearCuda, Bf16FewTokensNarrowTakesOnlyNarrowProducts) {
+  DSA_SKIP_WITHOUT_GPU();
+  const uint64_t seed = testing::test_seed() + 2000;
+  struct Shape {
+    int32_t t, in, out;
+  } shapes[] = {{1, 7168, 64}, {4, 7168, 256}, {2, 256, 4}, {1, 7168, 257}, {3, 1024, 1536}};
+  uint64_t n = 0;
+  for (const Shape& s : shapes) {
+    Rng rng(seed + n++);
+    const Problem pr = make_problem(rng, s.t, s.in, s.out, false);
+    const Device d(pr);
+    auto run = [&](const char* mode) {
+      const testing::ScopedEnv env("DSA_LINEAR_FEW_TOKENS", mode);
+      Status st;
+      std::vector<float> y = run_gpu(pr, d, true, &st);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      return y;
+    };
+    const std::vector<float> narrow = run("narrow"), all = run("1"), none = run("0");
+    const bool takes = s.out <= 256;
+    EXPECT_EQ(narrow, takes ? all : none) << "t " << s.t << " in " << s.in << " out " << s.out;
+    expect_within_tolerance(pr, 3000 + n);
+  }
+}
+
 TEST(LinearCuda, Fp8WeightWithinTolerance) {
   DSA_SKIP_WITHOUT_GPU();
   const uint64_t seed = testing::test_seed();

@@ -15,9 +15,9 @@ using kernels::kQkDim;
 using kernels::kRopeDim;
 
 struct IndexerInputs {
-  uint8_t* q8;  // [rows, H_i, 128] e4m3
-  float* w;     // [rows, H_i] fp32, q scale folded in
-  bf16* k;      // [rows, 128] bf16 new key (quantised by the cache write)
+  uint8_t* q8 = nullptr;  // [rows, H_i, 128] e4m3
+  float* w = nullptr;     // [rows, H_i] fp32, q scale folded in
+  bf16* k = nullptr;      // [rows, 128] bf16 new key (quantised by the cache write)
 };
 
 kernels::RopeStyle indexer_rope_style(const BlockContext& c) {

@@ -3,7 +3,6 @@
 // strided-batched linear each (kernels/batched_linear), so a layer's op count is independent of H.
 #include <cmath>
 
-#include "dsa/kernels/attention_prologue/attention_prologue_parts.h"
 #include "dsa/model/block_parts.h"
 
 namespace dsa::model {
@@ -118,40 +117,56 @@ Status indexer_queries(const BlockContext& c, const IndexerWeights& w, const bf1
 // The row transforms of the three projections (§8.4, §8.5 step 2-3): cq = q_a's norm; the new
 // latent rows [c | k_pe] normalised and roped in place where kv_a wrote them; the indexer's new
 // key (normed, roped, rotated; quantised by the cache write). One launch with the fused row ops,
-// else the six separate ops it replaces (attention_prologue_parts.h), bit-identical either way.
+// else the separate ops in the same order (bit-identical either way).
 Status projection_rows(const BlockContext& c, const AttentionWeights& w, const NormProjections& pr,
                        int32_t rows, bf16* cq, bf16* k) {
-  kernels::AttentionPrologueParams p;
-  p.num_tokens = rows;
-  p.qa = pr.qa;
-  p.qa_ld = pr.qa_ld;
-  p.q_a_norm_w = c.weights.get(w.q_a_norm);
-  p.cq = cq;
-  p.q_lora = int32_t(c.config.q_lora_rank);
-  p.latent = pr.latent;
-  p.latent_ld = pr.latent_ld;
-  p.kv_a_norm_w = c.weights.get(w.kv_a_norm);
-  p.k_raw = pr.k_raw;
-  p.k_raw_ld = pr.k_ld;
-  p.k_norm_w = c.weights.get(w.indexer.k_norm_w);
-  p.k_norm_b = c.weights.get(w.indexer.k_norm_b);
-  p.k = k;
-  p.index_rope_style = indexer_rope_style(c);
-  p.positions = c.arrays.positions;
-  p.cos = c.weights.get(c.rope.cos);
-  p.sin = c.weights.get(c.rope.sin);
-  p.num_positions = c.rope.num_positions;
-  p.rms_eps = static_cast<float>(c.config.rms_norm_eps);
-  p.layernorm_eps = kernels::LayerNormParams{}.eps;
-  if (c.fused_row_ops) return c.ops.attention_prologue(p);
-  DSA_RETURN_IF_ERROR(kernels::validate(p));
-  const kernels::AttentionPrologueParts parts = kernels::attention_prologue_parts(p);
-  DSA_RETURN_IF_ERROR(c.ops.rmsnorm(parts.q_norm));
-  DSA_RETURN_IF_ERROR(c.ops.rmsnorm(parts.latent_norm));
-  DSA_RETURN_IF_ERROR(c.ops.rope(parts.latent_rope));
-  DSA_RETURN_IF_ERROR(c.ops.layernorm(parts.k_norm));
-  DSA_RETURN_IF_ERROR(c.ops.rope(parts.k_rope));
-  return c.ops.hadamard(parts.k_hadamard);
+  const IndexerWeights& iw = w.indexer;
+  if (c.fused_row_ops) {
+    kernels::AttentionPrologueParams p;
+    p.num_tokens = rows;
+    p.qa = pr.qa;
+    p.qa_ld = pr.qa_ld;
+    p.q_a_norm_w = c.weights.get(w.q_a_norm);
+    p.cq = cq;
+    p.q_lora = int32_t(c.config.q_lora_rank);
+    p.latent = pr.latent;
+    p.latent_ld = pr.latent_ld;
+    p.kv_a_norm_w = c.weights.get(w.kv_a_norm);
+    p.k_raw = pr.k_raw;
+    p.k_raw_ld = pr.k_ld;
+    p.k_norm_w = c.weights.get(iw.k_norm_w);
+    p.k_norm_b = c.weights.get(iw.k_norm_b);
+    p.k = k;
+    p.index_rope_style = indexer_rope_style(c);
+    p.positions = c.arrays.positions;
+    p.cos = c.weights.get(c.rope.cos);
+    p.sin = c.weights.get(c.rope.sin);
+    p.num_positions = c.rope.num_positions;
+    p.rms_eps = static_cast<float>(c.config.rms_norm_eps);
+    p.layernorm_eps = kernels::LayerNormParams{}.eps;
+    return c.ops.attention_prologue(p);
+  }
+  DSA_RETURN_IF_ERROR(
+      block_rmsnorm(c, pr.qa, pr.qa_ld, w.q_a_norm, cq, rows, int32_t(c.config.q_lora_rank)));
+  // c normalised in place (rows independent, so the norm reads each row before writing it) and
+  // k_pe roped, with no copy between.
+  DSA_RETURN_IF_ERROR(block_rmsnorm(c, pr.latent, pr.latent_ld, w.kv_a_norm, pr.latent, rows,
+                                    kLatentDim, pr.latent_ld));
+  DSA_RETURN_IF_ERROR(block_rope(c, pr.latent + kLatentDim, rows, 1, pr.latent_ld, pr.latent_ld,
+                                 kernels::RopeStyle::kInterleaved));
+  kernels::LayerNormParams ln;
+  ln.x = pr.k_raw;
+  ln.x_stride = pr.k_ld;
+  ln.weight = c.weights.get(iw.k_norm_w);
+  ln.bias = c.weights.get(iw.k_norm_b);
+  ln.y = k;
+  ln.num_tokens = rows;
+  ln.dim = kIndexHeadDim;
+  DSA_RETURN_IF_ERROR(c.ops.layernorm(ln));
+  DSA_RETURN_IF_ERROR(
+      block_rope(c, k, rows, 1, kIndexHeadDim, kIndexHeadDim, indexer_rope_style(c)));
+  kernels::HadamardParams hk{k, k, rows};
+  return c.ops.hadamard(hk);
 }
 
 // One strided-batched linear over every head: x[t][h] (x_head apart in a row of H of them) times

@@ -34,7 +34,7 @@ std::vector<bf16> columns(const AttentionPrologueInputs& in, int64_t col, int64_
   return out;
 }
 
-// The unfused sequence, each CPU op on its own dense copy of its input.
+// The unfused sequence (run_prologue_separately), the CPU ops on dense copies of the three inputs.
 struct Expected {
   std::vector<bf16> cq, latent, k;  // [T, q_lora], [T, 576], [T, 128]
 };
@@ -43,52 +43,31 @@ StatusOr<Expected> expected(const AttentionPrologueInputs& in, RopeStyle style) 
   const int32_t T = in.tokens;
   Expected e;
   const std::vector<bf16> qa = columns(in, in.qa_col(), in.q_lora);
-  e.cq.assign(size_t(T) * in.q_lora, float_to_bf16(NAN));
-  RmsNormParams qn;
-  qn.x = qa.data();
-  qn.weight = in.q_a_norm_w.data();
-  qn.y = e.cq.data();
-  qn.num_tokens = T;
-  qn.dim = in.q_lora;
-  DSA_RETURN_IF_ERROR(rmsnorm_ref(qn));
-
-  e.latent = columns(in, in.latent_col(), kQkDim);
-  RmsNormParams ln;
-  ln.x = e.latent.data();
-  ln.weight = in.kv_a_norm_w.data();
-  ln.y = e.latent.data();
-  ln.num_tokens = T;
-  ln.dim = kLatentDim;
-  ln.x_stride = kQkDim;
-  ln.y_stride = kQkDim;
-  DSA_RETURN_IF_ERROR(rmsnorm_ref(ln));
-  const auto rope = [&](bf16* x, int64_t stride, RopeStyle s) {
-    RopeParams r;
-    r.x = x;
-    r.positions = in.positions.data();
-    r.cos = in.cos.data();
-    r.sin = in.sin.data();
-    r.num_tokens = T;
-    r.token_stride = stride;
-    r.head_stride = stride;
-    r.num_positions = in.num_positions;
-    r.style = s;
-    return rope_ref(r);
-  };
-  DSA_RETURN_IF_ERROR(rope(e.latent.data() + kLatentDim, kQkDim, RopeStyle::kInterleaved));
-
   const std::vector<bf16> k_raw = columns(in, in.k_raw_col(), kIndexHeadDim);
+  e.latent = columns(in, in.latent_col(), kQkDim);
+  e.cq.assign(size_t(T) * in.q_lora, float_to_bf16(NAN));
   e.k.assign(size_t(T) * kIndexHeadDim, float_to_bf16(NAN));
-  LayerNormParams kn;
-  kn.x = k_raw.data();
-  kn.weight = in.k_norm_w.data();
-  kn.bias = in.k_norm_b.data();
-  kn.y = e.k.data();
-  kn.num_tokens = T;
-  kn.dim = kIndexHeadDim;
-  DSA_RETURN_IF_ERROR(layernorm_ref(kn));
-  DSA_RETURN_IF_ERROR(rope(e.k.data(), kIndexHeadDim, style));
-  DSA_RETURN_IF_ERROR(hadamard_ref(HadamardParams{e.k.data(), e.k.data(), T}));
+  AttentionPrologueParams p;
+  p.num_tokens = T;
+  p.qa = qa.data();
+  p.qa_ld = in.q_lora;
+  p.q_a_norm_w = in.q_a_norm_w.data();
+  p.cq = e.cq.data();
+  p.q_lora = in.q_lora;
+  p.latent = e.latent.data();
+  p.latent_ld = kQkDim;
+  p.kv_a_norm_w = in.kv_a_norm_w.data();
+  p.k_raw = k_raw.data();
+  p.k_raw_ld = kIndexHeadDim;
+  p.k_norm_w = in.k_norm_w.data();
+  p.k_norm_b = in.k_norm_b.data();
+  p.k = e.k.data();
+  p.index_rope_style = style;
+  p.positions = in.positions.data();
+  p.cos = in.cos.data();
+  p.sin = in.sin.data();
+  p.num_positions = in.num_positions;
+  DSA_RETURN_IF_ERROR(run_prologue_separately(p, {rmsnorm_ref, rope_ref, layernorm_ref, hadamard_ref}));
   return e;
 }
 
@@ -123,6 +102,54 @@ Status expect_dense(RopeStyle style, std::string_view what, const std::vector<bf
 }
 
 }  // namespace
+
+Status run_prologue_separately(const AttentionPrologueParams& p, const PrologueConstituents& ops) {
+  RmsNormParams qn;
+  qn.x = p.qa;
+  qn.x_stride = p.qa_ld;
+  qn.weight = p.q_a_norm_w;
+  qn.y = p.cq;
+  qn.num_tokens = p.num_tokens;
+  qn.dim = p.q_lora;
+  qn.eps = p.rms_eps;
+  DSA_RETURN_IF_ERROR(ops.rmsnorm(qn));
+  RmsNormParams ln;
+  ln.x = p.latent;
+  ln.x_stride = p.latent_ld;
+  ln.weight = p.kv_a_norm_w;
+  ln.y = p.latent;
+  ln.y_stride = p.latent_ld;
+  ln.num_tokens = p.num_tokens;
+  ln.dim = 512;
+  ln.eps = p.rms_eps;
+  DSA_RETURN_IF_ERROR(ops.rmsnorm(ln));
+  RopeParams lr;
+  lr.x = p.latent + 512;
+  lr.positions = p.positions;
+  lr.cos = p.cos;
+  lr.sin = p.sin;
+  lr.num_tokens = p.num_tokens;
+  lr.token_stride = p.latent_ld;
+  lr.num_positions = p.num_positions;
+  lr.style = RopeStyle::kInterleaved;
+  DSA_RETURN_IF_ERROR(ops.rope(lr));
+  LayerNormParams kn;
+  kn.x = p.k_raw;
+  kn.x_stride = p.k_raw_ld;
+  kn.weight = p.k_norm_w;
+  kn.bias = p.k_norm_b;
+  kn.y = p.k;
+  kn.num_tokens = p.num_tokens;
+  kn.dim = 128;
+  kn.eps = p.layernorm_eps;
+  DSA_RETURN_IF_ERROR(ops.layernorm(kn));
+  RopeParams kr = lr;
+  kr.x = p.k;
+  kr.token_stride = 128;
+  kr.style = p.index_rope_style;
+  DSA_RETURN_IF_ERROR(ops.rope(kr));
+  return ops.hadamard({p.k, p.k, p.num_tokens});
+}
 
 StatusOr<AttentionPrologueInputs> attention_prologue_inputs(int32_t tokens, int32_t q_lora,
                                                             uint64_t seed) {

@@ -8,6 +8,10 @@
 #include "dsa/core/dtype.h"
 #include "dsa/core/status.h"
 #include "dsa/kernels/attention_prologue/attention_prologue.h"
+#include "dsa/kernels/hadamard/hadamard.h"
+#include "dsa/kernels/layernorm/layernorm.h"
+#include "dsa/kernels/rmsnorm/rmsnorm.h"
+#include "dsa/kernels/rope/rope.h"
 
 namespace dsa::kernels {
 
@@ -33,6 +37,19 @@ struct AttentionPrologueInputs {
   int64_t k_raw_col() const { return q_lora; }
   int64_t latent_col() const { return int64_t{q_lora} + 128; }
 };
+
+// One backend's four constituent ops (the *_ref or the *_cuda functions).
+struct PrologueConstituents {
+  Status (*rmsnorm)(const RmsNormParams&);
+  Status (*rope)(const RopeParams&);
+  Status (*layernorm)(const LayerNormParams&);
+  Status (*hadamard)(const HadamardParams&);
+};
+
+// The six separate ops attention_prologue replaces, one by one on the buffers `p` names, their
+// params written out here (not through the op's own attention_prologue_parts): the independent
+// sequence the op's tests compare it with.
+Status run_prologue_separately(const AttentionPrologueParams& p, const PrologueConstituents& ops);
 
 StatusOr<AttentionPrologueInputs> attention_prologue_inputs(int32_t tokens, int32_t q_lora,
                                                             uint64_t seed);

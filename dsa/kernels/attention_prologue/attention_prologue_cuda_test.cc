@@ -142,53 +142,9 @@ struct Run {
   }
 };
 
-// The six CUDA ops one by one, written out here, on the buffers `p` names.
+// The six CUDA ops one by one (run_prologue_separately: their params written out independently).
 Status separate_cuda(const AttentionPrologueParams& p) {
-  RmsNormParams qn;
-  qn.x = p.qa;
-  qn.x_stride = p.qa_ld;
-  qn.weight = p.q_a_norm_w;
-  qn.y = p.cq;
-  qn.num_tokens = p.num_tokens;
-  qn.dim = p.q_lora;
-  qn.eps = p.rms_eps;
-  DSA_RETURN_IF_ERROR(rmsnorm_cuda(qn));
-  RmsNormParams ln;
-  ln.x = p.latent;
-  ln.x_stride = p.latent_ld;
-  ln.weight = p.kv_a_norm_w;
-  ln.y = p.latent;
-  ln.y_stride = p.latent_ld;
-  ln.num_tokens = p.num_tokens;
-  ln.dim = 512;
-  ln.eps = p.rms_eps;
-  DSA_RETURN_IF_ERROR(rmsnorm_cuda(ln));
-  RopeParams lr;
-  lr.x = p.latent + 512;
-  lr.positions = p.positions;
-  lr.cos = p.cos;
-  lr.sin = p.sin;
-  lr.num_tokens = p.num_tokens;
-  lr.token_stride = p.latent_ld;
-  lr.num_positions = p.num_positions;
-  lr.style = RopeStyle::kInterleaved;
-  DSA_RETURN_IF_ERROR(rope_cuda(lr));
-  LayerNormParams kn;
-  kn.x = p.k_raw;
-  kn.x_stride = p.k_raw_ld;
-  kn.weight = p.k_norm_w;
-  kn.bias = p.k_norm_b;
-  kn.y = p.k;
-  kn.num_tokens = p.num_tokens;
-  kn.dim = 128;
-  kn.eps = p.layernorm_eps;
-  DSA_RETURN_IF_ERROR(layernorm_cuda(kn));
-  RopeParams kr = lr;
-  kr.x = p.k;
-  kr.token_stride = 128;
-  kr.style = p.index_rope_style;
-  DSA_RETURN_IF_ERROR(rope_cuda(kr));
-  return hadamard_cuda({p.k, p.k, p.num_tokens});
+  return run_prologue_separately(p, {rmsnorm_cuda, rope_cuda, layernorm_cuda, hadamard_cuda});
 }
 
 struct Outputs {

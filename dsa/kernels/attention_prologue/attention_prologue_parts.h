@@ -1,7 +1,7 @@
 // The six unfused ops that attention_prologue replaces, as their own params, in their order: the
-// CPU reference runs them through the *_ref ops, the CUDA launcher's fallback through the *_cuda
-// ops and the model (--disable-fused-row-ops) through its op table, so all three are the unfused
-// sequence by construction. The op's tests build the sequence themselves, independently.
+// CPU reference runs them through the *_ref ops and the CUDA launcher's fallback through the
+// *_cuda ops, so both are the unfused sequence by construction. Internal to the op (its tests
+// build the sequence themselves, independently).
 #pragma once
 
 #include "dsa/kernels/attention_prologue/attention_prologue.h"

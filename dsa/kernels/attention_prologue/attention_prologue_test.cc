@@ -30,54 +30,8 @@ using testing::first_bit_difference;
 
 constexpr size_t kTail = 40;  // poisoned elements past cq's and k's rows
 
-// The six CPU ops one by one, written out here (not through the op's own parts), on the buffers
-// `p` names.
 Status separate_refs(const AttentionPrologueParams& p) {
-  RmsNormParams qn;
-  qn.x = p.qa;
-  qn.x_stride = p.qa_ld;
-  qn.weight = p.q_a_norm_w;
-  qn.y = p.cq;
-  qn.num_tokens = p.num_tokens;
-  qn.dim = p.q_lora;
-  qn.eps = p.rms_eps;
-  DSA_RETURN_IF_ERROR(rmsnorm_ref(qn));
-  RmsNormParams ln;
-  ln.x = p.latent;
-  ln.x_stride = p.latent_ld;
-  ln.weight = p.kv_a_norm_w;
-  ln.y = p.latent;
-  ln.y_stride = p.latent_ld;
-  ln.num_tokens = p.num_tokens;
-  ln.dim = 512;
-  ln.eps = p.rms_eps;
-  DSA_RETURN_IF_ERROR(rmsnorm_ref(ln));
-  RopeParams lr;
-  lr.x = p.latent + 512;
-  lr.positions = p.positions;
-  lr.cos = p.cos;
-  lr.sin = p.sin;
-  lr.num_tokens = p.num_tokens;
-  lr.token_stride = p.latent_ld;
-  lr.num_positions = p.num_positions;
-  lr.style = RopeStyle::kInterleaved;
-  DSA_RETURN_IF_ERROR(rope_ref(lr));
-  LayerNormParams kn;
-  kn.x = p.k_raw;
-  kn.x_stride = p.k_raw_ld;
-  kn.weight = p.k_norm_w;
-  kn.bias = p.k_norm_b;
-  kn.y = p.k;
-  kn.num_tokens = p.num_tokens;
-  kn.dim = 128;
-  kn.eps = p.layernorm_eps;
-  DSA_RETURN_IF_ERROR(layernorm_ref(kn));
-  RopeParams kr = lr;
-  kr.x = p.k;
-  kr.token_stride = 128;
-  kr.style = p.index_rope_style;
-  DSA_RETURN_IF_ERROR(rope_ref(kr));
-  return hadamard_ref({p.k, p.k, p.num_tokens});
+  return run_prologue_separately(p, {rmsnorm_ref, rope_ref, layernorm_ref, hadamard_ref});
 }
 
 // One case's buffers: the fused layout (one [T, ld] buffer of [qa | k_raw | latent]) or three

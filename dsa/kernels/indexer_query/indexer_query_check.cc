@@ -51,28 +51,16 @@ struct Reference {
 
 // The separate CPU references on a dense copy of the heads, as the unfused model ran them.
 Status reference(const IndexerQueryParams& p, const std::vector<float>& w0, Reference* out) {
-  const int64_t row = int64_t{p.num_heads} * kIndexHeadDim;
   const int64_t blocks = int64_t{p.num_tokens} * p.num_heads;
   out->r.resize(size_t(blocks) * kIndexHeadDim);
-  for (int32_t t = 0; t < p.num_tokens; ++t)
-    std::memcpy(&out->r[size_t(t) * size_t(row)], p.q + int64_t{t} * p.q_token_stride,
-                size_t(row) * sizeof(bf16));
-  RopeParams rp;
-  rp.x = out->r.data();
-  rp.positions = p.positions;
-  rp.cos = p.cos;
-  rp.sin = p.sin;
-  rp.num_tokens = p.num_tokens;
-  rp.num_heads = p.num_heads;
-  rp.token_stride = row;
-  rp.head_stride = kIndexHeadDim;
-  rp.num_positions = p.num_positions;
-  rp.style = p.style;
-  DSA_RETURN_IF_ERROR(rope_ref(rp));
-  DSA_RETURN_IF_ERROR(hadamard_ref({out->r.data(), out->r.data(), static_cast<int32_t>(blocks)}));
   out->q8.assign(out->r.size(), 0);
   out->w = w0;
-  return indexer_q_quant_ref({out->r.data(), out->q8.data(), out->w.data(), blocks, p.fold});
+  IndexerQueryParams q = p;
+  q.q8 = out->q8.data();
+  q.w = out->w.data();
+  // The quantisation reads r after the Hadamard and leaves it: the dense buffer is r.
+  return run_query_separately(q, out->r.data(),
+                              {copy_rows_host, rope_ref, hadamard_ref, indexer_q_quant_ref});
 }
 
 // One block (token t, head h): the weight exact for the scale it implies, that scale the
@@ -130,6 +118,34 @@ Status compare_block(const IndexerQueryParams& p, const Reference& ref,
 }
 
 }  // namespace
+
+Status copy_rows_host(bf16* dense, const bf16* rows, int64_t ld, int64_t width, int32_t count) {
+  for (int32_t t = 0; t < count; ++t) {
+    std::memcpy(dense + int64_t{t} * width, rows + int64_t{t} * ld, size_t(width) * sizeof(bf16));
+  }
+  return ok_status();
+}
+
+Status run_query_separately(const IndexerQueryParams& p, bf16* dense,
+                            const QueryConstituents& ops) {
+  const int64_t row = int64_t{p.num_heads} * kIndexHeadDim;
+  DSA_RETURN_IF_ERROR(ops.copy_rows(dense, p.q, p.q_token_stride, row, p.num_tokens));
+  RopeParams rp;
+  rp.x = dense;
+  rp.positions = p.positions;
+  rp.cos = p.cos;
+  rp.sin = p.sin;
+  rp.num_tokens = p.num_tokens;
+  rp.num_heads = p.num_heads;
+  rp.token_stride = row;
+  rp.head_stride = kIndexHeadDim;
+  rp.num_positions = p.num_positions;
+  rp.style = p.style;
+  DSA_RETURN_IF_ERROR(ops.rope(rp));
+  const int64_t blocks = int64_t{p.num_tokens} * p.num_heads;
+  DSA_RETURN_IF_ERROR(ops.hadamard({dense, dense, static_cast<int32_t>(blocks)}));
+  return ops.quant({dense, p.q8, p.w, blocks, p.fold});
+}
 
 Status check_indexer_query(IndexerQueryFn op, int32_t tokens, int32_t heads, uint64_t seed) {
   if (tokens < 1 || heads < 1) {

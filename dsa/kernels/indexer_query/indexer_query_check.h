@@ -4,11 +4,32 @@
 #include <cstdint>
 
 #include "dsa/core/status.h"
+#include "dsa/kernels/hadamard/hadamard.h"
 #include "dsa/kernels/indexer_query/indexer_query.h"
+#include "dsa/kernels/indexer_write/indexer_q_quant.h"
+#include "dsa/kernels/rope/rope.h"
 
 namespace dsa::kernels {
 
 using IndexerQueryFn = Status (*)(const IndexerQueryParams&);
+
+// One backend's constituents of the query side: the copy of p's heads out of their rows (host
+// memcpy or a device 2-D copy) and the three ops (the *_ref or the *_cuda functions).
+struct QueryConstituents {
+  // dense[t] = rows[t * ld, t * ld + width) for t < rows
+  Status (*copy_rows)(bf16* dense, const bf16* rows, int64_t ld, int64_t width, int32_t count);
+  Status (*rope)(const RopeParams&);
+  Status (*hadamard)(const HadamardParams&);
+  Status (*quant)(const IndexerQuantParams&);
+};
+
+// The four separate steps indexer_query replaces, on `dense` ([T, H_i, 128], the caller's
+// buffer), into p.q8 and p.w: the copy, RoPE and Hadamard in place, the quantisation. Their params
+// are written out here, independently of the op's own reference: the sequence its tests and
+// check compare it with.
+Status run_query_separately(const IndexerQueryParams& p, bf16* dense, const QueryConstituents& ops);
+// QueryConstituents::copy_rows for host memory.
+Status copy_rows_host(bf16* dense, const bf16* rows, int64_t ld, int64_t width, int32_t count);
 
 // Runs `op` in both rope styles on `tokens` x `heads` random query heads laid out as the fused
 // q_b linear writes them (rows wider than the heads: other columns before and after, holding

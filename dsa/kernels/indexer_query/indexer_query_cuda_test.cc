@@ -119,30 +119,22 @@ IndexerQueryParams params(const Case& c, const Inputs& in, const Tables& tab, ui
   return p;
 }
 
-// The model's unfused CUDA sequence on device pointers: copy_rows_2d's 2-D copy into a dense
-// buffer, rope_cuda and hadamard_cuda in place, indexer_q_quant_cuda into q8 and w.
-Status unfused_cuda(const IndexerQueryParams& p) {
-  const int64_t row = int64_t{p.num_heads} * kIndexHeadDim;
-  DSA_ASSIGN_OR_RETURN(auto q, DeviceBuffer<bf16>::alloc(size_t(p.num_tokens) * size_t(row)));
-  DSA_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(q.data(), size_t(row) * sizeof(bf16), p.q,
-                                             size_t(p.q_token_stride) * sizeof(bf16),
-                                             size_t(row) * sizeof(bf16), size_t(p.num_tokens),
+// copy_rows_2d's 2-D copy (the model's copy out of the fused projection's columns), on the stream.
+Status copy_rows_device(bf16* dense, const bf16* rows, int64_t ld, int64_t width, int32_t count) {
+  DSA_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(dense, size_t(width) * sizeof(bf16), rows,
+                                             size_t(ld) * sizeof(bf16),
+                                             size_t(width) * sizeof(bf16), size_t(count),
                                              cudaMemcpyDeviceToDevice, cuda::current_stream()));
-  RopeParams rp;
-  rp.x = q.data();
-  rp.positions = p.positions;
-  rp.cos = p.cos;
-  rp.sin = p.sin;
-  rp.num_tokens = p.num_tokens;
-  rp.num_heads = p.num_heads;
-  rp.token_stride = row;
-  rp.head_stride = kIndexHeadDim;
-  rp.num_positions = p.num_positions;
-  rp.style = p.style;
-  DSA_RETURN_IF_ERROR(rope_cuda(rp));
-  const int32_t blocks = p.num_tokens * p.num_heads;
-  DSA_RETURN_IF_ERROR(hadamard_cuda({q.data(), q.data(), blocks}));
-  DSA_RETURN_IF_ERROR(indexer_q_quant_cuda({q.data(), p.q8, p.w, blocks, p.fold}));
+  return ok_status();
+}
+
+// The model's unfused CUDA sequence on device pointers (run_query_separately): the 2-D copy into
+// a dense buffer, rope_cuda and hadamard_cuda in place, indexer_q_quant_cuda into q8 and w.
+Status unfused_cuda(const IndexerQueryParams& p) {
+  DSA_ASSIGN_OR_RETURN(auto q, DeviceBuffer<bf16>::alloc(size_t(p.num_tokens) *
+                                                         size_t(p.num_heads) * kIndexHeadDim));
+  DSA_RETURN_IF_ERROR(run_query_separately(
+      p, q.data(), {copy_rows_device, rope_cuda, hadamard_cuda, indexer_q_quant_cuda}));
   DSA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cuda::current_stream()));  // before q is freed
   return ok_status();
 }

@@ -99,28 +99,12 @@ IndexerQueryParams params(const Case& c, const Inputs& in, const Tables& tab, ui
   return p;
 }
 
-// The model's unfused CPU path: the heads copied to a dense buffer, rope_ref, hadamard_ref,
-// indexer_q_quant_ref (q8 and w written in place).
+// The model's unfused CPU path (run_query_separately, its params written out independently of
+// the reference): the heads copied to a dense buffer, rope_ref, hadamard_ref, indexer_q_quant_ref.
 Status unfused(const IndexerQueryParams& p) {
-  const int64_t row = int64_t{p.num_heads} * kIndexHeadDim;
-  std::vector<bf16> q(size_t(p.num_tokens) * size_t(row));
-  for (int32_t t = 0; t < p.num_tokens; ++t)
-    for (int64_t j = 0; j < row; ++j) q[size_t(t * row + j)] = p.q[t * p.q_token_stride + j];
-  RopeParams rp;
-  rp.x = q.data();
-  rp.positions = p.positions;
-  rp.cos = p.cos;
-  rp.sin = p.sin;
-  rp.num_tokens = p.num_tokens;
-  rp.num_heads = p.num_heads;
-  rp.token_stride = row;
-  rp.head_stride = kIndexHeadDim;
-  rp.num_positions = p.num_positions;
-  rp.style = p.style;
-  DSA_RETURN_IF_ERROR(rope_ref(rp));
-  const int32_t blocks = p.num_tokens * p.num_heads;
-  DSA_RETURN_IF_ERROR(hadamard_ref({q.data(), q.data(), blocks}));
-  return indexer_q_quant_ref({q.data(), p.q8, p.w, blocks, p.fold});
+  std::vector<bf16> q(size_t(p.num_tokens) * size_t(p.num_heads) * kIndexHeadDim);
+  return run_query_separately(p, q.data(),
+                              {copy_rows_host, rope_ref, hadamard_ref, indexer_q_quant_ref});
 }
 
 // Runs the fused reference and the unfused path on the same inputs (outputs poisoned with

@@ -35,7 +35,7 @@ struct Outputs {
 };
 
 Outputs run_three_forwards(const std::string& dir, FuseOptions fuse, bool random_weights,
-                           bool in_backend) {
+                           bool in_backend, const kernels::OpTable& ops = kernels::cpu_ops()) {
   ModelOptions o;
   o.max_requests = 4;
   o.max_context = 128;
@@ -46,7 +46,7 @@ Outputs run_three_forwards(const std::string& dir, FuseOptions fuse, bool random
   o.random_seed = 11;
   o.random_weights_in_backend = in_backend;
   Outputs r;
-  auto m = DsaModel::load(dir, o, kernels::cpu_ops());
+  auto m = DsaModel::load(dir, o, ops);
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   if (!m.ok()) return r;
   DsaModel& model = **m;
@@ -122,16 +122,44 @@ TEST(FusedProjections, TinyModelIsTheUnfusedModelBitForBit) {
   }
 }
 
+// The CPU ops with the two fused row-transform ops counted, so a test sees that they ran.
+int g_prologue_calls = 0, g_query_calls = 0;
+Status counted_prologue(const kernels::AttentionPrologueParams& p) {
+  ++g_prologue_calls;
+  return kernels::attention_prologue_ref(p);
+}
+Status counted_query(const kernels::IndexerQueryParams& p) {
+  ++g_query_calls;
+  return kernels::indexer_query_ref(p);
+}
+const kernels::OpTable& counting_cpu_ops() {
+  static const kernels::OpTable table = [] {
+    kernels::OpTable t = kernels::cpu_ops();
+    t.attention_prologue = counted_prologue;
+    t.indexer_query = counted_query;
+    return t;
+  }();
+  return table;
+}
+
 // The fused row-transform ops (FuseOptions::row_ops) against the separate ops, with the
-// projections unfused (dense indexer queries from wq_b) and fused (the queries read in place).
+// projections unfused (dense indexer queries from wq_b) and fused (the queries read in place):
+// the same bits, and the fused ops ran once per attention block and forward (5 blocks: 4 target
+// layers and the MTP layer; 3 forwards, 2 of the target) only when on.
 TEST(FusedProjections, FusedRowOpsAreTheSeparateOpsBitForBit) {
   for (bool projections : {false, true}) {
     FuseOptions on{projections, projections, projections, true};
     FuseOptions off = on;
     off.row_ops = false;
-    expect_same_bits(run_three_forwards(tiny_dir(), on, false, false),
-                     run_three_forwards(tiny_dir(), off, false, false),
-                     projections ? "projections fused" : "projections unfused");
+    g_prologue_calls = g_query_calls = 0;
+    const Outputs fused = run_three_forwards(tiny_dir(), on, false, false, counting_cpu_ops());
+    EXPECT_EQ(g_prologue_calls, 4 * 2 + 1);
+    EXPECT_EQ(g_query_calls, 4 * 2 + 1);
+    g_prologue_calls = g_query_calls = 0;
+    const Outputs separate = run_three_forwards(tiny_dir(), off, false, false, counting_cpu_ops());
+    EXPECT_EQ(g_prologue_calls, 0);
+    EXPECT_EQ(g_query_calls, 0);
+    expect_same_bits(fused, separate, projections ? "projections fused" : "projections unfused");
   }
 }
 

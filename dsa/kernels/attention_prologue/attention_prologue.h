@@ -71,5 +71,7 @@ Status attention_prologue_ref(const AttentionPrologueParams& p);
 // cq, latent and the two weights 16-byte aligned, q_lora <= 2048), those six ops run in sequence
 // instead. Checked mode: a position outside the table is OutOfRange (device error word).
 Status attention_prologue_cuda(const AttentionPrologueParams& p);
+// Whether attention_prologue_cuda runs `p` (valid) as its one fused launch; false: the fallback.
+bool attention_prologue_cuda_fuses(const AttentionPrologueParams& p);
 
 }  // namespace dsa::kernels

@@ -67,7 +67,8 @@ StatusOr<Expected> expected(const AttentionPrologueInputs& in, RopeStyle style) 
   p.cos = in.cos.data();
   p.sin = in.sin.data();
   p.num_positions = in.num_positions;
-  DSA_RETURN_IF_ERROR(run_prologue_separately(p, {rmsnorm_ref, rope_ref, layernorm_ref, hadamard_ref}));
+  DSA_RETURN_IF_ERROR(
+      run_prologue_separately(p, {rmsnorm_ref, rope_ref, layernorm_ref, hadamard_ref}));
   return e;
 }
 
@@ -175,6 +176,18 @@ StatusOr<AttentionPrologueInputs> attention_prologue_inputs(int32_t tokens, int3
       row[in.latent_col() + j] = float_to_bf16(rng.normal() * sl);
     for (int64_t j = kLatentDim; j < kQkDim; ++j)
       row[in.latent_col() + j] = float_to_bf16(rng.normal() * 2.f);
+  }
+  // Edge rows, where there are enough tokens: an all-zero qa row and latent c (a norm of zeros:
+  // zeros, not NaN), a constant k_raw row (variance 0: the LayerNorm gives its bias) and a qa row
+  // of 2^50s (its fp32 sum of squares near 2^111, within range).
+  const auto fill = [&](int64_t t, int64_t col, int64_t width, float v) {
+    for (int64_t j = 0; j < width; ++j) in.rows[size_t(t * in.ld + col + j)] = float_to_bf16(v);
+  };
+  if (tokens >= 4) {
+    fill(0, in.qa_col(), q_lora, 0.f);
+    fill(1, in.latent_col(), kLatentDim, 0.f);
+    fill(2, in.k_raw_col(), kIndexHeadDim, 3.25f);
+    fill(3, in.qa_col(), q_lora, 0x1p50f);
   }
   in.q_a_norm_w = rng.bf16_vector(size_t(q_lora), 0.5f);
   in.kv_a_norm_w = rng.bf16_vector(size_t(kLatentDim), 0.5f);

@@ -21,7 +21,9 @@ using AttentionPrologueFn = Status (*)(const AttentionPrologueParams&);
 // fused_projections.h): T rows of [qa (q_lora) | k_raw (128) | latent (576)], ld = q_lora + 704
 // apart. Row scales spread over 2^-6..2^6 (k_raw's rows also offset, as LayerNorm inputs are),
 // bf16 norm weights around 0.5, k_norm's fp32 weight and bias, positions over the whole table
-// (its first and last row among them) and the tables of RopeConfig{} from rope_table_ref.
+// (its first and last row among them) and the tables of RopeConfig{} from rope_table_ref. From
+// 4 tokens on, rows 0-3 hold edge rows: a zero qa row, a zero latent c, a constant k_raw row, a qa
+// row of 2^50s.
 struct AttentionPrologueInputs {
   int32_t tokens = 0;
   int32_t q_lora = 0;

@@ -173,18 +173,24 @@ Status run_unfused(const AttentionPrologueParams& p) {
 
 }  // namespace
 
+bool attention_prologue_cuda_fuses(const AttentionPrologueParams& p) {
+  // The shapes rmsnorm_cuda would launch: fused only where both norms take the vector path with one
+  // vector per thread (q_lora <= 2048, so at most kMaxThreads threads).
+  const NormShape q = norm_shape(p.q_lora, p.qa_ld, p.q_lora, p.qa, p.cq, p.q_a_norm_w);
+  const NormShape lat =
+      norm_shape(kLatentDim, p.latent_ld, p.latent_ld, p.latent, p.latent, p.kv_a_norm_w);
+  return q.vec && q.slot == 0 && q.threads <= kMaxThreads && lat.vec && lat.slot == 0;
+}
+
 Status attention_prologue_cuda(const AttentionPrologueParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   if (p.num_tokens == 0) return ok_status();
-  // The shapes rmsnorm_cuda and layernorm_cuda would launch; fused only where both norms take the
-  // vector path with one vector per thread.
+  if (!attention_prologue_cuda_fuses(p)) return run_unfused(p);
   const NormShape q = norm_shape(p.q_lora, p.qa_ld, p.q_lora, p.qa, p.cq, p.q_a_norm_w);
   const NormShape lat =
       norm_shape(kLatentDim, p.latent_ld, p.latent_ld, p.latent, p.latent, p.kv_a_norm_w);
   const int k_threads = layernorm_threads(kIndexHeadDim);
-  if (!(q.vec && q.slot == 0 && lat.vec && lat.slot == 0)) return run_unfused(p);
   const int threads = std::max({q.threads, lat.threads, k_threads, (kLatentRopeWarp + 1) * 32});
-  if (threads > kMaxThreads) return run_unfused(p);  // not reached: nvec <= 256 at slot 0
 
   const bool checked = checked_mode();
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));

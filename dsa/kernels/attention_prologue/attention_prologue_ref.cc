@@ -45,6 +45,28 @@ bool overlaps(const Span& a, const Span& b) {
   return a0 < end(b0, b.elems) && b0 < end(a0, a.elems);
 }
 
+// Rows of `a` (written) and of `b` (read): apart when their row spans miss each other, or when they
+// are column ranges of one buffer: the same row stride, and b's columns outside a's in every row.
+Status require_columns_apart(int64_t rows, std::string_view a_name, const bf16* a, int64_t a_ld,
+                             int64_t a_width, std::string_view b_name, const bf16* b, int64_t b_ld,
+                             int64_t b_width) {
+  if (!overlaps({a_name, a, rows_span(rows, a_ld, a_width)},
+                {b_name, b, rows_span(rows, b_ld, b_width)})) {
+    return ok_status();
+  }
+  // Same buffer: b starts `col` elements into a row of a's stride (bytes apart a whole number of
+  // elements, or the two cannot be column ranges).
+  const intptr_t bytes = reinterpret_cast<intptr_t>(b) - reinterpret_cast<intptr_t>(a);
+  if (a_ld == b_ld && bytes % intptr_t(sizeof(bf16)) == 0) {
+    const int64_t col = ((int64_t(bytes / intptr_t(sizeof(bf16))) % a_ld) + a_ld) % a_ld;
+    if (col >= a_width && col + b_width <= a_ld) return ok_status();
+  }
+  return invalid_argument(fmt::format(
+      "{}: {} = {} (row stride {}) and {} = {} (row stride {}) share elements: as column ranges "
+      "of one buffer they need one row stride and {}'s {} columns clear of {}'s {}",
+      kOp, a_name, fmt::ptr(a), a_ld, b_name, fmt::ptr(b), b_ld, a_name, a_width, b_name, b_width));
+}
+
 Status require_eps(std::string_view field, float eps) {
   if (std::isfinite(eps) && eps > 0.f) return ok_status();
   return invalid_argument(fmt::format("{}: {} = {}: must be finite and > 0", kOp, field, eps));
@@ -80,9 +102,14 @@ Status validate(const AttentionPrologueParams& p) {
   DSA_RETURN_IF_ERROR(require_pointer(kOp, "cos", p.cos));
   DSA_RETURN_IF_ERROR(require_pointer(kOp, "sin", p.sin));
   // cq and k are written while other tokens' (and parts') blocks still read qa, k_raw and latent,
-  // so each is a buffer of its own. (qa, k_raw and latent may be column ranges of one buffer,
-  // whose row spans interleave; their columns must not overlap, which is not checked here.)
+  // so each is a buffer of its own. qa, k_raw and latent may be column ranges of one buffer (the
+  // fused linear's output), whose row spans interleave: then the latent, written in place, must
+  // share their row stride and its columns must miss theirs.
   const int64_t T = p.num_tokens;
+  DSA_RETURN_IF_ERROR(require_columns_apart(T, "latent", p.latent, p.latent_ld, kQkDim, "qa", p.qa,
+                                            p.qa_ld, p.q_lora));
+  DSA_RETURN_IF_ERROR(require_columns_apart(T, "latent", p.latent, p.latent_ld, kQkDim, "k_raw",
+                                            p.k_raw, p.k_raw_ld, kIndexHeadDim));
   const Span qa{"qa", p.qa, rows_span(T, p.qa_ld, p.q_lora)};
   const Span k_raw{"k_raw", p.k_raw, rows_span(T, p.k_raw_ld, kIndexHeadDim)};
   const Span latent{"latent", p.latent, rows_span(T, p.latent_ld, kQkDim)};

@@ -294,6 +294,23 @@ TEST(AttentionPrologue, ValidationNamesTheField) {
   EXPECT_TRUE(validate(edge).ok()) << validate(edge).to_string();
   edge.cq -= 1;
   EXPECT_EQ(validate(edge).code(), kBad);
+  // The latent, written in place, against qa and k_raw: separate buffers must miss each other, and
+  // column ranges of one buffer (the fused layout) must share its stride and miss each other's
+  // columns.
+  P sep = valid;
+  sep.latent = const_cast<bf16*>(sep.qa) + 10;
+  EXPECT_NE(validate(sep).to_string().find("latent = "), std::string::npos)
+      << validate(sep).to_string();
+  Case f(3, 128, RopeStyle::kNonInterleaved, /*fused_layout=*/true, testing::test_seed());
+  const P fused = f.params();
+  EXPECT_TRUE(validate(fused).ok()) << validate(fused).to_string();
+  P cols = fused;
+  cols.latent = const_cast<bf16*>(cols.k_raw) + 64;  // its first 64 columns over k_raw's last
+  EXPECT_NE(validate(cols).to_string().find("columns clear of k_raw's"), std::string::npos)
+      << validate(cols).to_string();
+  cols = fused;
+  cols.latent_ld = fused.latent_ld + 8;  // another stride through the same buffer
+  EXPECT_EQ(validate(cols).code(), kBad);
 }
 
 // T = 0: nothing to do, no pointer needed; the shape fields are still checked.

@@ -156,6 +156,27 @@ TEST(BatchedLinearCuda, RowsWiderThanTheHeadsWithinTolerance) {
   }
 }
 
+// DSA_LINEAR_FEW_TOKENS=narrow never takes a batched product (its narrow widths are linear's):
+// o_lat W_UV^T at V3.2's shape (128 outputs per head) gives cuBLASLt's bits under it, which differ
+// from the few-token kernel's (=1).
+TEST(BatchedLinearCuda, FewTokensNarrowLeavesBatchedProducts) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 6);
+  const Problem pr = make_problem(rng, 128, 2, 512, 128, 512, 128);
+  auto x = dev(pr.x), w = dev(pr.w);
+  auto run = [&](const char* mode) {
+    const testing::ScopedEnv env("DSA_LINEAR_FEW_TOKENS", mode);
+    auto y = testing::poisoned<bf16>(size_t(pr.y_size()));
+    const Status s = batched_linear_cuda(pr.params(x.data(), w.data(), y.data()));
+    EXPECT_TRUE(s.ok()) << mode << ": " << s.to_string();
+    bool gaps = false;
+    return written(pr, host(y), &gaps);
+  };
+  const std::vector<float> narrow = run("narrow"), all = run("1"), none = run("0");
+  ASSERT_NE(all, none) << "the two kernels gave the same bits";
+  EXPECT_EQ(narrow, none);
+}
+
 TEST(BatchedLinearCuda, OddShapesAndLayoutsWithinTolerance) {
   DSA_SKIP_WITHOUT_GPU();
   Rng rng(testing::test_seed() + 1);

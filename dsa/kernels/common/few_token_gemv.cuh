@@ -10,8 +10,8 @@
 // row; x is small and stays cached), with fp32 dot products in registers; the CTA reduces across
 // its threads (warp shuffles, then shared memory) in one fixed order, so results are run-to-run
 // deterministic and each output depends only on its own token's x row and the weight.
-// Opt-in: DSA_LINEAR_FEW_TOKENS=1 (or =narrow: only products of at most 256 outputs) in the
-// environment. Off by default because in the engine it did
+// Opt-in: DSA_LINEAR_FEW_TOKENS=1 (or =narrow: only unbatched products of at most 256 outputs)
+// in the environment. Off by default because in the engine it did
 // not pay on the H200 (bench/RESULTS.md, 2026-12-02): its kernel time is about cuBLASLt's (3.35
 // against ~3.8 µs per call at the tiny model's shapes), steady-state decode moved by -10..+2%,
 // and the first replay of a graph holding it stalled for ~170 ms (cause not established).
@@ -136,13 +136,15 @@ Status launch(const Args& a) {
 // indexer's head weights, the MoE router), where cuBLASLt runs split-K and a reduction kernel.
 inline constexpr int32_t kNarrowMaxOut = 256;
 
-// DSA_LINEAR_FEW_TOKENS=1: every product it takes; =narrow: those of at most kNarrowMaxOut outputs;
-// anything else: none. Read at every call (a getenv per linear launch: cheap beside the launch),
-// so a test can turn it on for its own calls.
-inline bool enabled(int32_t out) {
+// DSA_LINEAR_FEW_TOKENS=1: every product it takes; =narrow: the unbatched ones (linear's, not
+// batched_linear's per-head products) of at most kNarrowMaxOut outputs; anything else: none. Read
+// at every call (a getenv per linear launch: cheap beside the launch), so a test can turn it on
+// for its own calls.
+inline bool enabled(int32_t batch, int32_t out) {
   const char* v = std::getenv("DSA_LINEAR_FEW_TOKENS");
   if (v == nullptr) return false;
-  return std::strcmp(v, "1") == 0 || (std::strcmp(v, "narrow") == 0 && out <= kNarrowMaxOut);
+  return std::strcmp(v, "1") == 0 ||
+         (std::strcmp(v, "narrow") == 0 && batch == 1 && out <= kNarrowMaxOut);
 }
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -153,10 +155,10 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 // x_bs and w_bs multiples of 8 elements) at 16-byte aligned x and w, and DSA_LINEAR_FEW_TOKENS
 // set for this width (detail::enabled).
 inline bool supported(const Args& a) {
-  return detail::enabled(a.out) && a.tokens >= 1 && a.tokens <= kFewTokensMax && a.batch >= 1 &&
-         a.batch <= 65535 && a.in % detail::kCols == 0 && a.x_ld % detail::kCols == 0 &&
-         a.x_bs % detail::kCols == 0 && a.w_bs % detail::kCols == 0 && detail::aligned16(a.x) &&
-         detail::aligned16(a.w);
+  return detail::enabled(a.batch, a.out) && a.tokens >= 1 && a.tokens <= kFewTokensMax &&
+         a.batch >= 1 && a.batch <= 65535 && a.in % detail::kCols == 0 &&
+         a.x_ld % detail::kCols == 0 && a.x_bs % detail::kCols == 0 &&
+         a.w_bs % detail::kCols == 0 && detail::aligned16(a.x) && detail::aligned16(a.w);
 }
 
 // Launches it on the current stream (`a` supported()).

@@ -187,9 +187,9 @@ TEST(IndexerQueryCuda, BitIdenticalToUnfusedSequence) {
       }
 }
 
-// The composition of the CPU references against the GPU on the same data: every (token, head)
-// within the check's tolerance; how many differ at all (hadamard_cuda's rare 1-ulp roundings) is
-// printed, not asserted.
+// The GPU against the CPU reference on the same data: at most 0.1% of the (token, head) blocks may
+// differ at all (hadamard_cuda's rare 1-ulp roundings; the check bounds how far), and how many is
+// printed.
 TEST(IndexerQueryCuda, MatchesCpuReference) {
   DSA_SKIP_WITHOUT_GPU();
   const uint64_t seed = testing::test_seed();
@@ -220,6 +220,9 @@ TEST(IndexerQueryCuda, MatchesCpuReference) {
     }
   std::printf("note: %lld of %lld (token, head) blocks not bit-identical to the CPU reference\n",
               static_cast<long long>(differing), static_cast<long long>(blocks));
+  // Only where hadamard_cuda rounds 1 bf16 ulp from hadamard_ref (0-2 blocks in 66,176 on the
+  // H100); a wrong rotation, pair or scale would move nearly every block.
+  EXPECT_LE(differing * 1000, blocks) << "more than 0.1% of the blocks differ";
 }
 
 Status indexer_query_cuda_on_host_buffers(const IndexerQueryParams& hp) {

@@ -25,8 +25,10 @@ using sparse_mla_cuda::MlaKernelArgs;
 
 // The fewest 64-key tiles a split takes (default 1): DSA_SPARSE_MLA_MIN_TILES_PER_SPLIT = 1..32
 // raises it, for side-by-side runs (a split's fixed cost, its Q load and its partial state's
-// write and merge, against the tiles it overlaps). Read per call.
-StatusOr<int64_t> min_tiles_per_split() {
+// write and merge, against the tiles it overlaps; bench/RESULTS.md 2026-12-06: no setting won at
+// both 1 and 4 rows). Read once per process, so a graph and its eager forwards agree; a bad value
+// fails every decode launch with its message.
+StatusOr<int64_t> parse_min_tiles_per_split() {
   const char* env = std::getenv("DSA_SPARSE_MLA_MIN_TILES_PER_SPLIT");
   if (env == nullptr) return 1;
   char* end = nullptr;
@@ -35,6 +37,10 @@ StatusOr<int64_t> min_tiles_per_split() {
     return invalid_argument(std::string("DSA_SPARSE_MLA_MIN_TILES_PER_SPLIT = ") + env +
                             ": must be an integer in [1, 32] (or unset: 1)");
   return int64_t{v};
+}
+const StatusOr<int64_t>& min_tiles_per_split() {
+  static const StatusOr<int64_t> v = parse_min_tiles_per_split();
+  return v;
 }
 
 // Splits for decode: as many as fill one wave of CTAs (one CTA per SM: the kernel takes 227 KB of

@@ -34,11 +34,11 @@
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/attention_prologue/attention_prologue.h"
 #include "dsa/kernels/attention_prologue/attention_prologue_parts.h"
+#include "dsa/kernels/common/hadamard_warp.cuh"
+#include "dsa/kernels/common/layernorm_row.cuh"
 #include "dsa/kernels/common/paged_cache.h"
-#include "dsa/kernels/hadamard/hadamard_warp.cuh"
-#include "dsa/kernels/layernorm/layernorm_row.cuh"
-#include "dsa/kernels/rmsnorm/rmsnorm_row.cuh"
-#include "dsa/kernels/rope/rope_rotate.cuh"
+#include "dsa/kernels/common/rmsnorm_row.cuh"
+#include "dsa/kernels/common/rope_rotate.cuh"
 
 namespace dsa::kernels {
 

@@ -15,8 +15,8 @@
 #include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
+#include "dsa/kernels/common/hadamard_warp.cuh"
 #include "dsa/kernels/hadamard/hadamard.h"
-#include "dsa/kernels/hadamard/hadamard_warp.cuh"
 
 namespace dsa::kernels {
 

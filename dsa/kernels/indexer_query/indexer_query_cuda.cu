@@ -20,11 +20,11 @@
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/common/grid_stride.h"
+#include "dsa/kernels/common/hadamard_warp.cuh"
+#include "dsa/kernels/common/indexer_q_quant_warp.cuh"
 #include "dsa/kernels/common/paged_cache.h"
-#include "dsa/kernels/hadamard/hadamard_warp.cuh"
+#include "dsa/kernels/common/rope_rotate.cuh"
 #include "dsa/kernels/indexer_query/indexer_query.h"
-#include "dsa/kernels/indexer_write/indexer_q_quant_warp.cuh"
-#include "dsa/kernels/rope/rope_rotate.cuh"
 
 namespace dsa::kernels {
 

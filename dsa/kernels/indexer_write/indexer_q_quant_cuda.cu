@@ -11,8 +11,8 @@
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/common/grid_stride.h"
+#include "dsa/kernels/common/indexer_q_quant_warp.cuh"
 #include "dsa/kernels/indexer_write/indexer_q_quant.h"
-#include "dsa/kernels/indexer_write/indexer_q_quant_warp.cuh"
 
 namespace dsa::kernels {
 

@@ -14,8 +14,8 @@
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
+#include "dsa/kernels/common/layernorm_row.cuh"
 #include "dsa/kernels/layernorm/layernorm.h"
-#include "dsa/kernels/layernorm/layernorm_row.cuh"
 
 namespace dsa::kernels {
 

@@ -21,8 +21,8 @@
 #include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
+#include "dsa/kernels/common/rmsnorm_row.cuh"
 #include "dsa/kernels/rmsnorm/rmsnorm.h"
-#include "dsa/kernels/rmsnorm/rmsnorm_row.cuh"
 
 namespace dsa::kernels {
 

@@ -14,8 +14,8 @@
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
+#include "dsa/kernels/common/rope_rotate.cuh"
 #include "dsa/kernels/rope/rope.h"
-#include "dsa/kernels/rope/rope_rotate.cuh"
 
 namespace dsa::kernels {
 

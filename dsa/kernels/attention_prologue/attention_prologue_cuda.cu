@@ -90,19 +90,11 @@ struct PrologueArgs {
   cuda::DeviceErrorWord* err;  // null unless checked
 };
 
-// The two members of rope pair `lane` in a 64-value row (rope_kernel's layout).
-__device__ __forceinline__ int32_t pair_a(bool interleaved, int lane) {
-  return interleaved ? 2 * lane : lane;
-}
-__device__ __forceinline__ int32_t pair_b(bool interleaved, int lane) {
-  return interleaved ? 2 * lane + 1 : lane + kRopePairs;
-}
-
 // Rotates pair `lane` of the 64 values at x with cos/sin[pos], as rope_kernel does in place.
 __device__ __forceinline__ void rope_pair_in_place(bf16* x, bool interleaved, int lane, int32_t pos,
                                                    const float* __restrict__ cos_table,
                                                    const float* __restrict__ sin_table) {
-  const int32_t ia = pair_a(interleaved, lane), ib = pair_b(interleaved, lane);
+  const int32_t ia = rope_pair_first(interleaved, lane), ib = rope_pair_second(interleaved, lane);
   bf16 a = x[ia], b = x[ib];
   const float c = cos_table[int64_t{pos} * kRopePairs + lane];
   const float s = sin_table[int64_t{pos} * kRopePairs + lane];

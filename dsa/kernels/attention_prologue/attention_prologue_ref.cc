@@ -10,22 +10,13 @@
 #include "dsa/kernels/attention_prologue/attention_prologue.h"
 #include "dsa/kernels/attention_prologue/attention_prologue_parts.h"
 #include "dsa/kernels/common/paged_cache.h"
+#include "dsa/kernels/common/spans.h"
 #include "dsa/kernels/common/validate.h"
 
 namespace dsa::kernels {
 
 namespace {
 constexpr std::string_view kOp = "attention_prologue";
-
-// Elements from the first of `rows` rows `ld` apart to the end of the last (INT64_MAX when that
-// overflows: strides up to INT64_MAX pass the validation).
-int64_t rows_span(int64_t rows, int64_t ld, int64_t width) {
-  int64_t n = 0;
-  if (__builtin_mul_overflow(rows - 1, ld, &n) || __builtin_add_overflow(n, width, &n)) {
-    return INT64_MAX;
-  }
-  return n;
-}
 
 // A buffer's bf16 elements [p, p + elems), for the overlap checks.
 struct Span {
@@ -34,16 +25,7 @@ struct Span {
   int64_t elems;
 };
 
-// Whether two spans share a byte. Compared as integers (the pointers usually come from different
-// allocations), ends saturated.
-bool overlaps(const Span& a, const Span& b) {
-  const auto end = [](uintptr_t p, int64_t elems) {
-    const uintptr_t bytes = uintptr_t(elems) * sizeof(bf16);
-    return bytes > UINTPTR_MAX - p ? UINTPTR_MAX : p + bytes;
-  };
-  const auto a0 = reinterpret_cast<uintptr_t>(a.p), b0 = reinterpret_cast<uintptr_t>(b.p);
-  return a0 < end(b0, b.elems) && b0 < end(a0, a.elems);
-}
+bool overlaps(const Span& a, const Span& b) { return elems_overlap(a.p, a.elems, b.p, b.elems); }
 
 // Rows of `a` (written) and of `b` (read): apart when their row spans miss each other, or when they
 // are column ranges of one buffer: the same row stride, and b's columns outside a's in every row.

@@ -6,9 +6,20 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "dsa/core/dtype.h"
 
 namespace dsa::kernels {
+
+// The two members of rope pair i (< 32) in a row of 64 rope values: (2i, 2i + 1) interleaved,
+// (i, i + 32) not (SPEC.md §8.3's two styles).
+__device__ __forceinline__ int32_t rope_pair_first(bool interleaved, int i) {
+  return interleaved ? 2 * i : i;
+}
+__device__ __forceinline__ int32_t rope_pair_second(bool interleaved, int i) {
+  return interleaved ? 2 * i + 1 : i + 32;
+}
 
 // (a, b) -> (a c - b s, a s + b c), each rounded once to bf16.
 __device__ __forceinline__ void rope_rotate_pair(bf16& a, bf16& b, float c, float s) {

@@ -8,6 +8,7 @@
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/kernels/common/paged_cache.h"
+#include "dsa/kernels/common/spans.h"
 #include "dsa/kernels/common/validate.h"
 #include "dsa/kernels/hadamard/hadamard.h"
 #include "dsa/kernels/indexer_query/indexer_query.h"
@@ -18,16 +19,6 @@ namespace dsa::kernels {
 namespace {
 
 constexpr std::string_view kOp = "indexer_query";
-
-// Whether the byte spans [a, a + a_bytes) and [b, b + b_bytes) share a byte. Compared as integers
-// (the pointers usually come from different allocations), ends saturated.
-bool overlaps(const void* a, uint64_t a_bytes, const void* b, uint64_t b_bytes) {
-  const auto end = [](uintptr_t p, uint64_t bytes) {
-    return bytes > UINTPTR_MAX - p ? UINTPTR_MAX : p + uintptr_t(bytes);
-  };
-  const auto a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
-  return a0 < end(b0, b_bytes) && b0 < end(a0, a_bytes);
-}
 
 }  // namespace
 
@@ -66,15 +57,15 @@ Status validate(const IndexerQueryParams& p) {
   const uint64_t q_bytes = q_elems * sizeof(bf16);
   const uint64_t q8_bytes = uint64_t(blocks) * kIndexHeadDim;
   const uint64_t w_bytes = uint64_t(blocks) * sizeof(float);
-  if (overlaps(p.q8, q8_bytes, p.q, q_bytes)) {
+  if (bytes_overlap(p.q8, q8_bytes, p.q, q_bytes)) {
     return invalid_argument(fmt::format("{}: q8 = {} overlaps q = {}: q is only read", kOp,
                                         fmt::ptr(p.q8), fmt::ptr(p.q)));
   }
-  if (overlaps(p.w, w_bytes, p.q, q_bytes)) {
+  if (bytes_overlap(p.w, w_bytes, p.q, q_bytes)) {
     return invalid_argument(fmt::format("{}: w = {} overlaps q = {}: q is only read", kOp,
                                         fmt::ptr(p.w), fmt::ptr(p.q)));
   }
-  if (overlaps(p.w, w_bytes, p.q8, q8_bytes)) {
+  if (bytes_overlap(p.w, w_bytes, p.q8, q8_bytes)) {
     return invalid_argument(fmt::format("{}: w = {} overlaps q8 = {}: they must be separate", kOp,
                                         fmt::ptr(p.w), fmt::ptr(p.q8)));
   }

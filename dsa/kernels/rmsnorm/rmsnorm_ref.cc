@@ -7,6 +7,7 @@
 #include "dsa/core/checked_mode.h"
 #include "dsa/core/thread_pool.h"
 #include "dsa/kernels/common/bf16_round.h"
+#include "dsa/kernels/common/spans.h"
 #include "dsa/kernels/common/validate.h"
 #include "dsa/kernels/rmsnorm/rmsnorm.h"
 
@@ -19,26 +20,9 @@ constexpr std::string_view kFusedOp = "add_rmsnorm";
 
 int64_t stride_or_dim(int64_t stride, int32_t dim) { return stride == 0 ? dim : stride; }
 
-// Elements from the first of `rows` rows `stride` apart to the end of the last (INT64_MAX when
-// that overflows: strides up to INT64_MAX pass the validation).
-int64_t rows_span(int64_t rows, int64_t stride, int32_t dim) {
-  int64_t n = 0;
-  if (__builtin_mul_overflow(rows - 1, stride, &n) || __builtin_add_overflow(n, int64_t{dim}, &n)) {
-    return INT64_MAX;
-  }
-  return n;
-}
-
-// Whether the bf16 spans [a, a + a_elems) and [b, b + b_elems) share a byte. Compared as
-// integers (the pointers usually come from different allocations), ends saturated (a stride
-// near INT64_MAX passes the validation).
+// Whether the bf16 spans [a, a + a_elems) and [b, b + b_elems) share a byte.
 bool overlaps(const bf16* a, int64_t a_elems, const bf16* b, int64_t b_elems) {
-  const auto end = [](uintptr_t p, int64_t elems) {
-    const uintptr_t bytes = uintptr_t(elems) * sizeof(bf16);
-    return bytes > UINTPTR_MAX - p ? UINTPTR_MAX : p + bytes;
-  };
-  const auto a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
-  return a0 < end(b0, b_elems) && b0 < end(a0, a_elems);
+  return elems_overlap(a, a_elems, b, b_elems);
 }
 }  // namespace
 

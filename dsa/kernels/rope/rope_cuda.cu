@@ -42,8 +42,8 @@ __global__ void rope_kernel(const bf16* x, bf16* y, const int32_t* __restrict__ 
   if (row >= rows) return;
   const int64_t t = row / num_heads, h = row % num_heads;
   const int32_t pos = positions[t];
-  const int32_t ia = interleaved ? 2 * lane : lane;
-  const int32_t ib = interleaved ? 2 * lane + 1 : lane + kRopePairs;
+  const int32_t ia = rope_pair_first(interleaved, lane);
+  const int32_t ib = rope_pair_second(interleaved, lane);
   const bf16* src = x + t * token_stride + h * head_stride;
   bf16* dst = y + t * y_token_stride + h * y_head_stride;
   const bf16 xa = src[ia], xb = src[ib];

@@ -49,12 +49,10 @@ Status validate(const IndexerQueryParams& p) {
   DSA_RETURN_IF_ERROR(require_pointer(kOp, "positions", p.positions));
   DSA_RETURN_IF_ERROR(require_pointer(kOp, "cos", p.cos));
   DSA_RETURN_IF_ERROR(require_pointer(kOp, "sin", p.sin));
-  // Byte spans: q from its first head to the last token's last head (a stride near INT64_MAX
-  // saturates), q8 and w dense.
-  const uint64_t q_elems = p.q_token_stride > (INT64_MAX - row) / int64_t{p.num_tokens}
-                               ? UINT64_MAX / sizeof(bf16)
-                               : uint64_t(int64_t{p.num_tokens - 1} * p.q_token_stride + row);
-  const uint64_t q_bytes = q_elems * sizeof(bf16);
+  // q from its first head to the last token's last head (rows_span saturates), q8 and w dense.
+  const int64_t q_elems = rows_span(p.num_tokens, p.q_token_stride, row);
+  const uint64_t q_bytes =
+      uint64_t(q_elems) > UINT64_MAX / sizeof(bf16) ? UINT64_MAX : uint64_t(q_elems) * sizeof(bf16);
   const uint64_t q8_bytes = uint64_t(blocks) * kIndexHeadDim;
   const uint64_t w_bytes = uint64_t(blocks) * sizeof(float);
   if (bytes_overlap(p.q8, q8_bytes, p.q, q_bytes)) {

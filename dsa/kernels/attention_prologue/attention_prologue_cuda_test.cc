@@ -76,7 +76,10 @@ struct Case {
     } else {
       qa_ld = q_lora + layout.qa_pad, k_raw_ld = kIndexHeadDim + layout.k_raw_pad;
       latent_ld = kQkDim + layout.latent_pad;
-      qa_at = sh, k_raw_at = qa_at + T * qa_ld, latent_at = k_raw_at + T * k_raw_ld;
+      // The latent starts on a 16-byte boundary (8 elements past sh), so only the layout's own
+      // pads decide whether the norms can take their vectors.
+      qa_at = sh, k_raw_at = qa_at + T * qa_ld;
+      latent_at = sh + (k_raw_at + T * k_raw_ld - sh + 7) / 8 * 8;
       img = rng.bf16_vector(size_t(latent_at + T * latent_ld), 3.f);
       for (int64_t t = 0; t < T; ++t) {
         const bf16* row = &in.rows[size_t(t * in.ld)];

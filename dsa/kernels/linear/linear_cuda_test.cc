@@ -228,10 +228,10 @@ TEST(LinearCuda, Fp8WeightWithinTolerance) {
 }
 
 // Every dispatch of the unchecked FP8 path: wgmma N = 8/16/32/64 (rows 1..64), several launches
-// of 64 (65, 128, 131 tokens), split-K from 1 to many splits (1536 -> 24576 has 384 row tiles;
-// 7168 -> 576 has 9), out not a multiple of 64, a last K block of 16 columns (1552), in / 128 odd
-// (1664: cuBLASLt is not asked), and cuBLASLt for T - T % 4 tokens with the rest on the wgmma
-// kernel (130, 257, 1027).
+// of 64 (65, 128, 131 tokens), split-K from 1 to many splits under both split rules (1536 -> 24576
+// has 384 row tiles; 7168 -> 576 has 9), out not a multiple of 64, a last K block of 16 columns
+// (1552), in / 128 odd (1664: cuBLASLt is not asked), and cuBLASLt for T - T % 4 tokens with the
+// rest on the wgmma kernel (130, 257, 1027).
 TEST(LinearCuda, Fp8FastPathsEveryDispatch) {
   DSA_SKIP_WITHOUT_GPU();
   ScopedCheckedMode unchecked(false);
@@ -242,10 +242,15 @@ TEST(LinearCuda, Fp8FastPathsEveryDispatch) {
                 {64, 1552, 300},  {65, 1536, 576},  {128, 512, 1024},  {130, 2048, 640},
                 {131, 1664, 320}, {257, 7168, 576}, {1027, 1024, 512}, {1, 16384, 7168},
                 {3, 1536, 24576}, {17, 128, 64}};
-  uint64_t n = 200;
-  for (const Shape& s : shapes) {
-    Rng rng(seed + n);
-    expect_within_tolerance(make_problem(rng, s.t, s.in, s.out, true), n++);
+  // Both split-K rules (one wave, the default; at least a wave, DSA_FP8_SPLITS=fill).
+  for (const char* rule : {"wave", "fill"}) {
+    testing::ScopedEnv env("DSA_FP8_SPLITS", rule);
+    uint64_t n = 200;
+    for (const Shape& s : shapes) {
+      Rng rng(seed + n);
+      SCOPED_TRACE(rule);
+      expect_within_tolerance(make_problem(rng, s.t, s.in, s.out, true), n++);
+    }
   }
 }
 
@@ -263,6 +268,9 @@ TEST(LinearCuda, Fp8FusedQuantiserEqualsTheTwoKernels) {
     int32_t t, in, out;
   } shapes[] = {{1, 7168, 576},   {8, 7168, 1536},  {9, 1552, 300},   {16, 1664, 200},
                 {17, 1536, 1024}, {31, 2048, 1792}, {1, 1536, 24576}, {5, 2048, 7168}};
+  // The rule that gives 1536 -> 24576 at T = 1 two splits of 6 blocks (the wave rule gives it
+  // one split of 12, the two-kernel form).
+  testing::ScopedEnv fill("DSA_FP8_SPLITS", "fill");
   uint64_t n = 400;
   for (const Shape& sh : shapes) {
     Rng rng(seed + n++);

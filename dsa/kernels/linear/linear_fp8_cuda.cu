@@ -60,12 +60,24 @@ Status byte_rows_map(const void* base, int32_t rows, int32_t in, int box_rows, C
   return cuda::encode_tensor_map(m, out);
 }
 
-// Split-K: about `ctas_per_sm` CTAs per SM in all, each with at least one K block, within the
-// partial-sum scratch and the tickets.
+// Whether split-K fills the GPU with one wave of CTAs (the default) or with at least one
+// (DSA_FP8_SPLITS=fill, the earlier rule, for side-by-side runs). Read per call (host work, only
+// when a linear is enqueued), so a test can run both.
+bool splits_fill() {
+  const char* env = std::getenv("DSA_FP8_SPLITS");
+  return env != nullptr && std::string_view(env) == "fill";
+}
+
+// Split-K: each CTA at least one K block, within the partial-sum scratch and the tickets. The
+// wave rule takes the most splits whose grid stays within one wave of `ctas_per_sm` CTAs per SM:
+// a grid just past a wave runs its last CTAs alone after the others (o_proj at T = 1: 112 tiles
+// x 5 splits = 560 CTAs on 528 slots, each of the last 32 streaming 26 K blocks by itself). The
+// fill rule takes the fewest splits that reach a wave.
 void choose_splits(int32_t tiles, int32_t nkb, int n, int sms, int ctas_per_sm,
                    const Scratch& scratch, SmallArgs& a) {
   const int64_t target = int64_t{sms} * ctas_per_sm;
-  int64_t wanted = std::clamp<int64_t>((target + tiles - 1) / tiles, 1, nkb);
+  const int64_t per_wave = splits_fill() ? (target + tiles - 1) / tiles : target / tiles;
+  int64_t wanted = std::clamp<int64_t>(per_wave, 1, nkb);
   const int64_t per_split_floats = int64_t{tiles} * kTileRows * n;
   wanted = std::min<int64_t>(wanted, int64_t(scratch.partial_floats) / per_split_floats);
   if (tiles > scratch.max_tiles) wanted = 1;

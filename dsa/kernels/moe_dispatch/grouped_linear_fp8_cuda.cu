@@ -94,23 +94,45 @@ StatusOr<int> decode_stages(int64_t ctas) {
   return ctas > int64_t{4} * sms ? 4 : kStages;
 }
 
-// The tile grid for N pairs per tile: `slots` along x (see the kernel's header), the output tiles
-// along y, the second projection's after the first's (the kernel splits gridDim.y).
+// The tile grid for N pairs per tile and `row_tiles` row tiles per CTA: `slots` along x (see the
+// kernel's header), the output tiles' CTAs along y, the second projection's after the first's (the
+// kernel splits gridDim.y).
 struct TileGrid {
   int64_t slots, n_tiles;
   int64_t ctas() const { return slots * n_tiles; }
 };
-TileGrid tile_grid(const GroupedLinearParams& p, int n) {
+TileGrid tile_grid(const GroupedLinearParams& p, int n, int row_tiles = 1) {
   const int64_t m = std::min<int64_t>(p.num_groups, p.capacity);
+  const int64_t tiles = (int64_t{p.out_features} + kTileRows - 1) / kTileRows;
   return {m + (int64_t{p.capacity} - m) / n,
-          (int64_t{p.out_features} + kTileRows - 1) / kTileRows * (p.y_b != nullptr ? 2 : 1)};
+          (tiles + row_tiles - 1) / row_tiles * (p.y_b != nullptr ? 2 : 1)};
+}
+
+// Row tiles per CTA of the N = 8 (decode) tiles: 2 where one tile per CTA would not fit one wave
+// even with the 4-stage ring (five CTAs per SM). V3.2's down projection with the shared expert as
+// a ninth group is 9 x 112 CTAs on 132 SMs, one and a half waves at one tile each (the second
+// wave's CTAs each stream 16 K blocks on emptier SMs); at two tiles it is 9 x 56, one wave. Same
+// arithmetic either way (each tile sums its K blocks in order from zero).
+// DSA_GROUPED_FP8_ROW_TILES = 1 or 2 forces one; read per call so a test can run both.
+StatusOr<int> decode_row_tiles(const GroupedLinearParams& p) {
+  const char* env = std::getenv("DSA_GROUPED_FP8_ROW_TILES");
+  if (env != nullptr) {
+    const std::string_view v(env);
+    if (v == "1") return 1;
+    if (v == "2") return 2;
+    return invalid_argument("DSA_GROUPED_FP8_ROW_TILES = " + std::string(v) +
+                            ": must be 1 or 2 (or unset: chosen by the grid)");
+  }
+  DSA_ASSIGN_OR_RETURN(const int sms, cuda::sm_count());
+  return tile_grid(p, 8).ctas() > int64_t{5} * sms ? 2 : 1;
 }
 
 template <int N, int S>
-Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float* sx, int32_t nkb) {
+Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float* sx, int32_t nkb,
+                    int row_tiles) {
   constexpr size_t kSmem = kSmemBytes<N, S>;
   DSA_RETURN_IF_ERROR((cuda::allow_dynamic_smem_once<grouped_linear_fp8_kernel<N, S>>(kSmem)));
-  const auto [slots, n_tiles] = tile_grid(p, N);
+  const auto [slots, n_tiles] = tile_grid(p, N, row_tiles);
   if (slots > INT32_MAX || n_tiles > 65535) {
     return invalid_argument("grouped_linear_cuda: capacity = " + std::to_string(p.capacity) +
                             ", num_groups = " + std::to_string(p.num_groups) + ", out_features = " +
@@ -119,7 +141,7 @@ Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float
   const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(n_tiles));
   DSA_CUDA_RETURN_IF_ERROR(
       cuda::launch(cuda::LaunchShape{dim3(grid), dim3(kThreads), kSmem, cuda::current_stream()},
-                   grouped_linear_fp8_kernel<N, S>, p, x8, sx, nkb));
+                   grouped_linear_fp8_kernel<N, S>, p, x8, sx, nkb, int32_t{row_tiles}));
   return cuda::launch_error("grouped_linear_fp8");
 }
 
@@ -169,16 +191,17 @@ Status launch(const GroupedLinearParams& p) {
   DSA_RETURN_IF_ERROR(cuda::launch_error("grouped_linear_fp8_quantize"));
   switch (choose_n(p)) {
     case 8: {
-      DSA_ASSIGN_OR_RETURN(const int stages, decode_stages(tile_grid(p, 8).ctas()));
-      return stages == 4 ? launch_tiles<8, 4>(p, x8, sx, nkb)
-                         : launch_tiles<8, kStages>(p, x8, sx, nkb);
+      DSA_ASSIGN_OR_RETURN(const int row_tiles, decode_row_tiles(p));
+      DSA_ASSIGN_OR_RETURN(const int stages, decode_stages(tile_grid(p, 8, row_tiles).ctas()));
+      return stages == 4 ? launch_tiles<8, 4>(p, x8, sx, nkb, row_tiles)
+                         : launch_tiles<8, kStages>(p, x8, sx, nkb, row_tiles);
     }
     case 16:
-      return launch_tiles<16, kStages>(p, x8, sx, nkb);
+      return launch_tiles<16, kStages>(p, x8, sx, nkb, 1);
     case 32:
-      return launch_tiles<32, kStages>(p, x8, sx, nkb);
+      return launch_tiles<32, kStages>(p, x8, sx, nkb, 1);
     default:
-      return launch_tiles<64, kStages>(p, x8, sx, nkb);
+      return launch_tiles<64, kStages>(p, x8, sx, nkb, 1);
   }
 }
 

@@ -26,6 +26,7 @@
 #include "dsa/testing/gpu_skip.h"
 #include "dsa/testing/poison.h"
 #include "dsa/testing/random.h"
+#include "dsa/testing/scoped_env.h"
 
 namespace dsa::kernels {
 namespace {
@@ -242,6 +243,16 @@ TEST(GroupedLinearFp8Cuda, PairedProjectionEqualsTwoLaunches) {
     const std::string what = "in " + std::to_string(c.in) + " out " + std::to_string(c.out);
     EXPECT_EQ(testing::first_bit_difference(paired_a, alone_a), "") << what << ": y";
     EXPECT_EQ(testing::first_bit_difference(paired_b, alone_b), "") << what << ": y_b";
+    // Two row tiles per CTA: each projection still owns its half of the grid (32 tiles each at
+    // out 2048; 4 at 200, so its CTAs take 2 + 2).
+    testing::ScopedEnv two("DSA_GROUPED_FP8_ROW_TILES", "2");
+    ASSERT_TRUE(da.y.fill_bytes(testing::kPoisonByte).ok());
+    ASSERT_TRUE(db.y.fill_bytes(testing::kPoisonByte).ok());
+    std::vector<bf16> two_a;
+    ASSERT_TRUE(da.run(&two_a).ok());
+    EXPECT_EQ(testing::first_bit_difference(two_a, alone_a), "") << what << ": y, 2 row tiles";
+    EXPECT_EQ(testing::first_bit_difference(host(db.y), alone_b), "")
+        << what << ": y_b, 2 row tiles";
   }
 }
 
@@ -277,6 +288,50 @@ TEST(GroupedLinearFp8Cuda, DecodeRingDepthsAgree) {
     const std::string what = "in " + std::to_string(c.in) + " out " + std::to_string(c.out);
     expect_matches(pr, four, what + ", 4 stages");
     EXPECT_EQ(testing::first_bit_difference(four, six), "") << what;
+  }
+}
+
+// One or two row tiles per CTA of the decode tile (DSA_GROUPED_FP8_ROW_TILES) give the same bits,
+// within class T of the reference: V3.2's down projection with the shared expert as a ninth group
+// (9 x 112 tiles, which the launcher runs at two per CTA), an odd tile count (out 300: the last
+// CTA has one tile) and a single tile (out 8). A bad value is InvalidArgument naming it.
+TEST(GroupedLinearFp8Cuda, DecodeRowTilesAgree) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  struct Case {
+    std::vector<int32_t> counts;
+    int32_t in, out, x_rows;
+  } cases[] = {{std::vector<int32_t>(9, 1), 2048, 7168, 9},
+               {{1, 0, 2, 1}, 272, 300, 5},
+               {{2, 1}, 384, 8, 3}};
+  uint64_t seed = testing::test_seed();
+  for (const Case& c : cases) {
+    Rng rng(seed++);
+    Fp8GroupedProblem pr = make_fp8_grouped_problem(rng, c.counts, c.in, c.out, c.x_rows, 1, 2);
+    Fp8Device d(pr);
+    std::vector<bf16> one, two;
+    Status st, bad;
+    {
+      testing::ScopedEnv env("DSA_GROUPED_FP8_ROW_TILES", "1");
+      ASSERT_TRUE(d.run(&one).ok());
+    }
+    {
+      testing::ScopedEnv env("DSA_GROUPED_FP8_ROW_TILES", "2");
+      ASSERT_TRUE(d.y.fill_bytes(testing::kPoisonByte).ok());
+      st = d.run(&two);
+    }
+    {
+      testing::ScopedEnv env("DSA_GROUPED_FP8_ROW_TILES", "3");
+      std::vector<bf16> unused;
+      bad = d.run(&unused);
+    }
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument) << bad.to_string();
+    EXPECT_NE(bad.message().find("DSA_GROUPED_FP8_ROW_TILES = 3"), std::string::npos)
+        << bad.to_string();
+    const std::string what = "in " + std::to_string(c.in) + " out " + std::to_string(c.out);
+    expect_matches(pr, two, what + ", 2 row tiles");
+    EXPECT_EQ(testing::first_bit_difference(two, one), "") << what;
   }
 }
 

@@ -9,15 +9,17 @@
 //      into scratch (x8 [x_rows][in] e4m3, sx [x_rows][nkb]), through the same DSA_HD helpers as
 //      the CPU reference, so the codes and scales are bit-identical to linear_ref's.
 //   2. grouped_linear_fp8_kernel<N>: one CTA (one warpgroup) per [64 outputs, N pairs] tile of
-//      one group. The MMA is "swapped" as in linear_fp8_wgmma.cuh: the weight tile is wgmma's A
-//      (M = 64 rows, K-major as stored) and the pairs' quantised rows are B (N = 8..64), so a
-//      single pair still fills the tensor core's M side. Per 128-wide K block (one scale block)
-//      the weight tile [64][128 B] and the pair tile [N][128 B] arrive by 16-byte cp.async into a
-//      ring of stages in the 128-byte swizzle (chunk c of row r at 16 (c ^ (r % 8))), then four
-//      wgmma m64nNk32 e4m3 steps run into fresh accumulators, which are promoted into the fp32
-//      sums scaled by sw[block] * sx[pair][block]: the per-block promotion §8.8 requires.
-//      cp.async rather than the tensor copy engine: each group has its own weight pointer, read
-//      on the device, and a tensor map per group would have to be built on the host.
+//      one group, or per `row_tiles` such tiles in a row (one ring streams them all, so a decode
+//      grid too large for one wave can be halved; grouped_linear_fp8_cuda.cu, row_tiles). The MMA
+//      is "swapped" as in linear_fp8_wgmma.cuh: the weight tile is wgmma's A (M = 64 rows, K-major
+//      as stored) and the pairs' quantised rows are B (N = 8..64), so a single pair still fills the
+//      tensor core's M side. Per 128-wide K block (one scale block) the weight tile [64][128 B] and
+//      the pair tile [N][128 B] arrive by 16-byte cp.async into a ring of stages in the 128-byte
+//      swizzle (chunk c of row r at 16 (c ^ (r % 8))), then four wgmma m64nNk32 e4m3 steps run into
+//      fresh accumulators, which are promoted into the fp32 sums scaled by sw[block] *
+//      sx[pair][block]: the per-block promotion §8.8 requires. cp.async rather than the tensor copy
+//      engine: each group has its own weight pointer, read on the device, and a tensor map per
+//      group would have to be built on the host.
 // The grid is fixed by the params alone, (m + (capacity - m) / N) x ceil(out / 64) with
 // m = min(G, capacity): a group of n > 0 pairs needs ceil(n / N) <= (n - 1) / N + 1 tiles, and at
 // most m groups have pairs, so the slots cover any split of the (device) offsets. Each CTA finds
@@ -183,7 +185,7 @@ __device__ __forceinline__ void load_stage(uint8_t* stage, const uint8_t* w, con
 template <int N, int S>
 __global__ void __launch_bounds__(kThreads)
     grouped_linear_fp8_kernel(GroupedLinearParams p, const uint8_t* x8, const float* sx,
-                              int32_t nkb) {
+                              int32_t nkb, int32_t row_tiles) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
   extern __shared__ uint8_t smem_raw[];
@@ -196,14 +198,21 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const int32_t g = slot.group;
   if (g < 0) return;  // CTA-uniform
-  // The paired form's second projection owns the upper half of the y tiles.
-  const bool second = p.y_b != nullptr && blockIdx.y >= gridDim.y / 2;
-  const int32_t tile_y = static_cast<int32_t>(second ? blockIdx.y - gridDim.y / 2 : blockIdx.y);
+  // The paired form's second projection owns the upper half of gridDim.y.
+  const bool paired = p.y_b != nullptr;
+  const int32_t half_y = static_cast<int32_t>(paired ? gridDim.y / 2 : gridDim.y);
+  const bool second = paired && static_cast<int32_t>(blockIdx.y) >= half_y;
+  const int32_t cta_y = static_cast<int32_t>(blockIdx.y) - (second ? half_y : 0);
   bf16* const y = second ? p.y_b : p.y;
   const uint8_t* w = (second ? p.weights_fp8_b : p.weights_fp8)[g];
   const float* sw = (second ? p.weight_scales_b : p.weight_scales)[g];
   // Checked mode reports these before the launch; here they only neutralise the group.
   if (w == nullptr || sw == nullptr || reinterpret_cast<uintptr_t>(w) % 16 != 0) return;
+  const int32_t in = p.in_features, out = p.out_features;
+  // This CTA's row tiles: [tile0, tile0 + tiles) of the projection's ceil(out / 64).
+  const int32_t tile0 = cta_y * row_tiles;
+  const int32_t tiles = min(row_tiles, (out + kTileRows - 1) / kTileRows - tile0);
+  if (tiles <= 0) return;  // CTA-uniform
   if (tid < N) {
     const int32_t i = slot.row0 + tid;
     int32_t xr = -1, yr = -1;
@@ -217,18 +226,22 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  const int32_t n0 = tile_y * kTileRows;
-  const int32_t in = p.in_features, out = p.out_features;
-  const float* sw_row = sw + int64_t{n0 / kBlock} * nkb;  // the tile lies in one scale row
+  // One ring over the CTA's steps: step s is K block s % nkb of row tile tile0 + s / nkb, so the
+  // next tile's first blocks stream while the current tile's last ones are multiplied.
+  const int32_t steps = tiles * nkb;
+  const auto n0_of = [&](int32_t step) { return (tile0 + step / nkb) * kTileRows; };
   for (int s = 0; s < S - 1; ++s) {
-    if (s < nkb) load_stage<N>(smem + s * kStageBytes<N>, w, x8, x_of, n0, s, in, out);
+    if (s < steps)
+      load_stage<N>(smem + s * kStageBytes<N>, w, x8, x_of, n0_of(s), s % nkb, in, out);
     grouped_linear_detail::cp_async_commit();  // one group per stage, so the counts stay exact
   }
 
-  // Block kb's scales for this thread's pairs: sw * sx[pair] (exact: sx is 2^e). Loaded one
-  // block ahead, while the previous block's MMA runs, so their latency is off the loop's path.
-  const auto load_scales = [&](int32_t kb, float(&to)[N / 4]) {
-    const float swk = sw_row[kb];
+  // Step s's scales for this thread's pairs: sw * sx[pair] (exact: sx is 2^e); a 64-row tile lies
+  // in one scale row. Loaded one step ahead, while the previous step's MMA runs, so their latency
+  // is off the loop's path.
+  const auto load_scales = [&](int32_t step, float(&to)[N / 4]) {
+    const int32_t kb = step % nkb;
+    const float swk = sw[int64_t{n0_of(step) / kBlock} * nkb + kb];
 #pragma unroll
     for (int c = 0; c < N / 8; ++c) {
 #pragma unroll
@@ -238,20 +251,35 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   };
+  // Epilogue of the tile at rows n0: one RNE rounding per output, scattered through y_row.
+  const int r = 16 * warp + lane / 4;
+  const auto store_tile = [&](int32_t n0, const float(&acc)[N / 2]) {
+#pragma unroll
+    for (int c = 0; c < N / 8; ++c) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int32_t col = n0 + r + (e >= 2 ? 8 : 0);
+        const int32_t yr = y_of[8 * c + 2 * (lane % 4) + (e & 1)];
+        if (yr < 0 || col >= out) continue;
+        y[int64_t{yr} * out + col] = float_to_bf16(acc[4 * c + e]);
+      }
+    }
+  };
   float acc[N / 2] = {};
   float d[N / 2], sc[N / 4], sc_next[N / 4] = {};
   load_scales(0, sc);
-  for (int32_t kb = 0; kb < nkb; ++kb) {
-    grouped_linear_detail::cp_async_wait<S - 2>();  // block kb landed (this thread's part)
+  for (int32_t step = 0; step < steps; ++step) {
+    grouped_linear_detail::cp_async_wait<S - 2>();  // step landed (this thread's part)
     fence_proxy_async_smem();                       // ... visible to wgmma
-    __syncthreads();  // everyone's part; and block kb - 1's MMA is done, its stage free
-    const int32_t next = kb + S - 1;
-    if (next < nkb) {
-      load_stage<N>(smem + (next % S) * kStageBytes<N>, w, x8, x_of, n0, next, in, out);
+    __syncthreads();  // everyone's part; and the previous step's MMA is done, its stage free
+    const int32_t next = step + S - 1;
+    if (next < steps) {
+      load_stage<N>(smem + (next % S) * kStageBytes<N>, w, x8, x_of, n0_of(next), next % nkb, in,
+                    out);
     }
     grouped_linear_detail::cp_async_commit();
 
-    const uint32_t wa = smem_u32(smem + (kb % S) * kStageBytes<N>);
+    const uint32_t wa = smem_u32(smem + (step % S) * kStageBytes<N>);
     const uint32_t xa = wa + kWeightTileBytes;
     wgmma_fence();
 #pragma unroll
@@ -260,7 +288,7 @@ __global__ void __launch_bounds__(kThreads)
                                   k > 0 ? 1 : 0);
     }
     wgmma_commit();
-    if (kb + 1 < nkb) load_scales(kb + 1, sc_next);
+    if (step + 1 < steps) load_scales(step + 1, sc_next);
     wgmma_wait<0>();
     fence_registers(d);
 #pragma unroll
@@ -272,21 +300,13 @@ __global__ void __launch_bounds__(kThreads)
     }
 #pragma unroll
     for (int j = 0; j < N / 4; ++j) sc[j] = sc_next[j];
-  }
-  grouped_linear_detail::cp_async_wait<0>();  // only empty groups remain; leave none behind
-
-  // Epilogue: one RNE rounding per output, scattered through y_row.
-  const int r = 16 * warp + lane / 4;
+    if (step % nkb == nkb - 1) {  // the tile's last K block: its outputs, then a fresh sum
+      store_tile(n0_of(step), acc);
 #pragma unroll
-  for (int c = 0; c < N / 8; ++c) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int32_t col = n0 + r + (e >= 2 ? 8 : 0);
-      const int32_t yr = y_of[8 * c + 2 * (lane % 4) + (e & 1)];
-      if (yr < 0 || col >= out) continue;
-      y[int64_t{yr} * out + col] = float_to_bf16(acc[4 * c + e]);
+      for (int j = 0; j < N / 2; ++j) acc[j] = 0.f;
     }
   }
+  grouped_linear_detail::cp_async_wait<0>();  // only empty groups remain; leave none behind
 }
 
 }  // namespace dsa::kernels::grouped_fp8

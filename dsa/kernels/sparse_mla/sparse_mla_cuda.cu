@@ -23,24 +23,29 @@ namespace dsa::kernels {
 namespace {
 using sparse_mla_cuda::MlaKernelArgs;
 
-// The fewest 64-key tiles a split takes (default 1): DSA_SPARSE_MLA_MIN_TILES_PER_SPLIT = 1..32
-// raises it, for side-by-side runs (a split's fixed cost, its Q load and its partial state's
-// write and merge, against the tiles it overlaps; bench/RESULTS.md 2026-12-06: no setting won at
-// both 1 and 4 rows). Read once per process, so a graph and its eager forwards agree; a bad value
-// fails every decode launch with its message.
+// The fewest 64-key tiles a split takes. A split costs a fixed part (its Q load, its partial
+// state's write and its share of the combine) against the tiles it overlaps. Measured at V3.2's
+// decode (H 128, K 2048, FP8-656; bench/RESULTS.md 2026-12-06, kernel + combine): 1 row 21.9 /
+// 20.2 / 23.9 µs at 1 / 2 / 4 tiles (32 / 16 / 8 splits); 4 rows 29.1 / 29.2 / 25.7 µs (16 / 16 /
+// 8); 8 rows 33.0 at each (8 splits by the SM count). So 2 tiles up to 2 rows, 4 above.
+// DSA_SPARSE_MLA_MIN_TILES_PER_SPLIT = 1..32 forces one value, for side-by-side runs. Read once
+// per process, so a graph and its eager forwards agree; a bad value fails every decode launch
+// with its message.
 StatusOr<int64_t> parse_min_tiles_per_split() {
   const char* env = std::getenv("DSA_SPARSE_MLA_MIN_TILES_PER_SPLIT");
-  if (env == nullptr) return 1;
+  if (env == nullptr) return 0;  // by rows
   char* end = nullptr;
   const long v = std::strtol(env, &end, 10);
   if (end == env || *end != '\0' || v < 1 || v > 32)
     return invalid_argument(std::string("DSA_SPARSE_MLA_MIN_TILES_PER_SPLIT = ") + env +
-                            ": must be an integer in [1, 32] (or unset: 1)");
+                            ": must be an integer in [1, 32] (or unset: chosen by rows)");
   return int64_t{v};
 }
-const StatusOr<int64_t>& min_tiles_per_split() {
-  static const StatusOr<int64_t> v = parse_min_tiles_per_split();
-  return v;
+StatusOr<int64_t> min_tiles_per_split(int32_t rows) {
+  static const StatusOr<int64_t> forced = parse_min_tiles_per_split();
+  DSA_ASSIGN_OR_RETURN(const int64_t v, forced);
+  if (v > 0) return v;
+  return rows <= 2 ? 2 : 4;
 }
 
 // Splits for decode: as many as fill one wave of CTAs (one CTA per SM: the kernel takes 227 KB of
@@ -50,7 +55,7 @@ StatusOr<int32_t> choose_splits(const SparseMlaDecodeParams& p) {
   if (p.num_splits != 0) return p.num_splits;
   if (p.split_workspace == nullptr) return 1;
   DSA_ASSIGN_OR_RETURN(int sms, cuda::sm_count());
-  DSA_ASSIGN_OR_RETURN(const int64_t min_tiles, min_tiles_per_split());
+  DSA_ASSIGN_OR_RETURN(const int64_t min_tiles, min_tiles_per_split(p.rows));
   const int64_t ctas = int64_t{p.rows} * ((p.num_heads + 63) / 64);
   if (ctas >= sms) return 1;
   int64_t splits = std::min<int64_t>(sms / ctas, p.topk / sparse_mla_cuda::kTileKeys / min_tiles);

@@ -109,9 +109,12 @@ TileGrid tile_grid(const GroupedLinearParams& p, int n, int row_tiles = 1) {
 }
 
 // Row tiles per CTA of the N = 8 (decode) tiles: 2 where one tile per CTA would not fit one wave
-// even with the 4-stage ring (five CTAs per SM). V3.2's down projection with the shared expert as
-// a ninth group is 9 x 112 CTAs on 132 SMs, one and a half waves at one tile each (the second
-// wave's CTAs each stream 16 K blocks on emptier SMs); at two tiles it is 9 x 56, one wave. Same
+// even with the 4-stage ring (five CTAs per SM) and two tiles per CTA would. V3.2's down
+// projection with the shared expert as a ninth group is 9 x 112 CTAs on 132 SMs, one and a half
+// waves at one tile each (the second wave's CTAs each stream 16 K blocks on emptier SMs); at two
+// tiles it is 9 x 56, one wave. A grid of several waves either way keeps one tile per CTA: its
+// waves are full, while at two tiles its last wave is a part-filled one of CTAs twice as long
+// (measured: 7168 -> 2048 at 64 pairs, 2048 CTAs, 324 µs at one tile and 390 at two). Same
 // arithmetic either way (each tile sums its K blocks in order from zero).
 // DSA_GROUPED_FP8_ROW_TILES = 1 or 2 forces one; read per call so a test can run both.
 StatusOr<int> decode_row_tiles(const GroupedLinearParams& p) {
@@ -124,7 +127,8 @@ StatusOr<int> decode_row_tiles(const GroupedLinearParams& p) {
                             ": must be 1 or 2 (or unset: chosen by the grid)");
   }
   DSA_ASSIGN_OR_RETURN(const int sms, cuda::sm_count());
-  return tile_grid(p, 8).ctas() > int64_t{5} * sms ? 2 : 1;
+  const int64_t wave = int64_t{5} * sms;
+  return tile_grid(p, 8).ctas() > wave && tile_grid(p, 8, 2).ctas() <= wave ? 2 : 1;
 }
 
 template <int N, int S>

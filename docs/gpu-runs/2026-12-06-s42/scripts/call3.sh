@@ -46,5 +46,9 @@ for form in new old; do
   echo "== README prompt $form ($(el) s)"; REPEAT=2 scripts/bench_readme.sh build-gpu 2>&1 | tail -3
 done
 new_env
+if [ $(el) -lt 470 ]; then  # where the tiny model's d = 3 step goes (ncu per kernel, eager)
+  echo "== tiny-model profile ($(el) s)"
+  RUN_SECONDS=45 scripts/profile_tiny_verify.sh build-gpu $W/prof 2>&1 | head -14
+fi
 tar czf $OUT/call3.tgz -C /tmp call3
 echo "all done $(el) s"

@@ -30,16 +30,16 @@ for form in new old; do
 done > $W/ops.log 2>&1
 new_env; grep -E "==|T=1 |T=8 " $W/ops.log
 hbm=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && echo 4.28 || echo 3.35)
-for form in new old new old; do
-  [ $(el) -gt 400 ] && { echo "skip V3.2 $form (time)"; continue; }
+for form in new old; do
+  [ $(el) -gt 330 ] && { echo "skip V3.2 $form (time)"; continue; }
   new_env; [ $form = old ] && old_env
   echo "== V3.2 $form ($(el) s)"
-  BATCHES="1 8" CONTEXTS=4096 DRAFTS="0 3" PROFILE=1 HBM_TBS=$hbm RUN_SECONDS=60 \
+  BATCHES="1" CONTEXTS=4096 DRAFTS="0 3" PROFILE=1 HBM_TBS=$hbm RUN_SECONDS=60 \
     scripts/bench_v32.sh build-gpu /tmp/v32_$form 2>&1 | grep -vE "done in" | tail -5
   cat /tmp/v32_$form/bench_v32.jsonl >> $W/v32_$form.jsonl
 done
-for form in new old; do
-  [ $(el) -gt 450 ] && { echo "skip README $form (time)"; continue; }
+for form in new; do
+  [ $(el) -gt 390 ] && { echo "skip README $form (time)"; continue; }
   new_env; [ $form = old ] && old_env
   echo "== README prompt $form ($(el) s)"; REPEAT=2 scripts/bench_readme.sh build-gpu 2>&1 | tail -3
 done

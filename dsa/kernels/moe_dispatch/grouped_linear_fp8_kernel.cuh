@@ -226,36 +226,28 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  // One ring over the CTA's steps: K block kb of row tile n0 / 64, kb fastest, so the next tile's
-  // first blocks stream while the current tile's last ones are multiplied. Cursors advance by
-  // adds (no division on the loop's path): `ld` the next step to load, `cur` the step multiplied.
-  struct Cursor {
-    int32_t kb, n0;
-    __device__ void advance(int32_t nkb) {
-      if (++kb == nkb) kb = 0, n0 += kTileRows;
-    }
-  };
+  // One ring over the CTA's steps: step s is K block s % nkb of row tile tile0 + s / nkb, so the
+  // next tile's first blocks stream while the current tile's last ones are multiplied.
   const int32_t steps = tiles * nkb;
-  Cursor ld{0, tile0 * kTileRows};
+  const auto n0_of = [&](int32_t step) { return (tile0 + step / nkb) * kTileRows; };
   for (int s = 0; s < S - 1; ++s) {
-    if (s < steps) {
-      load_stage<N>(smem + s * kStageBytes<N>, w, x8, x_of, ld.n0, ld.kb, in, out);
-      ld.advance(nkb);
-    }
+    if (s < steps)
+      load_stage<N>(smem + s * kStageBytes<N>, w, x8, x_of, n0_of(s), s % nkb, in, out);
     grouped_linear_detail::cp_async_commit();  // one group per stage, so the counts stay exact
   }
 
-  // A step's scales for this thread's pairs: sw * sx[pair] (exact: sx is 2^e); a 64-row tile lies
+  // Step s's scales for this thread's pairs: sw * sx[pair] (exact: sx is 2^e); a 64-row tile lies
   // in one scale row. Loaded one step ahead, while the previous step's MMA runs, so their latency
   // is off the loop's path.
-  const auto load_scales = [&](const Cursor& c, float(&to)[N / 4]) {
-    const float swk = sw[int64_t{c.n0 / kBlock} * nkb + c.kb];
+  const auto load_scales = [&](int32_t step, float(&to)[N / 4]) {
+    const int32_t kb = step % nkb;
+    const float swk = sw[int64_t{n0_of(step) / kBlock} * nkb + kb];
 #pragma unroll
-    for (int j = 0; j < N / 8; ++j) {
+    for (int c = 0; c < N / 8; ++c) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int32_t xr = x_of[8 * j + 2 * (lane % 4) + h];
-        to[2 * j + h] = xr >= 0 ? sx[int64_t{xr} * nkb + c.kb] * swk : 0.f;
+        const int32_t xr = x_of[8 * c + 2 * (lane % 4) + h];
+        to[2 * c + h] = xr >= 0 ? sx[int64_t{xr} * nkb + kb] * swk : 0.f;
       }
     }
   };
@@ -275,16 +267,15 @@ __global__ void __launch_bounds__(kThreads)
   };
   float acc[N / 2] = {};
   float d[N / 2], sc[N / 4], sc_next[N / 4] = {};
-  Cursor cur{0, tile0 * kTileRows};
-  load_scales(cur, sc);
+  load_scales(0, sc);
   for (int32_t step = 0; step < steps; ++step) {
     grouped_linear_detail::cp_async_wait<S - 2>();  // step landed (this thread's part)
     fence_proxy_async_smem();                       // ... visible to wgmma
     __syncthreads();  // everyone's part; and the previous step's MMA is done, its stage free
-    if (step + S - 1 < steps) {
-      load_stage<N>(smem + ((step + S - 1) % S) * kStageBytes<N>, w, x8, x_of, ld.n0, ld.kb, in,
+    const int32_t next = step + S - 1;
+    if (next < steps) {
+      load_stage<N>(smem + (next % S) * kStageBytes<N>, w, x8, x_of, n0_of(next), next % nkb, in,
                     out);
-      ld.advance(nkb);
     }
     grouped_linear_detail::cp_async_commit();
 
@@ -297,9 +288,7 @@ __global__ void __launch_bounds__(kThreads)
                                   k > 0 ? 1 : 0);
     }
     wgmma_commit();
-    Cursor following = cur;
-    following.advance(nkb);
-    if (step + 1 < steps) load_scales(following, sc_next);
+    if (step + 1 < steps) load_scales(step + 1, sc_next);
     wgmma_wait<0>();
     fence_registers(d);
 #pragma unroll
@@ -311,12 +300,11 @@ __global__ void __launch_bounds__(kThreads)
     }
 #pragma unroll
     for (int j = 0; j < N / 4; ++j) sc[j] = sc_next[j];
-    if (cur.kb == nkb - 1) {  // the tile's last K block: its outputs, then a fresh sum
-      store_tile(cur.n0, acc);
+    if (step % nkb == nkb - 1) {  // the tile's last K block: its outputs, then a fresh sum
+      store_tile(n0_of(step), acc);
 #pragma unroll
       for (int j = 0; j < N / 2; ++j) acc[j] = 0.f;
     }
-    cur = following;
   }
   grouped_linear_detail::cp_async_wait<0>();  // only empty groups remain; leave none behind
 }

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Stop 43's first device call: what stop 42 landed after its last GPU run (call 2, 3feeed8): the
+# grouped FP8 decode tile's row-tile rule narrowed to grids one wave then holds (9c37721), then
+# the sanitizers that did not run on the two-row-tile form, then the whole gpu_check without the
+# kernel benches. Run with carry [".deps"]: bash docs/gpu-runs/2026-12-06-s42/next/first_call.sh
+set -u
+bash docs/gpu-runs/2026-12-06-s42/scripts/call5.sh
+t=$(find build-gpu -name moe_dispatch_cuda_test -type f -executable | head -1)
+for tool in memcheck racecheck; do
+  timeout 90 /usr/local/cuda/bin/compute-sanitizer --tool $tool --error-exitcode 99 $t --gtest_brief=1 \
+    --gtest_filter='GroupedLinearFp8Cuda.DecodeRowTilesAgree:GroupedLinearFp8Cuda.PairedProjectionEqualsTwoLaunches' \
+    > /tmp/$tool.log 2>&1
+  echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/$tool.log | tail -1)"
+done
+SKIP_BENCH=1 SKIP_SAN=1 scripts/gpu_check.sh 2>&1 | grep -vE "Test command|TEST_EXECUTABLE|TEST_FILTER|Start |^[0-9]+: |summary" | tail -8
+grep -hE "tests passed|tests failed|\*\*\*Failed|Timeout" $OUT/ctest_gpu.log $OUT/ctest_e2e.log | head -10

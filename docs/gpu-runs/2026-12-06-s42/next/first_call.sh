@@ -12,5 +12,7 @@ for tool in memcheck racecheck; do
     > /tmp/$tool.log 2>&1
   echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/$tool.log | tail -1)"
 done
-SKIP_BENCH=1 SKIP_SAN=1 scripts/gpu_check.sh 2>&1 | grep -vE "Test command|TEST_EXECUTABLE|TEST_FILTER|Start |^[0-9]+: |summary" | tail -8
-grep -hE "tests passed|tests failed|\*\*\*Failed|Timeout" $OUT/ctest_gpu.log $OUT/ctest_e2e.log | head -10
+mkdir -p /tmp/gc  # its 7 logs in one file: the device returns at most 8
+OUT=/tmp/gc SKIP_BENCH=1 SKIP_SAN=1 scripts/gpu_check.sh 2>&1 | grep -vE "Test command|TEST_EXECUTABLE|TEST_FILTER|Start |^[0-9]+: |summary" | tail -8
+grep -hE "tests passed|tests failed|\*\*\*Failed|Timeout" /tmp/gc/ctest_gpu.log /tmp/gc/ctest_e2e.log | head -10
+tar czf $OUT/gpu_check.tgz -C /tmp gc

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dsa/core/checked_mode.h"
@@ -450,6 +451,25 @@ TEST(LinearCuda, ZeroTokensAndHostChecks) {
   p.y = reinterpret_cast<bf16*>(y.data());
   s = linear_cuda(p);
   EXPECT_NE(s.message().find("y and y_f32 are both set"), std::string::npos) << s.to_string();
+}
+
+// A split rule that is neither wave nor fill is InvalidArgument naming the value, on the fused
+// form's shapes (1536 -> 24576 at T = 1) and the two-kernel form's (o_proj), not a silent default.
+TEST(LinearCuda, Fp8BadSplitRuleIsInvalid) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  Rng rng(testing::test_seed() + 11);
+  for (const auto [in, out] : {std::pair{1536, 24576}, std::pair{16384, 7168}}) {
+    const Problem pr = make_problem(rng, 1, in, out, true);
+    const Device d(pr);
+    auto y = testing::poisoned<bf16>(size_t(out));
+    LinearParams p = d.params(pr);
+    p.y = y.data();
+    testing::ScopedEnv env("DSA_FP8_SPLITS", "half");
+    const Status s = linear_cuda(p);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    EXPECT_NE(s.message().find("DSA_FP8_SPLITS = half"), std::string::npos) << s.to_string();
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "dsa/core/fp8_quant.h"
@@ -60,12 +61,15 @@ Status byte_rows_map(const void* base, int32_t rows, int32_t in, int box_rows, C
   return cuda::encode_tensor_map(m, out);
 }
 
-// Whether split-K fills the GPU with one wave of CTAs (the default) or with at least one
-// (DSA_FP8_SPLITS=fill, the earlier rule, for side-by-side runs). Read per call (host work, only
-// when a linear is enqueued), so a test can run both.
-bool splits_fill() {
+// Whether split-K fills the GPU with one wave of CTAs (DSA_FP8_SPLITS unset or "wave") or with at
+// least one ("fill", the earlier rule, for side-by-side runs). Read per call (host work, only when
+// a linear is enqueued), so a test can run both.
+StatusOr<bool> splits_fill() {
   const char* env = std::getenv("DSA_FP8_SPLITS");
-  return env != nullptr && std::string_view(env) == "fill";
+  if (env == nullptr || std::string_view(env) == "wave") return false;
+  if (std::string_view(env) == "fill") return true;
+  return invalid_argument(std::string("DSA_FP8_SPLITS = ") + env +
+                          ": must be wave or fill (or unset: wave)");
 }
 
 // Split-K: each CTA at least one K block, within the partial-sum scratch and the tickets. The
@@ -73,10 +77,11 @@ bool splits_fill() {
 // a grid just past a wave runs its last CTAs alone after the others (o_proj at T = 1: 112 tiles
 // x 5 splits = 560 CTAs on 528 slots, each of the last 32 streaming 26 K blocks by itself). The
 // fill rule takes the fewest splits that reach a wave.
-void choose_splits(int32_t tiles, int32_t nkb, int n, int sms, int ctas_per_sm,
-                   const Scratch& scratch, SmallArgs& a) {
+Status choose_splits(int32_t tiles, int32_t nkb, int n, int sms, int ctas_per_sm,
+                     const Scratch& scratch, SmallArgs& a) {
+  DSA_ASSIGN_OR_RETURN(const bool fill, splits_fill());
   const int64_t target = int64_t{sms} * ctas_per_sm;
-  const int64_t per_wave = splits_fill() ? (target + tiles - 1) / tiles : target / tiles;
+  const int64_t per_wave = fill ? (target + tiles - 1) / tiles : target / tiles;
   int64_t wanted = std::clamp<int64_t>(per_wave, 1, nkb);
   const int64_t per_split_floats = int64_t{tiles} * kTileRows * n;
   wanted = std::min<int64_t>(wanted, int64_t(scratch.partial_floats) / per_split_floats);
@@ -84,6 +89,7 @@ void choose_splits(int32_t tiles, int32_t nkb, int n, int sms, int ctas_per_sm,
   wanted = std::max<int64_t>(wanted, 1);
   a.kb_per_split = static_cast<int32_t>((nkb + wanted - 1) / wanted);
   a.splits = (nkb + a.kb_per_split - 1) / a.kb_per_split;
+  return ok_status();
 }
 
 // The few-token kernel's wgmma N for `rows` tokens.
@@ -106,7 +112,8 @@ StatusOr<SmallArgs> small_plan(const LinearParams& p, int32_t rows, const Scratc
   const int n = small_n(rows);
   const int smem = kStages * (kWeightTileBytes + n * kBlock) + 1024;  // kSmemBytes<n>
   const int32_t tiles = (p.out_features + kTileRows - 1) / kTileRows;
-  choose_splits(tiles, a.nkb, n, sms, std::max(1, (227 * 1024) / (smem + 1024)), scratch, a);
+  DSA_RETURN_IF_ERROR(
+      choose_splits(tiles, a.nkb, n, sms, std::max(1, (227 * 1024) / (smem + 1024)), scratch, a));
   return a;
 }
 

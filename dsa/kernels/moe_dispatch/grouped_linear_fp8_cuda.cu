@@ -75,12 +75,13 @@ int choose_n(const GroupedLinearParams& p) {
 }
 
 // The ring depth of the N = 8 (decode) tiles. Six stages (55 KB of shared memory) fit four CTAs in
-// an SM; four stages (37 KB) fit more (six by shared memory, if registers allow). A launch past
-// four CTAs per SM takes four stages: V3.2's decode with the shared expert as a ninth group (9 x 64
-// gate/up tiles on 132 SMs) then runs in one wave instead of two. Smaller grids keep six (eight
-// groups' gate/up with every tile at four stages measured 1% slower; bench/RESULTS.md 2026-12-06).
-// DSA_GROUPED_FP8_DECODE_STAGES = 4 or 6 forces one. Same arithmetic either way (the K blocks are
-// accumulated in order); read per call so a test can run both.
+// an SM; four stages (37 KB) fit five (38 KB with the static and reserved shared memory; six would
+// need 234 KB of the SM's 228). A launch past four CTAs per SM takes four stages: V3.2's decode
+// with the shared expert as a ninth group (9 x 64 gate/up tiles on 132 SMs) then runs in one wave
+// instead of two. Smaller grids keep six (eight groups' gate/up with every tile at four stages
+// measured 1% slower; bench/RESULTS.md 2026-12-06). DSA_GROUPED_FP8_DECODE_STAGES = 4 or 6 forces
+// one. Same arithmetic either way (the K blocks are accumulated in order); read per call so a test
+// can run both.
 StatusOr<int> decode_stages(int64_t ctas) {
   const char* env = std::getenv("DSA_GROUPED_FP8_DECODE_STAGES");
   if (env != nullptr) {
@@ -108,6 +109,26 @@ TileGrid tile_grid(const GroupedLinearParams& p, int n, int row_tiles = 1) {
           (tiles + row_tiles - 1) / row_tiles * (p.y_b != nullptr ? 2 : 1)};
 }
 
+template <int N, int S>
+Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float* sx, int32_t nkb,
+                    int row_tiles) {
+  constexpr size_t kSmem = kSmemBytes<N, S>;
+  DSA_RETURN_IF_ERROR((cuda::allow_dynamic_smem_once<grouped_linear_fp8_kernel<N, S>>(kSmem)));
+  const auto [slots, n_tiles] = tile_grid(p, N, row_tiles);
+  if (slots > INT32_MAX || n_tiles > 65535) {
+    return invalid_argument("grouped_linear_cuda: capacity = " + std::to_string(p.capacity) +
+                            ", num_groups = " + std::to_string(p.num_groups) + ", out_features = " +
+                            std::to_string(p.out_features) + ": the grid exceeds the CUDA limits");
+  }
+  const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(n_tiles));
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(grid), dim3(kThreads), kSmem, cuda::current_stream()},
+                   grouped_linear_fp8_kernel<N, S>, p, x8, sx, nkb, int32_t{row_tiles}));
+  return cuda::launch_error("grouped_linear_fp8");
+}
+
+}  // namespace
+
 // Row tiles per CTA of the N = 8 (decode) tiles: 2 where one tile per CTA would not fit one wave
 // even with the 4-stage ring (five CTAs per SM) and two tiles per CTA would. V3.2's down
 // projection with the shared expert as a ninth group is 9 x 112 CTAs on 132 SMs, one and a half
@@ -130,26 +151,6 @@ StatusOr<int> decode_row_tiles(const GroupedLinearParams& p) {
   const int64_t wave = int64_t{5} * sms;
   return tile_grid(p, 8).ctas() > wave && tile_grid(p, 8, 2).ctas() <= wave ? 2 : 1;
 }
-
-template <int N, int S>
-Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float* sx, int32_t nkb,
-                    int row_tiles) {
-  constexpr size_t kSmem = kSmemBytes<N, S>;
-  DSA_RETURN_IF_ERROR((cuda::allow_dynamic_smem_once<grouped_linear_fp8_kernel<N, S>>(kSmem)));
-  const auto [slots, n_tiles] = tile_grid(p, N, row_tiles);
-  if (slots > INT32_MAX || n_tiles > 65535) {
-    return invalid_argument("grouped_linear_cuda: capacity = " + std::to_string(p.capacity) +
-                            ", num_groups = " + std::to_string(p.num_groups) + ", out_features = " +
-                            std::to_string(p.out_features) + ": the grid exceeds the CUDA limits");
-  }
-  const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(n_tiles));
-  DSA_CUDA_RETURN_IF_ERROR(
-      cuda::launch(cuda::LaunchShape{dim3(grid), dim3(kThreads), kSmem, cuda::current_stream()},
-                   grouped_linear_fp8_kernel<N, S>, p, x8, sx, nkb, int32_t{row_tiles}));
-  return cuda::launch_error("grouped_linear_fp8");
-}
-
-}  // namespace
 
 Status check_device_values(const GroupedLinearParams& p) {
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::device_error_word());
@@ -178,6 +179,10 @@ Status launch(const GroupedLinearParams& p) {
         ": FP8 weights need grouped_linear_scratch_bytes = " + std::to_string(need));
   }
   DSA_RETURN_IF_ERROR(cuda::require_aligned("grouped_linear", "scratch", p.scratch, 256));
+  // The decode tile's shape, chosen (and its switches checked) before anything is launched, at
+  // every call: a bad switch value fails a prefill-width call too.
+  DSA_ASSIGN_OR_RETURN(const int row_tiles, decode_row_tiles(p));
+  DSA_ASSIGN_OR_RETURN(const int stages, decode_stages(tile_grid(p, 8, row_tiles).ctas()));
   if (p.x_rows == 0 || p.capacity == 0) return ok_status();  // no pair has a row to read
   const int32_t nkb = blocks_of(p.in_features);
   uint8_t* x8 = static_cast<uint8_t*>(p.scratch);
@@ -194,12 +199,9 @@ Status launch(const GroupedLinearParams& p) {
                    quantize_rows_kernel, p.x, p.x_rows, p.in_features, nkb, x8, sx));
   DSA_RETURN_IF_ERROR(cuda::launch_error("grouped_linear_fp8_quantize"));
   switch (choose_n(p)) {
-    case 8: {
-      DSA_ASSIGN_OR_RETURN(const int row_tiles, decode_row_tiles(p));
-      DSA_ASSIGN_OR_RETURN(const int stages, decode_stages(tile_grid(p, 8, row_tiles).ctas()));
+    case 8:
       return stages == 4 ? launch_tiles<8, 4>(p, x8, sx, nkb, row_tiles)
                          : launch_tiles<8, kStages>(p, x8, sx, nkb, row_tiles);
-    }
     case 16:
       return launch_tiles<16, kStages>(p, x8, sx, nkb, 1);
     case 32:

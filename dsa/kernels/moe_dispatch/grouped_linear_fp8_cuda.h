@@ -13,6 +13,11 @@ namespace dsa::kernels::grouped_fp8 {
 // block scale of a group with pairs (index = g, value = the block's flat index).
 Status check_device_values(const GroupedLinearParams& p);
 
+// The row tiles per CTA the decode (N = 8) tile takes for p: 1, or 2 where one tile per CTA would
+// not fit one wave and two would (grouped_linear_fp8_cuda.cu); DSA_GROUPED_FP8_ROW_TILES forces
+// one. InvalidArgument for a bad switch value. Exposed so tests can assert the dispatch.
+StatusOr<int> decode_row_tiles(const GroupedLinearParams& p);
+
 // The quantiser, then the tile kernel. p is valid and holds FP8 weights; InvalidArgument when
 // p.scratch is missing, too small or not 256-byte aligned, or when the grid exceeds CUDA's limits.
 Status launch(const GroupedLinearParams& p);

@@ -6,6 +6,8 @@
 // writes still poison; deterministic; the checked error word (misaligned or null weights, null
 // scales, non-finite x or scales) and the unchecked neutralisation; the scratch rule; and a CUDA
 // graph capture replayed on new offsets, rows and x, bit-identical to eager.
+#include "dsa/kernels/moe_dispatch/grouped_linear_fp8_cuda.h"
+
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +18,7 @@
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/device_buffer.h"
+#include "dsa/cuda/launch.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/linear/linear.h"
 #include "dsa/kernels/moe_dispatch/moe_dispatch.h"
@@ -210,7 +213,8 @@ TEST(GroupedLinearFp8Cuda, EveryTileWidthAndShortBlocks) {
 
 // The paired form (the MoE's gate and up in one launch): y and y_b bit-identical to the two
 // single-projection launches, each within class T of the reference, at V3.2's decode shape
-// (8 experts, 1 pair each: batch 1, top-8) and a mixed one (every tile width's slot search).
+// (8 experts, 1 pair each: batch 1, top-8), a mixed one (every tile width's slot search) and an
+// N = 8 one with an odd tile count.
 TEST(GroupedLinearFp8Cuda, PairedProjectionEqualsTwoLaunches) {
   DSA_SKIP_WITHOUT_GPU();
   ScopedCheckedMode unchecked(false);
@@ -218,7 +222,8 @@ TEST(GroupedLinearFp8Cuda, PairedProjectionEqualsTwoLaunches) {
     std::vector<int32_t> counts;
     int32_t in, out, x_rows;
   } cases[] = {{std::vector<int32_t>(8, 1), 7168, 2048, 1},
-               {{0, 1, 3, 64, 65, 0, 7, 2}, 272, 200, 37}};
+               {{0, 1, 3, 64, 65, 0, 7, 2}, 272, 200, 37},
+               {{1, 0, 2, 1}, 272, 300, 5}};
   uint64_t seed = testing::test_seed();
   for (const Case& c : cases) {
     Rng ra(seed++), rb(seed++);
@@ -243,8 +248,9 @@ TEST(GroupedLinearFp8Cuda, PairedProjectionEqualsTwoLaunches) {
     const std::string what = "in " + std::to_string(c.in) + " out " + std::to_string(c.out);
     EXPECT_EQ(testing::first_bit_difference(paired_a, alone_a), "") << what << ": y";
     EXPECT_EQ(testing::first_bit_difference(paired_b, alone_b), "") << what << ": y_b";
-    // Two row tiles per CTA: each projection still owns its half of the grid (32 tiles each at
-    // out 2048; 4 at 200, so its CTAs take 2 + 2).
+    // Two row tiles per CTA (the N = 8 decode tile; the N = 64 case ignores the switch): each
+    // projection still owns its half of the grid (32 tiles each at out 2048; 5 at out 300, so each
+    // half's last CTA has one tile).
     testing::ScopedEnv two("DSA_GROUPED_FP8_ROW_TILES", "2");
     ASSERT_TRUE(da.y.fill_bytes(testing::kPoisonByte).ok());
     ASSERT_TRUE(db.y.fill_bytes(testing::kPoisonByte).ok());
@@ -292,9 +298,10 @@ TEST(GroupedLinearFp8Cuda, DecodeRingDepthsAgree) {
 }
 
 // One or two row tiles per CTA of the decode tile (DSA_GROUPED_FP8_ROW_TILES) give the same bits,
-// within class T of the reference: V3.2's down projection with the shared expert as a ninth group
-// (9 x 112 tiles, which the launcher runs at two per CTA), an odd tile count (out 300: the last
-// CTA has one tile) and a single tile (out 8). A bad value is InvalidArgument naming it.
+// at both ring depths, within class T of the reference: V3.2's down projection with the shared
+// expert as a ninth group (9 x 112 tiles, which the launcher runs at two per CTA:
+// DecodeRowTilesChosenByTheWave), an odd tile count (out 300: the last CTA has one tile) and a
+// single tile (out 8). A bad value is InvalidArgument naming it.
 TEST(GroupedLinearFp8Cuda, DecodeRowTilesAgree) {
   DSA_SKIP_WITHOUT_GPU();
   ScopedCheckedMode unchecked(false);
@@ -309,30 +316,59 @@ TEST(GroupedLinearFp8Cuda, DecodeRowTilesAgree) {
     Rng rng(seed++);
     Fp8GroupedProblem pr = make_fp8_grouped_problem(rng, c.counts, c.in, c.out, c.x_rows, 1, 2);
     Fp8Device d(pr);
-    std::vector<bf16> one, two;
-    Status st, bad;
+    std::vector<bf16> one, two[2];
+    Status st[2], bad;
     {
       testing::ScopedEnv env("DSA_GROUPED_FP8_ROW_TILES", "1");
       ASSERT_TRUE(d.run(&one).ok());
     }
-    {
+    for (int r = 0; r < 2; ++r) {  // both ring depths: production takes 4 where 5 CTAs fit an SM
       testing::ScopedEnv env("DSA_GROUPED_FP8_ROW_TILES", "2");
+      testing::ScopedEnv stages("DSA_GROUPED_FP8_DECODE_STAGES", r == 0 ? "6" : "4");
       ASSERT_TRUE(d.y.fill_bytes(testing::kPoisonByte).ok());
-      st = d.run(&two);
+      st[r] = d.run(&two[r]);
     }
     {
       testing::ScopedEnv env("DSA_GROUPED_FP8_ROW_TILES", "3");
       std::vector<bf16> unused;
       bad = d.run(&unused);
     }
-    ASSERT_TRUE(st.ok()) << st.to_string();
     EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument) << bad.to_string();
     EXPECT_NE(bad.message().find("DSA_GROUPED_FP8_ROW_TILES = 3"), std::string::npos)
         << bad.to_string();
     const std::string what = "in " + std::to_string(c.in) + " out " + std::to_string(c.out);
-    expect_matches(pr, two, what + ", 2 row tiles");
-    EXPECT_EQ(testing::first_bit_difference(two, one), "") << what;
+    for (int r = 0; r < 2; ++r) {
+      const std::string form = what + (r == 0 ? ", 6 stages" : ", 4 stages");
+      ASSERT_TRUE(st[r].ok()) << form << ": " << st[r].to_string();
+      expect_matches(pr, two[r], form + ", 2 row tiles");
+      EXPECT_EQ(testing::first_bit_difference(two[r], one), "") << form;
+    }
   }
+}
+
+// The launcher's choice of row tiles (V3.2's decode, 132-SM Hopper parts: five 4-stage CTAs per
+// SM make a wave of 660): the down projection with the shared expert as a ninth group, 9 x 112
+// CTAs, takes two tiles (9 x 56 fits); the paired gate/up, 9 x 64, fits at one; a grid of
+// several waves either way (64 slots x 112 tiles) keeps one; the switch overrides.
+TEST(GroupedLinearFp8Cuda, DecodeRowTilesChosenByTheWave) {
+  DSA_SKIP_WITHOUT_GPU();
+  const int sms = testing::or_die(cuda::sm_count());
+  if (5 * sms < 9 * 64 || 5 * sms >= 9 * 112) GTEST_SKIP() << sms << " SMs: not the case measured";
+  GroupedLinearParams down;
+  down.num_groups = down.capacity = 9;
+  down.out_features = 7168;
+  EXPECT_EQ(testing::or_die(grouped_fp8::decode_row_tiles(down)), 2);
+  GroupedLinearParams gate_up = down;
+  gate_up.out_features = 2048;
+  static bf16 y_b;  // only its presence counts (the paired form)
+  gate_up.y_b = &y_b;
+  EXPECT_EQ(testing::or_die(grouped_fp8::decode_row_tiles(gate_up)), 1);
+  GroupedLinearParams waves = down;
+  waves.num_groups = 256;
+  waves.capacity = 64;
+  EXPECT_EQ(testing::or_die(grouped_fp8::decode_row_tiles(waves)), 1);
+  testing::ScopedEnv one("DSA_GROUPED_FP8_ROW_TILES", "1");
+  EXPECT_EQ(testing::or_die(grouped_fp8::decode_row_tiles(down)), 1);
 }
 
 TEST(GroupedLinearFp8Cuda, Deterministic) {

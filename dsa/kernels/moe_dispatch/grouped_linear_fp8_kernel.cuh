@@ -20,7 +20,8 @@
 //      sx[pair][block]: the per-block promotion §8.8 requires. cp.async rather than the tensor copy
 //      engine: each group has its own weight pointer, read on the device, and a tensor map per
 //      group would have to be built on the host.
-// The grid is fixed by the params alone, (m + (capacity - m) / N) x ceil(out / 64) with
+// The grid is fixed by the params alone, (m + (capacity - m) / N) x ceil(ceil(out / 64) /
+// row_tiles) (twice that along y for the paired form) with
 // m = min(G, capacity): a group of n > 0 pairs needs ceil(n / N) <= (n - 1) / N + 1 tiles, and at
 // most m groups have pairs, so the slots cover any split of the (device) offsets. Each CTA finds
 // its group and tile on the device and exits when its slot is past the last tile: no host
@@ -49,7 +50,7 @@ namespace dsa::kernels::grouped_fp8 {
 
 using namespace hopper;  // NOLINT: the kernel's building blocks
 
-inline constexpr int kTileRows = 64;  // outputs per CTA: wgmma's M
+inline constexpr int kTileRows = 64;  // outputs per tile: wgmma's M
 inline constexpr int kBlock = 128;    // K per stage: one scale block, one 128-byte swizzle row
 inline constexpr int kThreads = 128;  // one warpgroup issues the copies and runs the MMA
 // The ring's stages: 6 by default; at 4 more N = 8 CTAs share an SM (4 x 9 KB + 1 KB of shared

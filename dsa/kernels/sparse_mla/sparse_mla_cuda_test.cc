@@ -274,6 +274,15 @@ TEST(SparseMlaDecodeCuda, V32ShapesBothFormats) {
     c.topk_len[3] = 0;
     std::copy(perm.begin(), perm.begin() + 2048, c.row_indices(3));
     check_decode_paths(c, "V3.2 fmt " + std::to_string(int(f)), {4, 32});
+    // Two rows (a batch-1 decode with one draft): the launcher's own split at up to 2 rows (2 key
+    // tiles a split: 16 splits on a 132-SM part).
+    DecodeCase two(40, f, 2, 128, 2048, rng);
+    std::shuffle(perm.begin(), perm.end(), rng.engine());
+    std::copy(perm.begin(), perm.begin() + 2048, two.row_indices(0));
+    std::shuffle(perm.begin(), perm.end(), rng.engine());
+    std::copy(perm.begin(), perm.begin() + 2048, two.row_indices(1));
+    two.topk_len[1] = 1999;
+    check_decode_paths(two, "V3.2 2 rows fmt " + std::to_string(int(f)), {16});
   }
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Stop 43's first device call: what stop 42 landed after its last GPU run (call 2, 3feeed8): the
-# grouped FP8 decode tile's row-tile rule narrowed to grids one wave then holds (9c37721), then
-# the sanitizers that did not run on the two-row-tile form, then the whole gpu_check without the
-# kernel benches, then the tiny model's per-kernel profile. Run with carry [".deps"]: bash docs/gpu-runs/2026-12-06-s42/next/first_call.sh
+# grouped FP8 decode tile's row-tile rule narrowed to grids one wave then holds (9c37721) and the
+# review fixes and tests after it; then the sanitizers that did not run on the two-row-tile form,
+# the whole gpu_check without the kernel benches, and the tiny model's per-kernel profile.
+# Run with carry [".deps"]: bash docs/gpu-runs/2026-12-06-s42/next/first_call.sh
 set -u
 bash docs/gpu-runs/2026-12-06-s42/scripts/call5.sh
 t=$(find build-gpu -name moe_dispatch_cuda_test -type f -executable | head -1)

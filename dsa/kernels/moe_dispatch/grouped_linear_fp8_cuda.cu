@@ -135,8 +135,10 @@ Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float
 // waves at one tile each (the second wave's CTAs each stream 16 K blocks on emptier SMs); at two
 // tiles it is 9 x 56, one wave. A grid of several waves either way keeps one tile per CTA: its
 // waves are full, while at two tiles its last wave is a part-filled one of CTAs twice as long
-// (measured: 7168 -> 2048 at 64 pairs, 2048 CTAs, 324 µs at one tile and 390 at two). Same
-// arithmetic either way (each tile sums its K blocks in order from zero).
+// (measured: 7168 -> 2048 at 64 pairs, 2048 CTAs, 324 µs at one tile and 390 at two). The count is
+// of the CTAs that can have work, min(G, capacity) slots: the grid's further (capacity - m) / N
+// slots serve uneven routing and exit at once otherwise (V3.2's 4-row verify: 12 slots, 9 busy).
+// Same arithmetic either way (each tile sums its K blocks in order from zero).
 // DSA_GROUPED_FP8_ROW_TILES = 1 or 2 forces one; read per call so a test can run both.
 StatusOr<int> decode_row_tiles(const GroupedLinearParams& p) {
   const char* env = std::getenv("DSA_GROUPED_FP8_ROW_TILES");
@@ -149,7 +151,8 @@ StatusOr<int> decode_row_tiles(const GroupedLinearParams& p) {
   }
   DSA_ASSIGN_OR_RETURN(const int sms, cuda::sm_count());
   const int64_t wave = int64_t{5} * sms;
-  return tile_grid(p, 8).ctas() > wave && tile_grid(p, 8, 2).ctas() <= wave ? 2 : 1;
+  const int64_t busy = std::min<int64_t>(p.num_groups, p.capacity);
+  return busy * tile_grid(p, 8).n_tiles > wave && busy * tile_grid(p, 8, 2).n_tiles <= wave ? 2 : 1;
 }
 
 Status check_device_values(const GroupedLinearParams& p) {

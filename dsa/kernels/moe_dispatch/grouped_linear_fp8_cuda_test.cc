@@ -348,7 +348,8 @@ TEST(GroupedLinearFp8Cuda, DecodeRowTilesAgree) {
 
 // The launcher's choice of row tiles (V3.2's decode, 132-SM Hopper parts: five 4-stage CTAs per
 // SM make a wave of 660): the down projection with the shared expert as a ninth group, 9 x 112
-// CTAs, takes two tiles (9 x 56 fits); the paired gate/up, 9 x 64, fits at one; a grid of
+// CTAs, takes two tiles (9 x 56 fits), also at 4 rows (12 slots, 9 of them busy); the paired
+// gate/up, 9 x 64, fits at one; a grid of
 // several waves either way (64 slots x 112 tiles) keeps one; the switch overrides.
 TEST(GroupedLinearFp8Cuda, DecodeRowTilesChosenByTheWave) {
   DSA_SKIP_WITHOUT_GPU();
@@ -358,6 +359,9 @@ TEST(GroupedLinearFp8Cuda, DecodeRowTilesChosenByTheWave) {
   down.num_groups = down.capacity = 9;
   down.out_features = 7168;
   EXPECT_EQ(testing::or_die(grouped_fp8::decode_row_tiles(down)), 2);
+  GroupedLinearParams verify = down;  // 4 rows x 9: 12 slots, of which 9 can have pairs
+  verify.capacity = 36;
+  EXPECT_EQ(testing::or_die(grouped_fp8::decode_row_tiles(verify)), 2);
   GroupedLinearParams gate_up = down;
   gate_up.out_features = 2048;
   static bf16 y_b;  // only its presence counts (the paired form)

@@ -20,3 +20,6 @@ tar czf $OUT/gpu_check.tgz -C /tmp gc
 # Where the tiny model's d = 3 step goes (issue 15: the per-forward costs), bundled (8-file limit).
 RUN_SECONDS=45 scripts/profile_tiny_verify.sh build-gpu /tmp/prof 2>&1 | head -16
 tar czf $OUT/prof.tgz -C /tmp prof
+# Where the V3.2 4-row verify's extra 22% over a decode goes (bench/RESULTS.md 2026-12-06).
+RUN_SECONDS=150 scripts/profile_v32_verify.sh build-gpu /tmp/pv 2>&1 | head -30
+tar czf $OUT/pv.tgz -C /tmp pv

@@ -2,7 +2,7 @@
 # Stop 43's first device call: what stop 42 landed after its last GPU run (call 2, 3feeed8): the
 # grouped FP8 decode tile's row-tile rule narrowed to grids one wave then holds (9c37721) and the
 # review fixes and tests after it; then the sanitizers that did not run on the two-row-tile form,
-# the whole gpu_check without the kernel benches, and the tiny model's per-kernel profile.
+# and the whole gpu_check without the kernel benches (~500 s; the profiles are second_call.sh).
 # Run with carry [".deps"]: bash docs/gpu-runs/2026-12-06-s42/next/first_call.sh
 set -u
 bash docs/gpu-runs/2026-12-06-s42/scripts/call5.sh
@@ -17,9 +17,3 @@ mkdir -p /tmp/gc  # its 7 logs in one file: the device returns at most 8
 OUT=/tmp/gc SKIP_BENCH=1 SKIP_SAN=1 scripts/gpu_check.sh 2>&1 | grep -vE "Test command|TEST_EXECUTABLE|TEST_FILTER|Start |^[0-9]+: |summary" | tail -8
 grep -hE "tests passed|tests failed|\*\*\*Failed|Timeout" /tmp/gc/ctest_gpu.log /tmp/gc/ctest_e2e.log | head -10
 tar czf $OUT/gpu_check.tgz -C /tmp gc
-# Where the tiny model's d = 3 step goes (issue 15: the per-forward costs), bundled (8-file limit).
-RUN_SECONDS=45 scripts/profile_tiny_verify.sh build-gpu /tmp/prof 2>&1 | head -16
-tar czf $OUT/prof.tgz -C /tmp prof
-# Where the V3.2 4-row verify's extra 22% over a decode goes (bench/RESULTS.md 2026-12-06).
-RUN_SECONDS=150 scripts/profile_v32_verify.sh build-gpu /tmp/pv 2>&1 | head -30
-tar czf $OUT/pv.tgz -C /tmp pv

@@ -9,7 +9,7 @@
 # by kernel.
 # Usage: scripts/profile_v32_verify.sh BUILD_DIR OUT_DIR   env: LAYERS=3 DENSE=1 PROMPT=2048
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 build="${1:?usage: profile_v32_verify.sh BUILD_DIR OUT_DIR}"
 out="${2:?usage: profile_v32_verify.sh BUILD_DIR OUT_DIR}"
 mkdir -p "$out/model"

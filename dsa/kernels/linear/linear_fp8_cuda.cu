@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
-#include <string>
 #include <string_view>
 
+#include "dsa/core/env_switch.h"
 #include "dsa/core/fp8_quant.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/launch.h"
@@ -65,11 +65,9 @@ Status byte_rows_map(const void* base, int32_t rows, int32_t in, int box_rows, C
 // least one ("fill", the earlier rule, for side-by-side runs). Read per call (host work, only when
 // a linear is enqueued), so a test can run both.
 StatusOr<bool> splits_fill() {
-  const char* env = std::getenv("DSA_FP8_SPLITS");
-  if (env == nullptr || std::string_view(env) == "wave") return false;
-  if (std::string_view(env) == "fill") return true;
-  return invalid_argument(std::string("DSA_FP8_SPLITS = ") + env +
-                          ": must be wave or fill (or unset: wave)");
+  DSA_ASSIGN_OR_RETURN(const std::string_view rule,
+                       env_choice("DSA_FP8_SPLITS", {"wave", "fill"}, "wave"));
+  return rule == "fill";
 }
 
 // Split-K: each CTA at least one K block, within the partial-sum scratch and the tickets. The

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "dsa/core/env_switch.h"
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
 #include "dsa/cuda/launch_checks.h"
@@ -83,14 +84,9 @@ int choose_n(const GroupedLinearParams& p) {
 // one. Same arithmetic either way (the K blocks are accumulated in order); read per call so a test
 // can run both.
 StatusOr<int> decode_stages(int64_t ctas) {
-  const char* env = std::getenv("DSA_GROUPED_FP8_DECODE_STAGES");
-  if (env != nullptr) {
-    const std::string_view v(env);
-    if (v == "4") return 4;
-    if (v == "6") return kStages;
-    return invalid_argument("DSA_GROUPED_FP8_DECODE_STAGES = " + std::string(v) +
-                            ": must be 4 or 6 (or unset: chosen by the grid)");
-  }
+  DSA_ASSIGN_OR_RETURN(const std::string_view forced,
+                       env_choice("DSA_GROUPED_FP8_DECODE_STAGES", {"4", "6"}, "auto"));
+  if (forced != "auto") return forced == "4" ? 4 : kStages;
   DSA_ASSIGN_OR_RETURN(const int sms, cuda::sm_count());
   return ctas > int64_t{4} * sms ? 4 : kStages;
 }
@@ -141,14 +137,9 @@ Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float
 // Same arithmetic either way (each tile sums its K blocks in order from zero).
 // DSA_GROUPED_FP8_ROW_TILES = 1 or 2 forces one; read per call so a test can run both.
 StatusOr<int> decode_row_tiles(const GroupedLinearParams& p) {
-  const char* env = std::getenv("DSA_GROUPED_FP8_ROW_TILES");
-  if (env != nullptr) {
-    const std::string_view v(env);
-    if (v == "1") return 1;
-    if (v == "2") return 2;
-    return invalid_argument("DSA_GROUPED_FP8_ROW_TILES = " + std::string(v) +
-                            ": must be 1 or 2 (or unset: chosen by the grid)");
-  }
+  DSA_ASSIGN_OR_RETURN(const std::string_view forced,
+                       env_choice("DSA_GROUPED_FP8_ROW_TILES", {"1", "2"}, "auto"));
+  if (forced != "auto") return forced == "1" ? 1 : 2;
   DSA_ASSIGN_OR_RETURN(const int sms, cuda::sm_count());
   const int64_t wave = int64_t{5} * sms;
   const int64_t busy = std::min<int64_t>(p.num_groups, p.capacity);

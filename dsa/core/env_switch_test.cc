@@ -39,8 +39,7 @@ TEST(EnvChoice, UnsetNamedAndBadValues) {
   setenv(kName, "3", 1);
   v = env_choice(kName, {"1", "2"}, "auto");
   ASSERT_FALSE(v.ok());
-  EXPECT_NE(v.status().message().find("3: must be one of 1, 2 (or unset: auto)"),
-            std::string::npos)
+  EXPECT_NE(v.status().message().find("3: must be one of 1, 2 (or unset: auto)"), std::string::npos)
       << v.status().to_string();
   unsetenv(kName);
 }

@@ -79,6 +79,7 @@ Status routed_experts(const BlockContext& c, const WeightStore::ExpertTables& t,
     p.offsets = offsets;
     p.num_groups = E;
     p.capacity = slots;
+    p.max_group_pairs = rows;  // a row picks an expert (and the shared one) at most once
     p.in_features = in_f;
     p.out_features = out_f;
     p.y = out;

@@ -5,13 +5,15 @@
 // each. Every expert has its own weights (256 x 14.7 MB = 3.8 GB per shape), and each timed call
 // takes the next of 8 prepared routings, so consecutive calls touch mostly other experts and the
 // weights come from HBM, not L2. One line per shape: µs (median of 50, the quantiser launch
-// included), touched weight MB, TB/s and its fraction of 4.28.
+// included), touched weight MB, TB/s and its fraction of 4.28. Then the decode-equivalent
+// model's MoE at T = 1, 4, 8 (bench_equivalent).
 //   usage: grouped_linear_fp8_bench
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <set>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "dsa/core/checked_mode.h"
@@ -155,6 +157,75 @@ Status bench_rows(int32_t rows, const Weights& w, const Weights& w_up, dsa::test
   return dsa::ok_status();
 }
 
+// The decode-equivalent V3.2's MoE (scripts/bench_v32.sh: 8 routed experts, top-8, with the
+// shared expert as a ninth group): every row's pairs go to all 9 groups, T pairs each. The model
+// passes max_group_pairs = T (a row picks an expert once); "mean rule" leaves it 0, the tile
+// width from the mean alone (16 at T = 4: the form before stop 43). Call i reads groups
+// 9i..9i+8 of the 256, so no call finds its weights in L2.
+Status bench_equivalent(int32_t rows, const Weights& w, const Weights& w_up, bool bounded,
+                        dsa::testing::Rng& rng) {
+  constexpr int32_t G = kTopK + 1;
+  const int32_t S = rows * G;
+  std::vector<int32_t> offsets(G + 1), x_row(static_cast<size_t>(S)), y_row(static_cast<size_t>(S));
+  for (int32_t g = 0; g <= G; ++g) offsets[size_t(g)] = g * rows;
+  for (int32_t i = 0; i < S; ++i) {
+    x_row[size_t(i)] = i % rows;
+    y_row[size_t(i)] = (i % rows) * G + i / rows;  // the row's slot of group i / rows
+  }
+  DSA_ASSIGN_OR_RETURN(auto d_off,
+                       DeviceBuffer<int32_t>::from_host(std::span(std::as_const(offsets))));
+  DSA_ASSIGN_OR_RETURN(auto d_xr,
+                       DeviceBuffer<int32_t>::from_host(std::span(std::as_const(x_row))));
+  DSA_ASSIGN_OR_RETURN(auto d_yr,
+                       DeviceBuffer<int32_t>::from_host(std::span(std::as_const(y_row))));
+  const std::vector<bf16> hx = rng.bf16_vector(size_t(S) * kHidden);
+  DSA_ASSIGN_OR_RETURN(auto x, DeviceBuffer<bf16>::from_host(std::span<const bf16>(hx)));
+  DSA_ASSIGN_OR_RETURN(auto y, DeviceBuffer<bf16>::alloc(size_t(S) * kHidden));
+  DSA_ASSIGN_OR_RETURN(auto y_up, DeviceBuffer<bf16>::alloc(size_t(S) * kInter));
+  for (const bool down : {false, true}) {
+    const int32_t in = down ? kInter : kHidden, out = down ? kHidden : kInter;
+    k::GroupedLinearParams p;
+    p.x = x.data();
+    p.x_rows = down ? S : rows;
+    p.x_row = down ? nullptr : d_xr.data();
+    p.num_groups = G;
+    p.capacity = S;
+    p.max_group_pairs = bounded ? rows : 0;
+    p.in_features = in;
+    p.out_features = out;
+    p.y = y.data();
+    p.y_rows = S;
+    p.y_row = down ? d_yr.data() : nullptr;
+    p.offsets = d_off.data();
+    if (!down) p.y_b = y_up.data();
+    p.scratch_bytes = k::grouped_linear_scratch_bytes(p);
+    DSA_ASSIGN_OR_RETURN(auto scratch, DeviceBuffer<uint8_t>::alloc(p.scratch_bytes));
+    p.scratch = scratch.data();
+    int call = 0;
+    auto launch = [&] {
+      const size_t first = size_t(call++ % (kExperts / G)) * G;
+      p.weights_fp8 = w.codes.data() + first;
+      p.weight_scales = w.scales.data() + first;
+      if (!down) {
+        p.weights_fp8_b = w_up.codes.data() + first;
+        p.weight_scales_b = w_up.scales.data() + first;
+      }
+      return k::grouped_linear_cuda(p);
+    };
+    DSA_RETURN_IF_ERROR(launch());
+    DSA_ASSIGN_OR_RETURN(double us, dsa::cuda::median_us(launch, dsa::cuda::current_stream()));
+    const double projections = down ? 1.0 : 2.0;
+    const double bytes = projections * G * (double(in) * out + kScaleBlocks * 4.0);
+    const double tbps = bytes / (us * 1e-6) / 1e12;
+    std::printf(
+        "grouped_fp8 equiv %-4s T=%-2d %5d -> %-5d %9.2f us  %s  %6.3f TB/s %5.1f%% of 4.28\n",
+        down ? "down" : "g+up", rows, in, out, us,
+        bounded ? "max_group_pairs T" : "mean rule        ", tbps,
+        100.0 * tbps * 1e12 / dsa::cuda::kH200Bandwidth);
+  }
+  return dsa::ok_status();
+}
+
 }  // namespace
 
 int main() {
@@ -167,6 +238,11 @@ int main() {
   for (int32_t rows : {1, 8, 32, 128}) {
     if (!st.ok()) break;
     st = bench_rows(rows, gate.w, up.w, rng);
+  }
+  for (int32_t rows : {1, 4, 8}) {
+    for (const bool bounded : {true, false}) {
+      if (st.ok()) st = bench_equivalent(rows, gate.w, up.w, bounded, rng);
+    }
   }
   if (!st.ok()) {
     std::fprintf(stderr, "grouped_linear_fp8_bench: %s\n", st.to_string().c_str());

@@ -65,24 +65,33 @@ __global__ void __launch_bounds__(kCheckThreads)
   }
 }
 
+}  // namespace
+
 // Pairs per tile: about four times the mean pairs of a group (the routing is uneven), a power
-// of two in [8, 64], never wider than the capacity needs. Decode (capacity <= G) takes 8.
-int choose_n(const GroupedLinearParams& p) {
+// of two in [8, 64], never wider than the capacity or a group (max_group_pairs) needs. Decode
+// (capacity <= G) takes 8, and so does a MoE of at most 8 rows: the decode-equivalent V3.2's
+// 4-row verify (9 groups of 4 pairs each) took 16 by the mean rule, whose six-stage ring fits
+// three CTAs an SM (8's: four, or five at four stages), and ran its gate/up at 148 µs and down at
+// 73 against a decode's 106 and 53 (ncu, H100, bench/RESULTS.md 2026-12-06).
+int tile_pairs(const GroupedLinearParams& p) {
   const int64_t mean = (int64_t{p.capacity} + p.num_groups - 1) / p.num_groups;
-  const int64_t want = std::min<int64_t>(4 * mean, p.capacity);
+  int64_t want = std::min<int64_t>(4 * mean, p.capacity);
+  if (p.max_group_pairs > 0) want = std::min<int64_t>(want, p.max_group_pairs);
   int n = 8;
   while (n < 64 && n < want) n *= 2;
   return n;
 }
 
-// The ring depth of the N = 8 (decode) tiles. Six stages (55 KB of shared memory) fit four CTAs in
-// an SM; four stages (37 KB) fit five (38 KB with the static and reserved shared memory; six would
-// need 234 KB of the SM's 228). A launch past four CTAs per SM takes four stages: V3.2's decode
-// with the shared expert as a ninth group (9 x 64 gate/up tiles on 132 SMs) then runs in one wave
-// instead of two. Smaller grids keep six (eight groups' gate/up with every tile at four stages
-// measured 1% slower; bench/RESULTS.md 2026-12-06). DSA_GROUPED_FP8_DECODE_STAGES = 4 or 6 forces
-// one. Same arithmetic either way (the K blocks are accumulated in order); read per call so a test
-// can run both.
+namespace {
+
+// The ring depth of the N = 8 (decode) tiles, from the CTAs that can have work (busy_ctas). Six
+// stages (55 KB of shared memory) fit four CTAs in an SM; four stages (37 KB) fit five (38 KB with
+// the static and reserved shared memory; six would need 234 KB of the SM's 228). A launch past four
+// CTAs per SM takes four stages: V3.2's decode with the shared expert as a ninth group (9 x 64
+// gate/up tiles on 132 SMs) then runs in one wave instead of two. Smaller grids keep six (eight
+// groups' gate/up with every tile at four stages measured 1% slower; bench/RESULTS.md 2026-12-06).
+// DSA_GROUPED_FP8_DECODE_STAGES = 4 or 6 forces one. Same arithmetic either way (the K blocks are
+// accumulated in order); read per call so a test can run both.
 StatusOr<int> decode_stages(int64_t ctas) {
   DSA_ASSIGN_OR_RETURN(const std::string_view forced,
                        env_choice("DSA_GROUPED_FP8_DECODE_STAGES", {"4", "6"}, "auto"));
@@ -96,13 +105,19 @@ StatusOr<int> decode_stages(int64_t ctas) {
 // kernel splits gridDim.y).
 struct TileGrid {
   int64_t slots, n_tiles;
-  int64_t ctas() const { return slots * n_tiles; }
 };
 TileGrid tile_grid(const GroupedLinearParams& p, int n, int row_tiles = 1) {
   const int64_t m = std::min<int64_t>(p.num_groups, p.capacity);
   const int64_t tiles = (int64_t{p.out_features} + kTileRows - 1) / kTileRows;
   return {m + (int64_t{p.capacity} - m) / n,
           (tiles + row_tiles - 1) / row_tiles * (p.y_b != nullptr ? 2 : 1)};
+}
+
+// The decode tile's CTAs that can have work: the min(G, capacity) slots' (the grid's further
+// (capacity - m) / 8 slots serve uneven routing and exit at once otherwise). The wave rules below
+// count these.
+int64_t busy_ctas(const GroupedLinearParams& p, int row_tiles) {
+  return std::min<int64_t>(p.num_groups, p.capacity) * tile_grid(p, 8, row_tiles).n_tiles;
 }
 
 template <int N, int S>
@@ -132,8 +147,7 @@ Status launch_tiles(const GroupedLinearParams& p, const uint8_t* x8, const float
 // tiles it is 9 x 56, one wave. A grid of several waves either way keeps one tile per CTA: its
 // waves are full, while at two tiles its last wave is a part-filled one of CTAs twice as long
 // (measured: 7168 -> 2048 at 64 pairs, 2048 CTAs, 324 µs at one tile and 390 at two). The count is
-// of the CTAs that can have work, min(G, capacity) slots: the grid's further (capacity - m) / N
-// slots serve uneven routing and exit at once otherwise (V3.2's 4-row verify: 12 slots, 9 busy).
+// busy_ctas' (V3.2's 4-row verify: 12 slots, 9 busy).
 // Same arithmetic either way (each tile sums its K blocks in order from zero).
 // DSA_GROUPED_FP8_ROW_TILES = 1 or 2 forces one; read per call so a test can run both.
 StatusOr<int> decode_row_tiles(const GroupedLinearParams& p) {
@@ -142,8 +156,7 @@ StatusOr<int> decode_row_tiles(const GroupedLinearParams& p) {
   if (forced != "auto") return forced == "1" ? 1 : 2;
   DSA_ASSIGN_OR_RETURN(const int sms, cuda::sm_count());
   const int64_t wave = int64_t{5} * sms;
-  const int64_t busy = std::min<int64_t>(p.num_groups, p.capacity);
-  return busy * tile_grid(p, 8).n_tiles > wave && busy * tile_grid(p, 8, 2).n_tiles <= wave ? 2 : 1;
+  return busy_ctas(p, 1) > wave && busy_ctas(p, 2) <= wave ? 2 : 1;
 }
 
 Status check_device_values(const GroupedLinearParams& p) {
@@ -176,7 +189,7 @@ Status launch(const GroupedLinearParams& p) {
   // The decode tile's shape, chosen (and its switches checked) before anything is launched, at
   // every call: a bad switch value fails a prefill-width call too.
   DSA_ASSIGN_OR_RETURN(const int row_tiles, decode_row_tiles(p));
-  DSA_ASSIGN_OR_RETURN(const int stages, decode_stages(tile_grid(p, 8, row_tiles).ctas()));
+  DSA_ASSIGN_OR_RETURN(const int stages, decode_stages(busy_ctas(p, row_tiles)));
   if (p.x_rows == 0 || p.capacity == 0) return ok_status();  // no pair has a row to read
   const int32_t nkb = blocks_of(p.in_features);
   uint8_t* x8 = static_cast<uint8_t*>(p.scratch);
@@ -192,7 +205,7 @@ Status launch(const GroupedLinearParams& p) {
                                      size_t(0), cuda::current_stream()},
                    quantize_rows_kernel, p.x, p.x_rows, p.in_features, nkb, x8, sx));
   DSA_RETURN_IF_ERROR(cuda::launch_error("grouped_linear_fp8_quantize"));
-  switch (choose_n(p)) {
+  switch (tile_pairs(p)) {
     case 8:
       return stages == 4 ? launch_tiles<8, 4>(p, x8, sx, nkb, row_tiles)
                          : launch_tiles<8, kStages>(p, x8, sx, nkb, row_tiles);

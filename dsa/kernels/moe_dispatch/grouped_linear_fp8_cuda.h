@@ -18,6 +18,11 @@ Status check_device_values(const GroupedLinearParams& p);
 // one. InvalidArgument for a bad switch value. Exposed so tests can assert the dispatch.
 StatusOr<int> decode_row_tiles(const GroupedLinearParams& p);
 
+// The pairs per tile (N, 8..64) the tile kernel takes for p: from the mean pairs of a group,
+// capped by the capacity and max_group_pairs (grouped_linear_fp8_cuda.cu). Exposed so tests can
+// assert the dispatch.
+int tile_pairs(const GroupedLinearParams& p);
+
 // The quantiser, then the tile kernel. p is valid and holds FP8 weights; InvalidArgument when
 // p.scratch is missing, too small or not 256-byte aligned, or when the grid exceeds CUDA's limits.
 Status launch(const GroupedLinearParams& p);

@@ -375,6 +375,36 @@ TEST(GroupedLinearFp8Cuda, DecodeRowTilesChosenByTheWave) {
   EXPECT_EQ(testing::or_die(grouped_fp8::decode_row_tiles(down)), 1);
 }
 
+// The tile width: a MoE of few rows per group takes the decode tile (N = 8) whatever its mean
+// (the decode-equivalent V3.2's 4-row verify: 9 groups of 4 pairs, 16 by the mean alone), and
+// stays within class T there; without the bound, or with a wide one, the mean rule decides.
+TEST(GroupedLinearFp8Cuda, TilePairsBoundedByMaxGroupPairs) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  GroupedLinearParams verify;
+  verify.num_groups = 9;
+  verify.capacity = 36;
+  EXPECT_EQ(grouped_fp8::tile_pairs(verify), 16);
+  verify.max_group_pairs = 4;
+  EXPECT_EQ(grouped_fp8::tile_pairs(verify), 8);
+  GroupedLinearParams prefill = verify;  // 128 rows: 9 x 128 pairs
+  prefill.capacity = 9 * 128;
+  prefill.max_group_pairs = 128;
+  EXPECT_EQ(grouped_fp8::tile_pairs(prefill), 64);
+  prefill.max_group_pairs = 20;
+  EXPECT_EQ(grouped_fp8::tile_pairs(prefill), 32);
+
+  Rng rng(testing::test_seed());
+  Fp8GroupedProblem pr =
+      make_fp8_grouped_problem(rng, std::vector<int32_t>(9, 4), 2048, 7168, 36, 0, 2);
+  Fp8Device d(pr);
+  d.params.max_group_pairs = 4;
+  std::vector<bf16> got;
+  const Status s = d.run(&got);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  expect_matches(pr, got, "9 groups of 4 pairs, N = 8");
+}
+
 TEST(GroupedLinearFp8Cuda, Deterministic) {
   DSA_SKIP_WITHOUT_GPU();
   ScopedCheckedMode unchecked(false);

@@ -68,6 +68,10 @@ struct GroupedLinearParams {
   const int32_t* offsets = nullptr;
   int32_t num_groups = 0;  // G (>= 1)
   int32_t capacity = 0;    // the most pairs: fixes the CUDA grid; offsets[G] <= capacity
+  // The most pairs one group can hold, where the caller knows it (the MoE: its rows, since a row
+  // picks an expert at most once); 0 = capacity. A hint for the CUDA FP8 tile's width only: the
+  // grid covers any split of the offsets whatever the width, so the result never depends on it.
+  int32_t max_group_pairs = 0;
   int32_t in_features = 0;
   int32_t out_features = 0;
   bf16* y = nullptr;               // [y_rows, out] bf16 row-major; rows no pair writes untouched
@@ -86,7 +90,8 @@ struct GroupedLinearParams {
 // Host checks (InvalidArgument): exactly one of weights / weights_fp8 set, weight_scales set
 // with (and only with) weights_fp8, offsets set, G >= 1, capacity >= 0, in >= 1 and in % 8 == 0
 // (bf16) or in % 16 == 0 (FP8; the CUDA kernels' 16-byte loads), out >= 1, x_rows >= 0,
-// y_rows >= 0, x set when x_rows > 0, y set when y_rows > 0; the second projection's three
+// y_rows >= 0, max_group_pairs >= 0, x set when x_rows > 0, y set when y_rows > 0; the second
+// projection's three
 // fields all set or all null, and only with FP8 weights.
 Status validate(const GroupedLinearParams& p);
 
@@ -119,8 +124,9 @@ Status grouped_linear_ref(const GroupedLinearParams& p);
 // its group is skipped in either mode.
 // FP8: one quantiser launch over the x rows into `scratch` (§2.1, bit-identical to the
 // reference's), then a fixed grid of (ceil(capacity / N) + G) x ceil(out / 64) CTAs (N = 8..64
-// from capacity) running wgmma e4m3 on [64 outputs, N pairs] tiles, the block scales applied at
-// the fp32 promotion of every 128-wide K block (grouped_linear_fp8_kernel.cuh). Class T (§8.8).
+// from capacity, G and max_group_pairs) running wgmma e4m3 on [64 outputs, N pairs] tiles, the
+// block scales applied at the fp32 promotion of every 128-wide K block
+// (grouped_linear_fp8_kernel.cuh). Class T (§8.8).
 Status grouped_linear_cuda(const GroupedLinearParams& p);
 
 }  // namespace dsa::kernels

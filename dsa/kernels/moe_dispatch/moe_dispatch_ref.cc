@@ -234,6 +234,7 @@ Status validate(const GroupedLinearParams& p) {
   DSA_RETURN_IF_ERROR(require_pointer(kLinearOp, "offsets", p.offsets));
   DSA_RETURN_IF_ERROR(require_in(kLinearOp, "num_groups", p.num_groups, 1, INT32_MAX - 1));
   DSA_RETURN_IF_ERROR(require_in(kLinearOp, "capacity", p.capacity, 0, INT32_MAX));
+  DSA_RETURN_IF_ERROR(require_in(kLinearOp, "max_group_pairs", p.max_group_pairs, 0, INT32_MAX));
   DSA_RETURN_IF_ERROR(require_in(kLinearOp, "in_features", p.in_features, 1, INT32_MAX));
   const int32_t multiple = is_fp8(p) ? 16 : 8;
   if (p.in_features % multiple != 0) {

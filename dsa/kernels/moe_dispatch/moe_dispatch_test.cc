@@ -448,6 +448,10 @@ TEST_F(GroupedValidation, NegativeCapacity) {
   p.capacity = -1;
   expect_invalid("capacity = -1");
 }
+TEST_F(GroupedValidation, NegativeMaxGroupPairs) {
+  p.max_group_pairs = -1;
+  expect_invalid("max_group_pairs = -1");
+}
 TEST_F(GroupedValidation, ZeroInFeatures) {
   p.in_features = 0;
   expect_invalid("in_features = 0");

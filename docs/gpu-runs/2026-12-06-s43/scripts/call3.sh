@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Stop 43, call 3: the grouped FP8 tile width bounded by max_group_pairs (the MoE's rows), so the
+# decode-equivalent V3.2's 4-row verify takes the decode tile (N = 8) instead of 16. Builds dsa,
+# the grouped linear's GPU tests and bench; runs the tests (checked), the bench (the
+# decode-equivalent MoE bounded vs the mean rule, one binary), V3.2 batch 1 ctx 4K d = 0 / 3
+# twice, and the verify-vs-decode ncu profile. Carry [".deps"].
+set -u
+. scripts/gpu_build_env.sh
+t0=$(date +%s)
+el() { echo $(( $(date +%s) - t0 )); }
+W=/tmp/call3; mkdir -p $W
+gpu_env $W/env.txt | head -1
+[ -f build-gpu/build.ninja ] || gpu_configure build-gpu > $W/cfg.log 2>&1
+cmake --build build-gpu -j16 --target dsa moe_dispatch_cuda_test grouped_linear_fp8_bench > $W/build.log 2>&1 ||
+  { echo BUILD FAIL; grep -E "error" -A3 $W/build.log | head -40; exit 1; }
+echo "build $(el) s, warnings: $(grep -c warning $W/build.log)"
+exe() { find build-gpu -name "$1" -type f -executable | head -1; }
+echo "== moe_dispatch_cuda_test: $(DSA_CHECKED=1 timeout 120 $(exe moe_dispatch_cuda_test) --gtest_brief=1 2>&1 | tee $W/moe_dispatch_cuda_test.log | grep -E "PASSED|FAILED|Failure" | head -8 | tr '\n' ' ')"
+timeout 90 $(exe grouped_linear_fp8_bench) > $W/grouped_bench.log 2>&1; echo "grouped bench rc=$?"
+grep -E "equiv|T=1 " $W/grouped_bench.log
+hbm=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && echo 4.28 || echo 3.35)
+for round in 1 2; do
+  echo "== V3.2 round $round ($(el) s)"
+  BATCHES="1" CONTEXTS=4096 DRAFTS="0 3" PROFILE=1 HBM_TBS=$hbm RUN_SECONDS=120 \
+    scripts/bench_v32.sh build-gpu /tmp/v32_$round 2>&1 | grep -vE "done in" | tail -3
+  cat /tmp/v32_$round/bench_v32.jsonl >> $W/v32.jsonl
+done
+echo "== verify vs decode, ncu ($(el) s)"
+RUN_SECONDS=150 scripts/profile_v32_verify.sh build-gpu $W/pv 2>&1 | head -24
+tar czf $OUT/call3.tgz -C /tmp call3
+echo "all done $(el) s"

@@ -3,7 +3,9 @@
 # decode-equivalent V3.2's 4-row verify takes the decode tile (N = 8) instead of 16. Builds dsa,
 # the grouped linear's GPU tests and bench; runs the tests (checked), the bench (the
 # decode-equivalent MoE bounded vs the mean rule, one binary), V3.2 batch 1 ctx 4K d = 0 / 3
-# twice, and the verify-vs-decode ncu profile. Carry [".deps"].
+# twice, and the verify-vs-decode ncu profile; then gpu_check without benches and sanitizers (all
+# gpu tests, the e2e tests, the 5-layer V3.2 run), memcheck / racecheck on the new test, and the
+# side-by-side peer table while time is left. Carry [".deps", ".anchors"].
 set -u
 . scripts/gpu_build_env.sh
 t0=$(date +%s)
@@ -27,5 +29,18 @@ for round in 1 2; do
 done
 echo "== verify vs decode, ncu ($(el) s)"
 RUN_SECONDS=150 scripts/profile_v32_verify.sh build-gpu $W/pv 2>&1 | head -24
+echo "== gpu_check ($(el) s)"
+OUT=$W/gc SKIP_BENCH=1 SKIP_SAN=1 scripts/gpu_check.sh 2>&1 | grep -vE "Test command|TEST_EXECUTABLE|TEST_FILTER|Start |^[0-9]+: |summary" | tail -6
+grep -hE "tests passed|tests failed|\*\*\*Failed|Timeout" $W/gc/ctest_gpu.log $W/gc/ctest_e2e.log | head -10
+t=$(exe moe_dispatch_cuda_test)
+for tool in memcheck racecheck; do
+  timeout 60 /usr/local/cuda/bin/compute-sanitizer --tool $tool --error-exitcode 99 "$t" --gtest_brief=1 \
+    --gtest_filter='GroupedLinearFp8Cuda.TilePairsBoundedByMaxGroupPairs' > $W/$tool.log 2>&1
+  echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $W/$tool.log | tail -1)"
+done
+if [ "$(el)" -lt 480 ]; then
+  echo "== peers ($(el) s)"
+  OUT=$W/peers timeout $((560 - $(el))) scripts/bench_vs_peers.sh 2>&1 | tail -30
+fi
 tar czf $OUT/call3.tgz -C /tmp call3
 echo "all done $(el) s"

@@ -10,6 +10,7 @@ set -u
 . scripts/gpu_build_env.sh
 t0=$(date +%s)
 el() { echo $(( $(date +%s) - t0 )); }
+bundle() { tar czf "$OUT/call3.tgz" -C /tmp call3; }  # after each phase: a cut call still returns
 W=/tmp/call3; mkdir -p $W
 gpu_env $W/env.txt | head -1
 [ -f build-gpu/build.ninja ] || gpu_configure build-gpu > $W/cfg.log 2>&1
@@ -27,8 +28,10 @@ for round in 1 2; do
     scripts/bench_v32.sh build-gpu /tmp/v32_$round 2>&1 | grep -vE "done in" | tail -3
   cat /tmp/v32_$round/bench_v32.jsonl >> $W/v32.jsonl
 done
+bundle
 echo "== verify vs decode, ncu ($(el) s)"
 RUN_SECONDS=150 scripts/profile_v32_verify.sh build-gpu $W/pv 2>&1 | head -24
+bundle
 echo "== gpu_check ($(el) s)"
 OUT=$W/gc SKIP_BENCH=1 SKIP_SAN=1 scripts/gpu_check.sh 2>&1 | grep -vE "Test command|TEST_EXECUTABLE|TEST_FILTER|Start |^[0-9]+: |summary" | tail -6
 grep -hE "tests passed|tests failed|\*\*\*Failed|Timeout" $W/gc/ctest_gpu.log $W/gc/ctest_e2e.log | head -10
@@ -38,9 +41,10 @@ for tool in memcheck racecheck; do
     --gtest_filter='GroupedLinearFp8Cuda.TilePairsBoundedByMaxGroupPairs' > $W/$tool.log 2>&1
   echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $W/$tool.log | tail -1)"
 done
+bundle
 if [ "$(el)" -lt 480 ]; then
   echo "== peers ($(el) s)"
   OUT=$W/peers timeout $((560 - $(el))) scripts/bench_vs_peers.sh 2>&1 | tail -30
 fi
-tar czf $OUT/call3.tgz -C /tmp call3
+bundle
 echo "all done $(el) s"

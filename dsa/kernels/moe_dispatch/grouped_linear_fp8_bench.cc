@@ -198,6 +198,9 @@ Status bench_equivalent(int32_t rows, const Weights& w, const Weights& w_up, boo
     p.y_row = down ? d_yr.data() : nullptr;
     p.offsets = d_off.data();
     if (!down) p.y_b = y_up.data();
+    // The first call's weights: scratch_bytes reads that the weights are FP8.
+    p.weights_fp8 = w.codes.data();
+    p.weight_scales = w.scales.data();
     p.scratch_bytes = k::grouped_linear_scratch_bytes(p);
     DSA_ASSIGN_OR_RETURN(auto scratch, DeviceBuffer<uint8_t>::alloc(p.scratch_bytes));
     p.scratch = scratch.data();

@@ -1,12 +1,22 @@
 # Sourced by the scripts that run on the lent GPU machine (gpu_check.sh, bench_vs_peers.sh): the
 # machine's description and the one CMake configuration they share.
 
-# gpu_env OUT_FILE: GPU, driver, nvcc and commit into OUT_FILE, echoed.
+# source_digest: 12 hex digits over the content of the sources (dsa, cmake, scripts, tests, tools,
+# the top CMakeLists.txt). The device's copy of the tree has not always carried the checkout's .git
+# (stop 43: its `git log` named an older commit), so a run is matched to a commit by running this
+# here too: `bash -c '. scripts/gpu_build_env.sh; source_digest'`.
+source_digest() {
+  find dsa cmake scripts tests tools CMakeLists.txt -type f ! -name '*.pyc' -print0 |
+    LC_ALL=C sort -z | xargs -0 sha1sum | sha1sum | cut -c1-12
+}
+
+# gpu_env OUT_FILE: GPU, driver, nvcc, commit and source digest into OUT_FILE, echoed.
 gpu_env() {
   {
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
     nvcc --version | tail -2
-    git log -1 --format='commit %H %s' 2>/dev/null || true
+    git log -1 --format='commit %H %s (as the device copy of .git says: check the digest)' 2>/dev/null || true
+    echo "sources $(source_digest)"
   } >"$1" 2>&1
   cat "$1"
 }

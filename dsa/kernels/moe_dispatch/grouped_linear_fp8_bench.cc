@@ -161,7 +161,7 @@ Status bench_rows(int32_t rows, const Weights& w, const Weights& w_up, dsa::test
 // shared expert as a ninth group): every row's pairs go to all 9 groups, T pairs each. The model
 // passes max_group_pairs = T (a row picks an expert once); "mean rule" leaves it 0, the tile
 // width from the mean alone (16 at T = 4: the form before stop 43). Call i reads groups
-// 9i..9i+8 of the 256, so no call finds its weights in L2.
+// 9 (i mod 28) .. 9 (i mod 28) + 8 of the 256, so no call finds its weights in L2.
 Status bench_equivalent(int32_t rows, const Weights& w, const Weights& w_up, bool bounded,
                         dsa::testing::Rng& rng) {
   constexpr int32_t G = kTopK + 1;

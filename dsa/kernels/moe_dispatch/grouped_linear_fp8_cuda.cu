@@ -113,9 +113,11 @@ TileGrid tile_grid(const GroupedLinearParams& p, int n, int row_tiles = 1) {
           (tiles + row_tiles - 1) / row_tiles * (p.y_b != nullptr ? 2 : 1)};
 }
 
-// The decode tile's CTAs that can have work: the min(G, capacity) slots' (the grid's further
-// (capacity - m) / 8 slots serve uneven routing and exit at once otherwise). The wave rules below
-// count these.
+// The decode tile's CTAs that can have work when every group fits one tile: the min(G, capacity)
+// slots' (the grid's further (capacity - m) / 8 slots serve groups of more than 8 pairs and exit at
+// once otherwise: always at capacity <= G and at max_group_pairs <= 8, the decode and the MoE of
+// at most 8 rows). The wave rules below count these; where groups need several tiles they count
+// too few, which costs speed only.
 int64_t busy_ctas(const GroupedLinearParams& p, int row_tiles) {
   return std::min<int64_t>(p.num_groups, p.capacity) * tile_grid(p, 8, row_tiles).n_tiles;
 }

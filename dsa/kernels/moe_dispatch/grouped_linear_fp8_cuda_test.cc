@@ -376,11 +376,9 @@ TEST(GroupedLinearFp8Cuda, DecodeRowTilesChosenByTheWave) {
 }
 
 // The tile width: a MoE of few rows per group takes the decode tile (N = 8) whatever its mean
-// (the decode-equivalent V3.2's 4-row verify: 9 groups of 4 pairs, 16 by the mean alone), and
-// stays within class T there; without the bound, or with a wide one, the mean rule decides.
-TEST(GroupedLinearFp8Cuda, TilePairsBoundedByMaxGroupPairs) {
-  DSA_SKIP_WITHOUT_GPU();
-  ScopedCheckedMode unchecked(false);
+// (the decode-equivalent V3.2's 4-row verify: 9 groups of 4 pairs, 16 by the mean alone); without
+// the bound, or with a wide one, the mean rule decides. Host arithmetic: runs without a GPU.
+TEST(GroupedLinearFp8Cuda, TilePairsFromMaxGroupPairs) {
   GroupedLinearParams verify;
   verify.num_groups = 9;
   verify.capacity = 36;
@@ -393,7 +391,14 @@ TEST(GroupedLinearFp8Cuda, TilePairsBoundedByMaxGroupPairs) {
   EXPECT_EQ(grouped_fp8::tile_pairs(prefill), 64);
   prefill.max_group_pairs = 20;
   EXPECT_EQ(grouped_fp8::tile_pairs(prefill), 32);
+}
 
+// The hint changes the tile width only: exact (9 groups of 4 pairs, N = 8) and understated (groups
+// of up to 37 pairs with max_group_pairs = 1: N = 8 where the mean rule takes 64, so groups span
+// several tiles), both within class T of the reference.
+TEST(GroupedLinearFp8Cuda, TilePairsBoundedByMaxGroupPairs) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
   Rng rng(testing::test_seed());
   Fp8GroupedProblem pr =
       make_fp8_grouped_problem(rng, std::vector<int32_t>(9, 4), 2048, 7168, 36, 0, 2);
@@ -403,6 +408,15 @@ TEST(GroupedLinearFp8Cuda, TilePairsBoundedByMaxGroupPairs) {
   const Status s = d.run(&got);
   ASSERT_TRUE(s.ok()) << s.to_string();
   expect_matches(pr, got, "9 groups of 4 pairs, N = 8");
+
+  Fp8GroupedProblem wide = make_fp8_grouped_problem(rng, {37, 0, 20, 9, 1, 33}, 272, 200, 40, 3, 2);
+  Fp8Device dw(wide);
+  ASSERT_EQ(grouped_fp8::tile_pairs(dw.params), 64);
+  dw.params.max_group_pairs = 1;  // wrong: the groups hold up to 37
+  ASSERT_EQ(grouped_fp8::tile_pairs(dw.params), 8);
+  const Status sw = dw.run(&got);
+  ASSERT_TRUE(sw.ok()) << sw.to_string();
+  expect_matches(wide, got, "groups of up to 37 pairs, max_group_pairs 1, N = 8");
 }
 
 TEST(GroupedLinearFp8Cuda, Deterministic) {

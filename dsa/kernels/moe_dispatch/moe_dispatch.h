@@ -123,10 +123,11 @@ Status grouped_linear_ref(const GroupedLinearParams& p);
 // device. x must be 16-byte aligned. A misaligned W_g is OutOfRange (index g) in checked mode and
 // its group is skipped in either mode.
 // FP8: one quantiser launch over the x rows into `scratch` (§2.1, bit-identical to the
-// reference's), then a fixed grid of (ceil(capacity / N) + G) x ceil(out / 64) CTAs (N = 8..64
-// from capacity, G and max_group_pairs) running wgmma e4m3 on [64 outputs, N pairs] tiles, the
-// block scales applied at the fp32 promotion of every 128-wide K block
-// (grouped_linear_fp8_kernel.cuh). Class T (§8.8).
+// reference's), then a fixed grid of (m + (capacity - m) / N) x ceil(ceil(out / 64) / R) CTAs,
+// m = min(G, capacity), twice that along y for the paired form (N = 8..64 pairs per tile from
+// capacity, G and max_group_pairs; R = 1 or 2 row tiles per CTA at N = 8), running wgmma e4m3 on
+// [64 outputs, N pairs] tiles, the block scales applied at the fp32 promotion of every 128-wide K
+// block (grouped_linear_fp8_kernel.cuh). Class T (§8.8).
 Status grouped_linear_cuda(const GroupedLinearParams& p);
 
 }  // namespace dsa::kernels

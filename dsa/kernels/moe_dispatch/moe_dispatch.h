@@ -91,8 +91,7 @@ struct GroupedLinearParams {
 // with (and only with) weights_fp8, offsets set, G >= 1, capacity >= 0, in >= 1 and in % 8 == 0
 // (bf16) or in % 16 == 0 (FP8; the CUDA kernels' 16-byte loads), out >= 1, x_rows >= 0,
 // y_rows >= 0, max_group_pairs >= 0, x set when x_rows > 0, y set when y_rows > 0; the second
-// projection's three
-// fields all set or all null, and only with FP8 weights.
+// projection's three fields all set or all null, and only with FP8 weights.
 Status validate(const GroupedLinearParams& p);
 
 // p's second projection as a call of its own (weights_fp8_b, weight_scales_b -> y_b), without

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Stop 44's first device call: what stop 43 could not run before its budget ran out. The grouped
-# linear's GPU tests with the review's understated-hint case (bb6f125), the grouped bench's decode-equivalent form (the MoE bounded by max_group_pairs against the mean rule, one
-# binary; it failed in call 3 on a bench bug fixed in a7ff5e4), the peer table
-# (bench_vs_peers.sh, cut in call 3), and the decode-equivalent V3.2 over batch 1 / 8 / 32 and
-# context 4K / 32K at d = 0 / 3. Carry [".deps", ".anchors"]:
-#   bash docs/gpu-runs/2026-12-06-s43/next/first_call.sh
+# linear's GPU tests with the review's understated-hint case (bb6f125); the grouped bench's
+# decode-equivalent form (the MoE bounded by max_group_pairs against the mean rule, one binary; it
+# failed in call 3 on a bench bug fixed in a7ff5e4); the peer table (bench_vs_peers.sh, cut in
+# call 3); and the decode-equivalent V3.2 over batch 1 / 8 / 32 and context 4K / 32K at d = 0 / 3.
+# Carry [".deps", ".anchors"]:   bash docs/gpu-runs/2026-12-06-s43/next/first_call.sh
 set -u
 . scripts/gpu_build_env.sh
 t0=$(date +%s)

@@ -198,21 +198,22 @@ Status bench_equivalent(int32_t rows, const Weights& w, const Weights& w_up, boo
     p.y_row = down ? d_yr.data() : nullptr;
     p.offsets = d_off.data();
     if (!down) p.y_b = y_up.data();
-    // The first call's weights: scratch_bytes reads that the weights are FP8.
-    p.weights_fp8 = w.codes.data();
-    p.weight_scales = w.scales.data();
-    p.scratch_bytes = k::grouped_linear_scratch_bytes(p);
-    DSA_ASSIGN_OR_RETURN(auto scratch, DeviceBuffer<uint8_t>::alloc(p.scratch_bytes));
-    p.scratch = scratch.data();
-    int call = 0;
-    auto launch = [&] {
-      const size_t first = size_t(call++ % (kExperts / G)) * G;
+    // Groups first .. first + 8 of the 256 (and of up's 256 for the paired form).
+    auto use_groups = [&](size_t first) {
       p.weights_fp8 = w.codes.data() + first;
       p.weight_scales = w.scales.data() + first;
       if (!down) {
         p.weights_fp8_b = w_up.codes.data() + first;
         p.weight_scales_b = w_up.scales.data() + first;
       }
+    };
+    use_groups(0);  // before the scratch size, which reads that the weights are FP8
+    p.scratch_bytes = k::grouped_linear_scratch_bytes(p);
+    DSA_ASSIGN_OR_RETURN(auto scratch, DeviceBuffer<uint8_t>::alloc(p.scratch_bytes));
+    p.scratch = scratch.data();
+    int call = 0;
+    auto launch = [&] {
+      use_groups(size_t(call++ % (kExperts / G)) * G);
       return k::grouped_linear_cuda(p);
     };
     DSA_RETURN_IF_ERROR(launch());

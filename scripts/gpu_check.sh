@@ -28,7 +28,7 @@ done | tee -a "$out/env.txt"
 
 phase "gpu tests"
 # The whole-model tests print their figures (replay statistics, divergences): run verbose, apart.
-e2e='GraphReplay|EngineGraphs|TinyModelCuda'
+e2e='GraphReplay|EngineGraphs|TinyModelCuda|NarrowCheckpointCuda'
 (cd "$build" && DSA_CHECKED=1 timeout "${GPU_TEST_SECONDS:-180}" ctest -L gpu -E "$e2e" --output-on-failure -j 4) >"$out/ctest_gpu.log" 2>&1
 (cd "$build" && DSA_CHECKED=1 timeout "${GPU_TEST_SECONDS:-180}" ctest -L gpu -R "$e2e" -V -j 4) >"$out/ctest_e2e.log" 2>&1
 grep -E "tests passed|tests failed|FAILED|Failed|No tests" "$out/ctest_gpu.log" "$out/ctest_e2e.log" | head -40

@@ -12,7 +12,7 @@ OUT=$W/check SKIP_V32=1 SKIP_BENCH=1 ENGINE_BENCH=0 SAN_TESTS='moe_dispatch|narr
   scripts/gpu_check.sh 2>&1 | tail -40
 bundle
 echo "== narrow checkpoint figures"
-grep -hE "divergen|near|replay|NarrowCheckpoint" "$W/check/ctest_gpu.log" | head -12
+grep -hE "divergen|near|replay|NarrowCheckpoint" "$W/check/ctest_e2e.log" | head -12
 bench=$(find build-gpu -name grouped_linear_fp8_bench -type f -executable | head -1)
 echo "== grouped bench ($(el) s)"
 timeout 120 "$bench" > "$W/grouped_bench.log" 2>&1; echo "grouped bench rc=$?"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Stop 44, call 3 (H200): issue 15's done-when (the README's prompt, d = 0 against d = 3,
+# scripts/bench_readme.sh), issue 16's GEMM table (linear_bench fp8 at T 1/4/32/128/4096), then
+# the decode-equivalent V3.2 at batch 8, context 32K with the time left (its prefill alone is
+# ~100 s per run). Bundled into $OUT/call3.tgz after each phase.
+set -u
+W=/tmp/call3; mkdir -p "$W"
+t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+bundle() { tar czf "$OUT/call3.tgz" -C /tmp call3; }
+. scripts/gpu_build_env.sh
+gpu_env "$W/env.txt" | head -3
+[ -f build-gpu/build.ninja ] || gpu_configure build-gpu > "$W/cfg.log" 2>&1
+cmake --build build-gpu -j16 --target dsa linear_bench > "$W/build.log" 2>&1 || { echo BUILD FAIL; grep error -A3 "$W/build.log" | head; exit 1; }
+echo "build $(el) s"
+REPEAT=3 timeout 120 scripts/bench_readme.sh build-gpu > "$W/readme.log" 2>&1; echo "readme rc=$?"
+tail -12 "$W/readme.log"; bundle
+lb=$(find build-gpu -name linear_bench -type f -executable | head -1)
+echo "== linear_bench ($(el) s)"
+timeout 220 "$lb" fp8 1 4 32 128 4096 > "$W/linear_bench.log" 2>&1; echo "linear rc=$?"
+grep -E "fp8" "$W/linear_bench.log" | head -40; bundle
+left=$((560 - $(el)))
+echo "== V3.2 b8 ctx32K ($(el) s, $left s left)"
+[ "$left" -gt 120 ] && BATCHES=8 CONTEXTS=32768 DRAFTS="0 3" PROFILE=1 HBM_TBS=4.28 RUN_SECONDS=$((left / 2 - 5)) \
+  timeout "$left" scripts/bench_v32.sh build-gpu "$W/v32" 2>&1 | grep -vE "done in" | tail -6
+bundle; echo "all done $(el) s"

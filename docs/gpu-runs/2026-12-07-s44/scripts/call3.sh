@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop 44, call 3 (H200): issue 15's done-when (the README's prompt, d = 0 against d = 3,
+# Stop 44, call 3 (H200): the narrow checkpoint's new teacher-forced case, issue 15's done-when (the README's prompt, d = 0 against d = 3,
 # scripts/bench_readme.sh), issue 16's GEMM table (linear_bench fp8 at T 1/4/32/128/4096), then
 # the decode-equivalent V3.2 at batch 8, context 32K with the time left (its prefill alone is
 # ~100 s per run). Bundled into $OUT/call3.tgz after each phase.
@@ -10,8 +10,11 @@ bundle() { tar czf "$OUT/call3.tgz" -C /tmp call3; }
 . scripts/gpu_build_env.sh
 gpu_env "$W/env.txt" | head -3
 [ -f build-gpu/build.ninja ] || gpu_configure build-gpu > "$W/cfg.log" 2>&1
-cmake --build build-gpu -j16 --target dsa linear_bench > "$W/build.log" 2>&1 || { echo BUILD FAIL; grep error -A3 "$W/build.log" | head; exit 1; }
+cmake --build build-gpu -j16 --target dsa linear_bench narrow_checkpoint_cuda_test > "$W/build.log" 2>&1 || { echo BUILD FAIL; grep error -A3 "$W/build.log" | head; exit 1; }
 echo "build $(el) s"
+t=$(find build-gpu -name narrow_checkpoint_cuda_test -type f -executable | head -1)
+DSA_CHECKED=1 timeout 90 "$t" > "$W/narrow.log" 2>&1; echo "narrow rc=$?"
+grep -E "teacher|OK|FAILED|Failure|Expected|Which is" "$W/narrow.log" | head -16
 REPEAT=3 timeout 120 scripts/bench_readme.sh build-gpu > "$W/readme.log" 2>&1; echo "readme rc=$?"
 tail -12 "$W/readme.log"; bundle
 lb=$(find build-gpu -name linear_bench -type f -executable | head -1)

@@ -21,7 +21,7 @@ lb=$(find build-gpu -name linear_bench -type f -executable | head -1)
 echo "== linear_bench ($(el) s)"
 timeout 220 "$lb" fp8 1 4 32 128 4096 > "$W/linear_bench.log" 2>&1; echo "linear rc=$?"
 grep -E "fp8" "$W/linear_bench.log" | head -40; bundle
-left=$((560 - $(el)))
+left=$((${TOTAL:-560} - $(el)))
 echo "== V3.2 b8 ctx32K ($(el) s, $left s left)"
 [ "$left" -gt 120 ] && BATCHES=8 CONTEXTS=32768 DRAFTS="0 3" PROFILE=1 HBM_TBS=4.28 RUN_SECONDS=$((left / 2 - 5)) \
   timeout "$left" scripts/bench_v32.sh build-gpu "$W/v32" 2>&1 | grep -vE "done in" | tail -6

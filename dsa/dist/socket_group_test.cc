@@ -1,0 +1,354 @@
+// The TCP process group with one process per rank (fork) on 127.0.0.1: reductions are exact over
+// consecutive calls of every size (the empty one included) with ranks that start before rank 0
+// listens; world size 1 opens no socket; the caller bugs NCCL would hang on (a call of another
+// size, a rank that never calls, a rank that exits) and a rank with other flags come back as
+// errors naming the rank on every rank, within the timeout, and a broken group stays broken.
+//
+// Each rank runs in its own child process and reports through its exit code (kOk, or the check
+// that failed, with the reason on stderr); the parent checks every rank's code.
+#include "dsa/dist/socket_group.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dsa/testing/watchdog.h"
+
+namespace dsa::dist {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A port that was free a moment ago (the kernel's pick for port 0).
+int32_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  DSA_CHECK(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  DSA_CHECK(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A rank's exit code: kOk, or which of its checks failed.
+enum RankExit {
+  kOk = 0,
+  kCreateFailed = 10,
+  kCreateSucceeded,
+  kCallFailed,
+  kCallSucceeded,
+  kWrongResult,
+  kWrongMessage,
+  kNotBrokenForGood,
+  kWrongTiming,
+};
+
+// In a child: ends the rank's checks with `code`, saying why on stderr (unbuffered: the child
+// leaves through _exit).
+int failed(RankExit code, int32_t rank, const std::string& why) {
+  std::fprintf(stderr, "rank %d (exit %d): %s\n", rank, int(code), why.c_str());
+  return code;
+}
+
+bool contains(const Status& s, const std::string& part) {
+  return s.message().find(part) != std::string::npos;
+}
+
+int64_t ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+// A rank's part of a test, run in its own process; returns its RankExit.
+using RankBody = std::function<int(const SocketGroupConfig&)>;
+
+// Forks one process per rank, in `order`, `stagger` apart; every rank gets the same address,
+// flags hash and timeout. Returns the exit codes by rank (-signal for a rank that was killed).
+std::vector<int> run_world(int32_t world, std::chrono::milliseconds timeout,
+                           const std::vector<int32_t>& order, std::chrono::milliseconds stagger,
+                           const RankBody& body) {
+  SocketGroupConfig c;
+  c.addr = {"127.0.0.1", free_port()};
+  c.world_size = world;
+  c.flags_hash = 0xF1A9;
+  c.timeout = timeout;
+  std::vector<pid_t> pids(size_t(world), -1);
+  for (int32_t r : order) {
+    const pid_t pid = ::fork();
+    DSA_CHECK(pid >= 0);
+    if (pid == 0) {
+      ::alarm(20);  // a rank that hangs dies instead of hanging the suite
+      SocketGroupConfig mine = c;
+      mine.rank = r;
+      ::_exit(body(mine));
+    }
+    pids[size_t(r)] = pid;
+    std::this_thread::sleep_for(stagger);
+  }
+  std::vector<int> codes;
+  for (pid_t pid : pids) {
+    int st = 0;
+    DSA_CHECK(pid > 0 && ::waitpid(pid, &st, 0) == pid);
+    codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+  }
+  return codes;
+}
+
+std::vector<int> all_ok(int32_t world) { return std::vector<int>(size_t(world), kOk); }
+
+// Rank r's input to call i: rank-dependent, so a reduction that dropped a rank or returned this
+// rank's own values would not give the expected result.
+int64_t input(int32_t r, int i, size_t k) { return (r + 1) * int64_t(k + 1) - 3 * r + 7 * i; }
+
+// Checks that `got` is the error every later call on this rank gives too, at once.
+int stays_broken(SocketGroup& g, const Status& first, int32_t rank) {
+  const Clock::time_point t = Clock::now();
+  int64_t v[2] = {1, 2};
+  const Status again = g.all_reduce(v, ReduceOp::kSum);
+  if (again.ok()) return failed(kNotBrokenForGood, rank, "a call after the error succeeded");
+  if (again.message() != first.message() || again.code() != first.code()) {
+    return failed(kNotBrokenForGood, rank, "later: " + again.to_string());
+  }
+  if (ms_since(t) > 50) return failed(kWrongTiming, rank, "a later call did not fail at once");
+  return kOk;
+}
+
+TEST(SocketGroup, ThreeProcessesSumAndMaxOverManyCalls) {
+  dsa::testing::within_seconds(30, [] {
+    constexpr int32_t kWorld = 3;
+    constexpr int kCalls = 16;
+    // Ranks 2 and 1 start before rank 0 listens: they must retry, not give up.
+    auto codes = run_world(kWorld, 5000ms, {2, 1, 0}, 60ms, [](const SocketGroupConfig& c) {
+      auto g = SocketGroup::create(c);
+      if (!g.ok()) return failed(kCreateFailed, c.rank, g.status().to_string());
+      if ((*g)->rank() != c.rank || (*g)->world_size() != kWorld) {
+        return failed(kWrongResult, c.rank, "rank() or world_size()");
+      }
+      for (int i = 0; i <= kCalls; ++i) {
+        // Sizes 0 (an empty span), 1, 2, 3 with both ops, then one large call that arrives in
+        // several pieces.
+        const size_t n = i == kCalls ? 50000 : size_t(i % 4);
+        const ReduceOp op = (i / 4) % 2 ? ReduceOp::kMax : ReduceOp::kSum;
+        std::vector<int64_t> v(n), want(n);
+        for (size_t k = 0; k < n; ++k) {
+          v[k] = input(c.rank, i, k);
+          want[k] = input(0, i, k);
+          for (int32_t r = 1; r < kWorld; ++r) {
+            want[k] =
+                op == ReduceOp::kSum ? want[k] + input(r, i, k) : std::max(want[k], input(r, i, k));
+          }
+        }
+        if (Status s = (*g)->all_reduce(v, op); !s.ok()) {
+          return failed(kCallFailed, c.rank, s.to_string());
+        }
+        if (v != want) return failed(kWrongResult, c.rank, "call " + std::to_string(i));
+      }
+      return int(kOk);
+    });
+    EXPECT_EQ(codes, all_ok(kWorld));
+  });
+}
+
+size_t open_fds() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) n += !e.is_directory();
+  return n;
+}
+
+TEST(SocketGroup, WorldSizeOneIsTheIdentityWithoutASocket) {
+  const size_t fds = open_fds();
+  SocketGroupConfig c;
+  c.addr = {"no-such-host.invalid", 0};  // never looked at: there is no one to talk to
+  c.world_size = 1;
+  auto g = SocketGroup::create(c);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ((*g)->rank(), 0);
+  EXPECT_EQ((*g)->world_size(), 1);
+  std::vector<int64_t> v = {3, -4, 1LL << 40};
+  ASSERT_TRUE((*g)->all_reduce(v, ReduceOp::kSum).ok());
+  ASSERT_TRUE((*g)->all_reduce(v, ReduceOp::kMax).ok());
+  ASSERT_TRUE((*g)->all_reduce({}, ReduceOp::kSum).ok());
+  EXPECT_EQ(v, (std::vector<int64_t>{3, -4, 1LL << 40}));
+  EXPECT_EQ(open_fds(), fds);
+}
+
+TEST(SocketGroup, ACallOfAnotherSizeBreaksTheGroupOnEveryRank) {
+  dsa::testing::within_seconds(30, [] {
+    auto codes = run_world(3, 3000ms, {0, 1, 2}, 0ms, [](const SocketGroupConfig& c) {
+      auto g = SocketGroup::create(c);
+      if (!g.ok()) return failed(kCreateFailed, c.rank, g.status().to_string());
+      int64_t first[2] = {c.rank, 1};
+      if (Status s = (*g)->all_reduce(first, ReduceOp::kSum); !s.ok()) {
+        return failed(kCallFailed, c.rank, s.to_string());
+      }
+      if (first[0] != 3 || first[1] != 3) return failed(kWrongResult, c.rank, "first call");
+      // Rank 2 makes the second call with 3 values, the others with 2.
+      std::vector<int64_t> v(c.rank == 2 ? 3 : 2, 1);
+      const Status s = (*g)->all_reduce(v, ReduceOp::kSum);
+      if (s.ok()) return failed(kCallSucceeded, c.rank, "the mismatched call succeeded");
+      // Rank 0 found it; the others fail with its reason.
+      if (!contains(s, "all_reduce #2") ||
+          !contains(s, "rank 2 called it with 3 values, rank 0 with 2") ||
+          s.code() != StatusCode::kFailedPrecondition) {
+        return failed(kWrongMessage, c.rank, s.to_string());
+      }
+      return stays_broken(**g, s, c.rank);
+    });
+    EXPECT_EQ(codes, all_ok(3));
+  });
+}
+
+TEST(SocketGroup, ARankThatNeverCallsIsNamedWithinTheTimeout) {
+  dsa::testing::within_seconds(30, [] {
+    auto codes = run_world(3, 500ms, {0, 1, 2}, 0ms, [](const SocketGroupConfig& c) {
+      auto g = SocketGroup::create(c);
+      if (!g.ok()) return failed(kCreateFailed, c.rank, g.status().to_string());
+      if (c.rank == 2) {  // alive, connected, and never calling
+        std::this_thread::sleep_for(1000ms);
+        return int(kOk);
+      }
+      const Clock::time_point t = Clock::now();
+      int64_t v[2] = {1, 2};
+      const Status s = (*g)->all_reduce(v, ReduceOp::kMax);
+      const int64_t ms = ms_since(t);
+      if (s.ok()) return failed(kCallSucceeded, c.rank, "a call without rank 2 succeeded");
+      // Rank 0 waits its timeout; rank 1 hears rank 0's verdict.
+      if (ms < 450 || ms > 1400) {
+        return failed(kWrongTiming, c.rank, "failed after " + std::to_string(ms) + " ms");
+      }
+      if (!contains(s, "all_reduce #1") || !contains(s, "ranks [0, 1] arrived") ||
+          !contains(s, "ranks [2] did not answer")) {
+        return failed(kWrongMessage, c.rank, s.to_string());
+      }
+      return stays_broken(**g, s, c.rank);
+    });
+    EXPECT_EQ(codes, all_ok(3));
+  });
+}
+
+TEST(SocketGroup, APeerDoesNotHangWhenRankZeroNeverCalls) {
+  dsa::testing::within_seconds(30, [] {
+    auto codes = run_world(2, 300ms, {0, 1}, 0ms, [](const SocketGroupConfig& c) {
+      auto g = SocketGroup::create(c);
+      if (!g.ok()) return failed(kCreateFailed, c.rank, g.status().to_string());
+      if (c.rank == 0) {
+        std::this_thread::sleep_for(1000ms);
+        return int(kOk);
+      }
+      const Clock::time_point t = Clock::now();
+      int64_t v[1] = {1};
+      const Status s = (*g)->all_reduce(v, ReduceOp::kSum);
+      const int64_t ms = ms_since(t);
+      if (s.ok()) return failed(kCallSucceeded, c.rank, "a call without rank 0 succeeded");
+      // The timeout, plus the grace a peer gives rank 0's verdict (here the timeout again).
+      if (ms < 550 || ms > 1400) {
+        return failed(kWrongTiming, c.rank, "failed after " + std::to_string(ms) + " ms");
+      }
+      if (!contains(s, "rank 1: all_reduce #1 (sum, 1 values): waiting for rank 0's result")) {
+        return failed(kWrongMessage, c.rank, s.to_string());
+      }
+      return stays_broken(**g, s, c.rank);
+    });
+    EXPECT_EQ(codes, all_ok(2));
+  });
+}
+
+TEST(SocketGroup, ARankThatExitsIsNamedAtOnce) {
+  dsa::testing::within_seconds(30, [] {
+    auto codes = run_world(3, 5000ms, {0, 1, 2}, 0ms, [](const SocketGroupConfig& c) {
+      auto g = SocketGroup::create(c);
+      if (!g.ok()) return failed(kCreateFailed, c.rank, g.status().to_string());
+      if (c.rank == 2) return int(kOk);  // the process ends: its socket closes
+      const Clock::time_point t = Clock::now();
+      int64_t v[1] = {1};
+      const Status s = (*g)->all_reduce(v, ReduceOp::kSum);
+      if (s.ok()) return failed(kCallSucceeded, c.rank, "a call without rank 2 succeeded");
+      if (ms_since(t) > 1000) return failed(kWrongTiming, c.rank, "waited for the timeout");
+      if (!contains(s, "all_reduce #1") || !contains(s, "rank 2 closed its connection")) {
+        return failed(kWrongMessage, c.rank, s.to_string());
+      }
+      return stays_broken(**g, s, c.rank);
+    });
+    EXPECT_EQ(codes, all_ok(3));
+  });
+}
+
+// Ranks 0 and 1 first (rank 1 checks in), then the rank that rank 0 refuses.
+std::vector<int> run_refusal(const std::function<void(SocketGroupConfig&)>& spoil,
+                             const std::string& why) {
+  return run_world(3, 3000ms, {0, 1, 2}, 150ms, [&](const SocketGroupConfig& c) {
+    SocketGroupConfig mine = c;
+    if (c.rank == 2) spoil(mine);
+    auto g = SocketGroup::create(mine);
+    if (g.ok()) return failed(kCreateSucceeded, c.rank, "create succeeded");
+    const StatusCode want =
+        c.rank == 0 ? StatusCode::kInvalidArgument : StatusCode::kFailedPrecondition;
+    const std::string prefix =
+        c.rank == 0 ? "" : "rank 0 refused rank " + std::to_string(mine.rank) + ": ";
+    if (!contains(g.status(), prefix + "socket group: " + why) || g.status().code() != want) {
+      return failed(kWrongMessage, c.rank, g.status().to_string());
+    }
+    return int(kOk);
+  });
+}
+
+TEST(SocketGroup, ARankWithOtherFlagsIsRefusedWithBothHashes) {
+  dsa::testing::within_seconds(30, [] {
+    auto codes = run_refusal([](SocketGroupConfig& c) { c.flags_hash = 0xBAD; },
+                             "rank 2 runs with other flags (hash 0xbad, rank 0 has 0xf1a9)");
+    EXPECT_EQ(codes, all_ok(3));
+  });
+}
+
+TEST(SocketGroup, ARankThatChecksInTwiceOrWithAnotherWorldIsRefused) {
+  dsa::testing::within_seconds(30, [] {
+    EXPECT_EQ(run_refusal([](SocketGroupConfig& c) { c.rank = 1; }, "rank 1 checked in twice"),
+              all_ok(3));
+    EXPECT_EQ(run_refusal([](SocketGroupConfig& c) { c.world_size = 4; },
+                          "rank 2 was started with world size 4, rank 0 with 3"),
+              all_ok(3));
+  });
+}
+
+TEST(SocketGroup, RefusesBadConfigFields) {
+  struct Case {
+    std::function<void(SocketGroupConfig&)> spoil;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](SocketGroupConfig& c) { c.world_size = 0; }, "world_size = 0"},
+      {[](SocketGroupConfig& c) { c.world_size = 1025; }, "world_size = 1025"},
+      {[](SocketGroupConfig& c) { c.rank = -1; }, "rank = -1"},
+      {[](SocketGroupConfig& c) { c.rank = 2; }, "rank = 2: must be in [0, world_size = 2)"},
+      {[](SocketGroupConfig& c) { c.timeout = 0ms; }, "timeout = 0 ms"},
+      {[](SocketGroupConfig& c) { c.addr.port = 0; }, "addr.port = 0"},
+      {[](SocketGroupConfig& c) { c.addr.port = 70000; }, "addr.port = 70000"},
+      {[](SocketGroupConfig& c) { c.addr.host.clear(); }, "addr.host is empty"},
+  };
+  for (const Case& k : cases) {
+    SocketGroupConfig c;
+    c.addr = {"127.0.0.1", free_port()};
+    c.world_size = 2;
+    c.timeout = 100ms;
+    k.spoil(c);
+    auto g = SocketGroup::create(c);
+    ASSERT_FALSE(g.ok()) << k.field;
+    EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument) << g.status().to_string();
+    EXPECT_TRUE(contains(g.status(), k.field)) << g.status().to_string();
+  }
+}
+
+}  // namespace
+}  // namespace dsa::dist

@@ -272,15 +272,9 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
   DSA_RETURN_IF_ERROR(check_range("--load-chunk-bytes", a.load_chunk_bytes, kMinLoadChunkFlagBytes,
                                   int64_t(model::kMaxLoadChunkBytes)));
   DSA_RETURN_IF_ERROR(check_range("--load-threads", a.load_threads, 1, runtime::kMaxReaders));
-  if (a.dp_size > 1 && a.device == "cuda") {
-    // One process per GPU over NcclGroup is the product path; the launcher that starts those
-    // processes is not built, and N in-process ranks on one GPU would only share it.
-    return invalid_argument(fmt::format(
-        "--dp-size = {} with --device cuda: multi-GPU data parallelism needs one process per GPU, "
-        "and the launcher that starts them is design only (docs/multi_gpu.md); --dp-size > 1 "
-        "runs on --device cpu (in-process ranks)",
-        a.dp_size));
-  }
+  // One process per rank: asked for, or the only way several GPUs run (in-process ranks would
+  // share one GPU). The launcher starts them (cli/generate_ranks.h).
+  s.dp_processes = a.dp_processes || (a.dp_size > 1 && a.device == "cuda");
   s.dp_size = int32_t(a.dp_size);
   DSA_RETURN_IF_ERROR(check_range("--ep-size", a.ep_size, 1, kMaxDpSize));
   if (a.ep_size > 1) {
@@ -303,6 +297,15 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
     }
   }
   s.ep_size = int32_t(a.ep_size);
+  if (s.dp_processes && a.ep_size > 1) {
+    // The MoE's device collectives across processes (NcclGroup's all_gather / reduce_scatter)
+    // are built, but no model rank is wired to them yet.
+    return invalid_argument(fmt::format(
+        "--ep-size = {} with one process per rank (--dp-processes, or --device cuda with "
+        "--dp-size > 1): expert parallelism across processes is not wired yet "
+        "(docs/multi_gpu.md); --ep-size 1, or in-process ranks on the cpu",
+        a.ep_size));
+  }
   DSA_ASSIGN_OR_RETURN(s.dist, resolve_dist_args(a.dist));
   if (s.dist.nnodes > 1) {
     // The launcher and the bootstrap are built (dist/launcher.h, dist/bootstrap.h), but no engine

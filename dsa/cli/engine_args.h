@@ -49,6 +49,9 @@ struct EngineArgs {
   // 1, or the dp size (each DP rank computes its share of the experts for every rank's rows).
   // Registered with --dp-size.
   int64_t ep_size = 1;
+  // One process per DP rank (`dsa generate --dp-processes`), started by dsa itself; implied by
+  // --device cuda with --dp-size > 1 (one process per GPU).
+  bool dp_processes = false;
   // Each of the loader's two staging chunks (model/weight_stream.h); neither SGLang nor vLLM has
   // such a flag, so the name is dsa's own.
   int64_t load_chunk_bytes = int64_t(model::kDefaultLoadChunkBytes);
@@ -101,11 +104,13 @@ struct EngineSetup {
   bool checked = false;       // resolve_engine_args has applied it (set_checked_mode)
   int32_t dp_size = 1;        // data-parallel ranks, in [1, kMaxDpSize]
   int32_t ep_size = 1;        // expert-parallel ranks: 1 or dp_size, dividing the routed experts
+  bool dp_processes = false;  // one process per rank (cli/generate_ranks.h), not in-process ranks
   DistSetup dist;  // nodes (1 only until the launcher is wired) and the bootstrap address
 };
 
 // Every rule between the flags and against the model's config.json: ranges, the speculative
-// flags' consistency, the context within max_position_embeddings, --dp-size > 1 on the CPU only.
+// flags' consistency, the context within max_position_embeddings; --dp-size > 1 on --device cuda
+// implies one process per rank (dp_processes).
 // InvalidArgument with one line naming the flag as typed and its value. `num_requests` caps the
 // running requests (0: no cap).
 StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::ModelConfig& config,

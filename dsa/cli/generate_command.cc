@@ -14,11 +14,15 @@
 #include <optional>
 
 #include "dsa/cli/engine_args.h"
+#include "dsa/cli/flags_hash.h"
 #include "dsa/cli/generate_dp.h"
+#include "dsa/cli/generate_ranks.h"
 #include "dsa/cli/generate_report.h"
 #include "dsa/core/splitmix64.h"
 #include "dsa/dist/local_device_group.h"
 #include "dsa/engine/dp_engine_group.h"
+#include "dsa/engine/dp_placement.h"
+#include "dsa/engine/dp_rank_loop.h"
 #include "dsa/engine/engine.h"
 #include "dsa/model/memory_plan.h"
 #include "dsa/model/text_stream.h"
@@ -175,6 +179,54 @@ StatusOr<Prompts> make_prompts(const GenerateArgs& a, std::vector<std::string> t
   return p;
 }
 
+// One rank of a run with a process per rank (generate_ranks.h): the placement every rank computes
+// alike picks its requests, which it runs stepping with the others until no rank has work; its
+// results and summary go to this process's stdout as requests finish. Returns the exit code the
+// run would have alone (0, 1 when one of its requests failed, 128 + signal when interrupted).
+StatusOr<int> run_rank(RankProcess& p, model::DsaModel& model, engine::EngineOptions eo,
+                       std::vector<engine::GenerationRequest> requests, GenerateReport& report,
+                       const std::function<bool()>& stop) {
+  const int32_t world = p.env.world_size, me = p.env.rank;
+  std::vector<int64_t> costs;
+  for (const engine::GenerationRequest& r : requests) {
+    costs.push_back(engine::placement_cost(int64_t(r.prompt.size()), r.max_new_tokens));
+  }
+  const std::vector<int64_t> no_load(size_t(world), 0);
+  DSA_ASSIGN_OR_RETURN(const std::vector<int32_t> owner, engine::place_requests(no_load, costs));
+  DpSummary dp{world, std::vector<int64_t>(size_t(world), 0),
+               std::vector<int64_t>(size_t(world), 0)};
+  dp.rank = me;
+  for (int32_t o : owner) ++dp.requests[size_t(o)];
+  std::map<int64_t, size_t> index_of;  // request id -> prompt index
+  std::vector<int64_t> written;        // finished and written: the engine may forget them
+  eo.on_finish = [&](const engine::RequestState& r) {
+    report.finished(index_of.at(r.id), r);
+    written.push_back(r.id);
+  };
+  engine::Engine eng(model, eo, p.group.get());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (owner[i] != me) continue;
+    auto id = eng.add_request(std::move(requests[i]));
+    if (!id.ok()) {
+      report.refused(i, id.status());
+      continue;
+    }
+    index_of[*id] = i;
+  }
+  report.start();
+  DSA_ASSIGN_OR_RETURN(const int64_t steps,
+                       engine::run_rank_to_completion(eng, stop, [&]() -> Status {
+                         for (int64_t id : written) DSA_RETURN_IF_ERROR(eng.release(id));
+                         written.clear();
+                         return ok_status();
+                       }));
+  // Every rank took every step (the loop's collective decides for all), so the counts agree.
+  for (int64_t& n : dp.steps) n = steps;
+  report.summary(eng.metrics(), model.timing(), model.graph_stats(), model.cache_plan(), dp);
+  if (stop && stop()) return 128 + int(g_signal);
+  return report.num_failed() > 0 ? 1 : 0;
+}
+
 // Runs the engine over the prompts; results are written as requests finish. Returns the exit code
 // (0, 1 when a request failed, 128 + signal when interrupted).
 StatusOr<int> run(const GenerateArgs& a) {
@@ -208,6 +260,23 @@ StatusOr<int> run(const GenerateArgs& a) {
   }
   DSA_ASSIGN_OR_RETURN(Prompts prompts,
                        make_prompts(a, std::move(texts), tok ? &*tok : nullptr, config));
+  // One process per rank (generate_ranks.h): this process is the launcher, or one of its ranks.
+  std::optional<RankProcess> rank;
+  if (setup.dp_processes) {
+    DSA_ASSIGN_OR_RETURN(const std::optional<dist::RankEnvironment> env, dist::rank_environment());
+    if (!env) {
+      if (a.profile_device_time && setup.dp_size > 1) {
+        return invalid_argument(fmt::format(
+            "--profile-device-time with --dp-size = {}: profiles one engine only (use --dp-size 1)",
+            setup.dp_size));
+      }
+      // The backend's refusal (no device, a host-only build) once, here, not from every rank.
+      DSA_RETURN_IF_ERROR(kernels::ops_for(setup.backend).status());
+      return launch_generate_ranks(setup);
+    }
+    DSA_ASSIGN_OR_RETURN(rank,
+                         join_generate_ranks(*env, setup, engine_flags_hash(a.engine, setup)));
+  }
   // cuda: FailedPrecondition without a device, Unimplemented in a host-only build.
   DSA_ASSIGN_OR_RETURN(const kernels::OpTable* ops, kernels::ops_for(setup.backend));
   model::ModelOptions mo = setup.model;
@@ -226,7 +295,11 @@ StatusOr<int> run(const GenerateArgs& a) {
   }
   // --dp-size N: N instances of the same weights, one per rank (generate_dp.h); the caches
   // share --mem-fraction-static, each rank planning its share of what is left when it loads.
-  mo.mem_fraction_static /= double(setup.dp_size);
+  // With one process per GPU each rank has a device of its own; CPU ranks share the host's memory
+  // whether they are threads or processes.
+  if (!(rank && setup.backend == kernels::Backend::kCuda)) {
+    mo.mem_fraction_static /= double(setup.dp_size);
+  }
   // --ep-size N (= N): the ranks' MoE collectives, made before the models that use them (and
   // destroyed after them).
   std::unique_ptr<dist::LocalDeviceGroup> ep_group;
@@ -235,7 +308,7 @@ StatusOr<int> run(const GenerateArgs& a) {
                          dist::LocalDeviceGroup::create(setup.ep_size, engine::kDpWatchdog));
   }
   std::vector<std::unique_ptr<model::DsaModel>> models;
-  for (int32_t r = 0; r < setup.dp_size; ++r) {
+  for (int32_t r = 0; r < (rank ? 1 : setup.dp_size); ++r) {
     if (ep_group) {
       mo.ep_rank = r;
       mo.ep_size = setup.ep_size;
@@ -254,7 +327,9 @@ StatusOr<int> run(const GenerateArgs& a) {
     fmt::print(stderr, "dsa generate: {}{}\n", setup.dp_size > 1 ? "per rank: " : "",
                model::describe_cache_plan(model->cache_plan()));
   }
-  if (setup.dp_size > 1) fmt::print(stderr, "dsa generate: {}\n", describe_dp_memory(models));
+  if (setup.dp_size > 1 && !rank) {
+    fmt::print(stderr, "dsa generate: {}\n", describe_dp_memory(models));
+  }
   if (setup.ep_size > 1) {
     fmt::print(stderr,
                "dsa generate: --ep-size {}: each rank computes {} of the {} routed experts for "
@@ -262,7 +337,7 @@ StatusOr<int> run(const GenerateArgs& a) {
                setup.ep_size, config.n_routed_experts / setup.ep_size, config.n_routed_experts);
   }
 
-  const bool stream = prompts.ids.size() == 1 && !a.json && setup.dp_size == 1;
+  const bool stream = prompts.ids.size() == 1 && !a.json && setup.dp_size == 1 && !rank;
   GenerateReport report(prompts.shown, a.json, stream, setup.num_draft_tokens, modes);
   engine::EngineOptions eo;
   eo.prefill_chunk = setup.prefill_chunk;
@@ -280,7 +355,16 @@ StatusOr<int> run(const GenerateArgs& a) {
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  if (setup.dp_size > 1) {
+  if (rank) {
+    DSA_ASSIGN_OR_RETURN(const int code, run_rank(*rank, *model, eo, std::move(requests), report,
+                                                  [] { return g_signal != 0; }));
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    DSA_RETURN_IF_ERROR(merge_rank_outputs(*rank, code));
+    // The run's code travels to the launcher through merge_rank_outputs: a rank process that
+    // exits non-zero would make the launcher stop the others.
+    return 0;
+  } else if (setup.dp_size > 1) {
     DSA_ASSIGN_OR_RETURN(DpRunResult run, run_dp(models, eo, std::move(requests), report,
                                                  [] { return g_signal != 0; }));
     std::signal(SIGINT, SIG_DFL);
@@ -338,6 +422,10 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       "generate", "Generate text (MTP speculative decoding, continuous batching)");
   add_engine_options(*cmd, a->engine);
   add_dp_option(*cmd, a->engine);
+  cmd->add_flag("--dp-processes", a->engine.dp_processes,
+                "One process per data-parallel rank, started by dsa (the launcher) with the same "
+                "arguments: over NCCL on cuda (implied there by --dp-size > 1: one GPU each), over "
+                "TCP on the cpu; the output is one stream, rank by rank");
   auto* p = cmd->add_option("--prompt", a->prompt, "Prompt text");
   auto* f = cmd->add_option("--prompts-file", a->prompts_file,
                             "One prompt per line, run concurrently (continuous batching)");

@@ -247,6 +247,10 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
     j["summary"]["dp"] = {{"world_size", dp.world_size},
                           {"steps_per_rank", dp.steps},
                           {"requests_per_rank", dp.requests}};
+    if (dp.rank >= 0) {
+      j["summary"]["dp"]["rank"] = dp.rank;
+      j["summary"]["requests"] = dp.requests.at(size_t(dp.rank));
+    }
     j["summary"]["kv_cache"] = {{"pages", cache.num_pages},
                                 {"page_bytes", cache.page_bytes},
                                 {"tokens", cache.tokens()},
@@ -264,11 +268,16 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
     return;
   }
   fmt::print("\n");
+  if (dp.rank >= 0) {
+    fmt::print("[dp rank {} of {} (a process of its own): this rank's requests and figures]\n",
+               dp.rank, dp.world_size);
+  }
   for (const std::string& line : benchmark_banner(modes_)) fmt::print("[{}]\n", line);
   fmt::print(
       "[{} requests, {} tokens in {:.2f} s: {:.1f} tokens/s, {:.1f} ms per output token, mean "
       "TTFT {:.0f} ms]\n",
-      prompts_.size(), m.emitted, secs, tokens_per_s, ms_per_token, ms(m.mean_ttft_s()));
+      dp.rank >= 0 ? size_t(dp.requests.at(size_t(dp.rank))) : prompts_.size(), m.emitted, secs,
+      tokens_per_s, ms_per_token, ms(m.mean_ttft_s()));
   fmt::print(
       "[{} steps, {} forwards ({} graph replays): host {:.3f} ms per step launching, {:.3f} "
       "ms per step in forwards; {:.2f} ms per output token per request]\n",

@@ -31,6 +31,9 @@ struct DpSummary {
   int32_t world_size = 1;
   std::vector<int64_t> steps;     // [world_size] steps each rank took (equal: they step together)
   std::vector<int64_t> requests;  // [world_size] requests placed on each rank
+  // -1: the figures are the whole run's (one engine, or in-process ranks merged). A rank of a run
+  // with one process per rank: the figures are this rank's own, and say so.
+  int32_t rank = -1;
 };
 
 class GenerateReport {

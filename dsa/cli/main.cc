@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "dsa/cli/check_command.h"
+#include "dsa/cli/command_line.h"
 #include "dsa/cli/generate_command.h"
 #include "dsa/cli/make_checkpoint_command.h"
 #include "dsa/cli/perplexity_command.h"
@@ -15,6 +16,7 @@
 int main(int argc, char** argv) {
   try {
     dsa::init_logging();
+    dsa::cli::set_command_line(argc, argv);
     CLI::App app{"dsa: DeepSeek Sparse Attention runtime"};
     app.require_subcommand(1);
     int exit_code = 0;

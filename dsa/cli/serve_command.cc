@@ -129,6 +129,13 @@ StatusOr<int> run(const ServeArgs& a) {
   const std::filesystem::path dir = a.engine.model_dir;
   DSA_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_model_config(dir / "config.json"));
   DSA_ASSIGN_OR_RETURN(EngineSetup setup, resolve_engine_args(a.engine, config, 0));
+  if (setup.dp_processes) {
+    return invalid_argument(fmt::format(
+        "--dp-size = {} with --device cuda: dsa serve runs its data-parallel ranks in one "
+        "process, on the cpu only; one process per GPU is built for dsa generate so far "
+        "(docs/multi_gpu.md)",
+        setup.dp_size));
+  }
   const std::string model_name =
       !a.served_model_name.empty()
           ? a.served_model_name

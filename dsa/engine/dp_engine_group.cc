@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "dsa/engine/dp_placement.h"
+#include "dsa/engine/dp_rank_loop.h"
 
 namespace dsa::engine {
 
@@ -102,20 +103,10 @@ StatusOr<DpRequestId> DpEngineGroup::add_request_on(int32_t rank, GenerationRequ
   return DpRequestId{rank, id};
 }
 
-// One rank's loop. "Does any rank have work?" is itself a collective, taken by every rank before
-// every step, so an idle rank keeps stepping (and runs the padded forwards) while another works,
-// and all ranks leave the loop after the same step.
-// A stop seen by some ranks only is outvoted by the others' work, never acted on alone: the
-// reduced value, the same on every rank, is what decides.
+// One rank's loop (dp_rank_loop.h): the same loop a rank of its own process takes.
 Status DpEngineGroup::run_rank(int32_t rank, const std::function<bool()>& stop) {
-  Engine& e = engine(rank);
-  while (true) {
-    int64_t work[] = {e.has_work() && !(stop && stop()) ? 1 : 0};
-    DSA_RETURN_IF_ERROR(e.group().all_reduce(work, dist::ReduceOp::kMax));
-    if (work[0] == 0) return ok_status();
-    DSA_RETURN_IF_ERROR(e.step());
-    ++steps_[size_t(rank)];
-  }
+  DSA_ASSIGN_OR_RETURN(steps_[size_t(rank)], run_rank_to_completion(engine(rank), stop));
+  return ok_status();
 }
 
 Status DpEngineGroup::run_to_completion(const std::function<bool()>& stop) {

@@ -1,0 +1,146 @@
+#include "dsa/cli/generate_ranks.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "dsa/cli/command_line.h"
+#include "dsa/dist/launcher.h"
+
+namespace dsa::cli {
+
+namespace {
+
+// A port the kernel calls free on 127.0.0.1 now. Rank 0 binds it a moment later; another program
+// taking it in between makes rank 0 fail to listen, named, and the run stops (give
+// --dist-init-addr to choose the port).
+StatusOr<int32_t> free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return internal_error("--dp-processes: cannot open a socket to find a free port");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(fd);
+  if (!ok) return internal_error("--dp-processes: no free port on 127.0.0.1");
+  return int32_t(ntohs(a.sin_port));
+}
+
+std::filesystem::path rank_file(const std::string& run_dir, int32_t rank) {
+  return std::filesystem::path(run_dir) / fmt::format("rank_{}.out", rank);
+}
+
+std::filesystem::path exit_code_file(const std::string& run_dir) {
+  return std::filesystem::path(run_dir) / "exit_code";
+}
+
+}  // namespace
+
+StatusOr<int> launch_generate_ranks(const EngineSetup& setup) {
+  const std::vector<std::string>& argv = command_line();
+  if (argv.empty()) return internal_error("--dp-processes: the command line was not recorded");
+  std::string addr;
+  if (setup.dist.init_addr) {
+    addr = fmt::format("{}:{}", setup.dist.init_addr->host, setup.dist.init_addr->port);
+  } else {
+    DSA_ASSIGN_OR_RETURN(const int32_t port, free_loopback_port());
+    addr = fmt::format("127.0.0.1:{}", port);
+  }
+  std::string dir_template = (std::filesystem::temp_directory_path() / "dsa-ranks-XXXXXX").string();
+  if (::mkdtemp(dir_template.data()) == nullptr) {
+    return internal_error(
+        fmt::format("--dp-processes: cannot make a run directory {}", dir_template));
+  }
+  const std::string run_dir = dir_template;
+  ::setenv(kEnvInitAddr, addr.c_str(), 1);
+  ::setenv(kEnvRunDir, run_dir.c_str(), 1);
+  fmt::print(stderr, "dsa generate: starting {} rank processes (one per {}), rank 0 at {}\n",
+             setup.dp_size, setup.backend == kernels::Backend::kCuda ? "GPU" : "rank", addr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  dist::LaunchConfig lc;
+  lc.local_world_size = setup.dp_size;
+  lc.node_rank = setup.dist.node_rank;
+  lc.nnodes = setup.dist.nnodes;
+  lc.argv = argv;
+  const Status launched = dist::launch_local_ranks(lc);
+  int code = 1;  // no exit code left: the ranks did not reach the end of the run
+  if (std::ifstream in(exit_code_file(run_dir)); in) in >> code;
+  std::error_code ec;
+  std::filesystem::remove_all(run_dir, ec);
+  if (!launched.ok()) {
+    fmt::print(stderr, "dsa generate: {}\n", launched.to_string());
+    return 1;
+  }
+  if (code >= 128) {
+    fmt::print(stderr,
+               "dsa generate: interrupted: the {} ranks stopped after the same step; what had "
+               "finished was written\n",
+               setup.dp_size);
+  }
+  return code;
+}
+
+StatusOr<RankProcess> join_generate_ranks(const dist::RankEnvironment& env,
+                                          const EngineSetup& setup, uint64_t flags_hash) {
+  if (env.world_size != setup.dp_size) {
+    return invalid_argument(fmt::format(
+        "{} = {} but --dp-size = {}: a rank process must be started by the dsa launcher with the "
+        "same flags",
+        dist::kEnvWorldSize, env.world_size, setup.dp_size));
+  }
+  const char* addr = std::getenv(kEnvInitAddr);
+  const char* run_dir = std::getenv(kEnvRunDir);
+  if (addr == nullptr || run_dir == nullptr) {
+    return invalid_argument(
+        fmt::format("{} and {} must be set in a rank process (the dsa "
+                    "launcher sets them)",
+                    kEnvInitAddr, kEnvRunDir));
+  }
+  RankProcess p;
+  p.env = env;
+  p.run_dir = run_dir;
+  if (env.rank > 0) {
+    // One output stream in the end: a rank > 0 writes its results to its file, which rank 0
+    // appends after the last step (merge_rank_outputs).
+    const std::string path = rank_file(p.run_dir, env.rank).string();
+    std::fflush(stdout);
+    if (std::freopen(path.c_str(), "w", stdout) == nullptr) {
+      return internal_error(fmt::format("rank {}: cannot write {}", env.rank, path));
+    }
+  }
+  DSA_ASSIGN_OR_RETURN(p.group, make_rank_group(env, setup, addr, flags_hash));
+  return p;
+}
+
+Status merge_rank_outputs(RankProcess& p, int exit_code) {
+  std::fflush(stdout);
+  int64_t code[] = {exit_code};
+  // Every rank's file is complete once every rank has reached this collective.
+  DSA_RETURN_IF_ERROR(p.group->all_reduce(code, dist::ReduceOp::kMax));
+  if (p.env.rank != 0) return ok_status();
+  for (int32_t r = 1; r < p.env.world_size; ++r) {
+    const std::filesystem::path path = rank_file(p.run_dir, r);
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return internal_error(fmt::format("rank {}'s output {} is missing", r, path.string()));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  }
+  std::fflush(stdout);
+  std::ofstream out(exit_code_file(p.run_dir));
+  out << code[0] << "\n";
+  if (!out)
+    return internal_error(fmt::format("cannot write {}", exit_code_file(p.run_dir).string()));
+  return ok_status();
+}
+
+}  // namespace dsa::cli

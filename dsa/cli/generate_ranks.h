@@ -1,0 +1,63 @@
+// `dsa generate` with one process per data-parallel rank (docs/multi_gpu.md, "Process model"):
+// `--dp-processes`, and implied by `--device cuda --dp-size N` (one process per GPU). The command's
+// process becomes the launcher (dist/launcher.h): it picks the rendezvous address and a run
+// directory, starts N copies of its own command line with their rank in the environment, and
+// waits. Each copy finds its rank (dist/rank_env.h), takes GPU local_rank, joins the group (NCCL
+// on cuda; over TCP on the cpu, dist/socket_group.h), loads its own model, runs the requests the
+// shared placement gives it (every rank computes the same placement from the same prompts, so no
+// message is needed) and steps with the others until no rank has work (engine/dp_rank_loop.h).
+// Rank 0 writes to the terminal; the other ranks write to files in the run directory, which rank 0
+// appends in rank order after the last step, so the output is one stream: each rank's requests,
+// then its summary, labelled with its rank.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dsa/cli/engine_args.h"
+#include "dsa/core/status.h"
+#include "dsa/dist/collective.h"
+#include "dsa/dist/rank_env.h"
+
+namespace dsa::cli {
+
+// What the launcher passes to its ranks besides dist/rank_env.h's variables.
+inline constexpr const char* kEnvInitAddr = "DSA_DIST_INIT_ADDR";  // host:port of rank 0
+inline constexpr const char* kEnvRunDir = "DSA_DP_RUN_DIR";        // the ranks' output files
+
+// The launcher's side: starts setup.dp_size ranks of this process's command line
+// (command_line.h) and waits for them. --dist-init-addr, when given, is where rank 0 listens;
+// otherwise a free port on 127.0.0.1. Returns the exit code the command should end with: the
+// run's (merge_rank_outputs), or 1 with the failing rank named on stderr.
+StatusOr<int> launch_generate_ranks(const EngineSetup& setup);
+
+// A rank's side, once it knows it is one.
+struct RankProcess {
+  dist::RankEnvironment env;
+  std::string run_dir;
+  std::unique_ptr<dist::Collective> group;
+};
+
+// Checks the launcher's environment against the flags (world size = --dp-size), takes GPU
+// local_rank on cuda, joins the group with the flags hash every rank must share, and sends a
+// rank > 0's stdout to its file in the run directory. Errors name the variable or the rank.
+StatusOr<RankProcess> join_generate_ranks(const dist::RankEnvironment& env,
+                                          const EngineSetup& setup, uint64_t flags_hash);
+
+// After the run: every rank flushes its output and meets the others in one collective, which also
+// takes the highest of the ranks' exit codes; then rank 0 appends the other ranks' files to its
+// stdout in rank order and leaves that code for the launcher (launch_generate_ranks returns it).
+// Every rank process itself then exits 0: the launcher stops all ranks at the first non-zero exit,
+// which must stay the sign of a broken rank, not of a failed request.
+Status merge_rank_outputs(RankProcess& p, int exit_code);
+
+// The group of one rank: NCCL on cuda (rank 0's id handed over by dist/bootstrap.h; the device is
+// chosen first), TCP on the cpu. Defined per build (rank_group_nccl.cc / rank_group_host.cc).
+StatusOr<std::unique_ptr<dist::Collective>> make_rank_group(const dist::RankEnvironment& env,
+                                                            const EngineSetup& setup,
+                                                            const std::string& init_addr,
+                                                            uint64_t flags_hash);
+
+}  // namespace dsa::cli

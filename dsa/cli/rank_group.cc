@@ -1,0 +1,83 @@
+// make_rank_group (generate_ranks.h): the process group of one rank. On cuda the product path,
+// NCCL (rank 0 makes the id and hands it over through the bootstrap, dist/bootstrap.h); on the cpu
+// the TCP group (dist/socket_group.h), the same collective contract over loopback or a network.
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "dsa/cli/generate_ranks.h"
+#include "dsa/dist/bootstrap.h"
+#include "dsa/dist/socket_group.h"
+#include "dsa/engine/dp_engine_group.h"
+
+#if DSA_HAVE_NCCL
+#include <cuda_runtime.h>
+
+#include "dsa/dist/nccl_group.h"
+#endif
+
+namespace dsa::cli {
+
+namespace {
+
+#if DSA_HAVE_NCCL
+StatusOr<std::unique_ptr<dist::Collective>> nccl_rank_group(const dist::RankEnvironment& env,
+                                                            const dist::InitAddr& addr,
+                                                            uint64_t flags_hash) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+  if (env.local_rank >= devices) {
+    return failed_precondition(fmt::format(
+        "rank {}: local rank {} needs GPU {}, but {} GPU(s) are visible (--dp-size is at most the "
+        "GPUs of the node; CUDA_VISIBLE_DEVICES chooses them)",
+        env.rank, env.local_rank, env.local_rank, devices));
+  }
+  // Before anything touches CUDA in this process: every later context is on this GPU.
+  if (const cudaError_t e = cudaSetDevice(env.local_rank); e != cudaSuccess) {
+    return internal_error(fmt::format("rank {}: cudaSetDevice({}): {}", env.rank, env.local_rank,
+                                      cudaGetErrorString(e)));
+  }
+  dist::NcclId id{};
+  if (env.rank == 0) DSA_ASSIGN_OR_RETURN(id, dist::nccl_unique_id());
+  dist::BootstrapConfig bc;
+  bc.addr = addr;
+  bc.rank = env.rank;
+  bc.world_size = env.world_size;
+  bc.flags_hash = flags_hash;
+  DSA_ASSIGN_OR_RETURN(id, dist::exchange_unique_id(bc, id));
+  DSA_ASSIGN_OR_RETURN(std::unique_ptr<dist::NcclGroup> g,
+                       dist::NcclGroup::create(env.rank, env.world_size, id,
+                                               std::chrono::milliseconds(engine::kDpWatchdog)));
+  return std::unique_ptr<dist::Collective>(std::move(g));
+}
+#endif
+
+}  // namespace
+
+StatusOr<std::unique_ptr<dist::Collective>> make_rank_group(const dist::RankEnvironment& env,
+                                                            const EngineSetup& setup,
+                                                            const std::string& init_addr,
+                                                            uint64_t flags_hash) {
+  DSA_ASSIGN_OR_RETURN(const dist::InitAddr addr, dist::parse_init_addr(init_addr));
+  if (setup.backend == kernels::Backend::kCuda) {
+#if DSA_HAVE_NCCL
+    return nccl_rank_group(env, addr, flags_hash);
+#else
+    return unimplemented(
+        "--device cuda with one process per rank needs NCCL, and this build has none (the CUDA "
+        "toolkit's libnccl was not found at configure time)");
+#endif
+  }
+  dist::SocketGroupConfig c;
+  c.addr = addr;
+  c.rank = env.rank;
+  c.world_size = env.world_size;
+  c.flags_hash = flags_hash;
+  // The same watchdog as the in-process ranks: a CPU forward of a large model's prefill chunk
+  // takes minutes, and a rank missing a collective this long ends the run instead of hanging.
+  c.timeout = std::chrono::milliseconds(engine::kDpWatchdog);
+  DSA_ASSIGN_OR_RETURN(std::unique_ptr<dist::SocketGroup> g, dist::SocketGroup::create(c));
+  return std::unique_ptr<dist::Collective>(std::move(g));
+}
+
+}  // namespace dsa::cli

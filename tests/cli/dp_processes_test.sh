@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# `dsa generate --dp-processes` on the CPU (issue 18): one process per data-parallel rank, started
+# by dsa itself (dist/launcher.h), joined over TCP (dist/socket_group.h), each running the requests
+# the shared placement gives it (cli/generate_ranks.h). Greedy, d = 0 and d = 3: every prompt's
+# tokens at --dp 2 (five prompts) and --dp 3 (two prompts: a rank idles the whole run) equal
+# --dp 1's and the in-process ranks'; one summary per rank, labelled, with equal steps and every
+# request placed once; the text output is one stream, rank by rank; --dp 1 runs as one process;
+# a rank killed mid-run stops the others and is named (no hang); SIGINT stops every rank after the
+# same step (exit 130, both ranks' summaries written); refusals name the flag.
+# Usage: dp_processes_test.sh DSA ROOT
+set -u
+dsa="$1"
+root="$2"
+model="$root/models/tiny-dsa"
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=tests/cli/expect_lib.sh
+. "$root/tests/cli/expect_lib.sh"
+head -n 5 "$root/testdata/heldout.txt" >"$tmp/five"
+head -n 2 "$root/testdata/heldout.txt" >"$tmp/two"
+
+gen() { # gen OUT PROMPTS DP D [FLAGS...]
+  local out=$1 prompts=$2 dp=$3 d=$4 spec=()
+  shift 4
+  [ "$d" -gt 0 ] && spec=(--speculative-algorithm NEXTN --speculative-num-steps "$d")
+  timeout 180 "$dsa" generate --model "$model" --prompts-file "$prompts" --max-new-tokens 8 \
+    --json --dp "$dp" "${spec[@]}" "$@" >"$out" 2>"$out.err" ||
+    { echo "FAIL: generate dp $dp d $d $*: rc $?"; tail -3 "$out.err"; fail=1; }
+}
+# "rank steps requests" of each summary, in output order.
+ranks() { sed -n 's/.*"dp":{"rank":\([0-9]*\),"requests_per_rank":\[\([0-9,]*\)\],"steps_per_rank":\[\([0-9,]*\)\].*/\1 \3 \2/p' "$1"; }
+
+for d in 0 3; do
+  for run in "five 2" "two 3"; do
+    set -- $run
+    set_=$1 dp=$2 n=$(wc -l <"$tmp/$1")
+    gen "$tmp/one.$set_.$d" "$tmp/$set_" 1 "$d"
+    gen "$tmp/thr.$set_.$d" "$tmp/$set_" "$dp" "$d"
+    gen "$tmp/proc.$set_.$d" "$tmp/$set_" "$dp" "$d" --dp-processes
+    want=$(tokens "$tmp/one.$set_.$d") got=$(tokens "$tmp/proc.$set_.$d")
+    expect "d $d, $n prompts: --dp $dp --dp-processes gives --dp 1's tokens per prompt" \
+      '[ "$(wc -l <<<"$want")" -eq "$n" ] && [ "$got" = "$want" ]'
+    expect "d $d, $n prompts: ... and the in-process ranks' tokens" \
+      '[ "$got" = "$(tokens "$tmp/thr.$set_.$d")" ]'
+    r=$(ranks "$tmp/proc.$set_.$d")
+    expect "d $d, --dp $dp: one summary per rank, in rank order ($(tr '\n' ';' <<<"$r"))" \
+      '[ "$(cut -d" " -f1 <<<"$r" | tr -d "\n")" = "$(seq -s "" 0 $((dp - 1)))" ]'
+    expect "d $d, --dp $dp: every rank took the same steps, more than 0" \
+      '[ "$(cut -d" " -f2 <<<"$r" | tr , "\n" | sort -u | wc -l)" -eq 1 ] && [ "$(cut -d" " -f2 <<<"$r" | head -1 | cut -d, -f1)" -gt 0 ]'
+    reqs=$(cut -d" " -f3 <<<"$r" | head -1)
+    expect "d $d, --dp $dp: every request placed once ($reqs)" \
+      '[ "$(tr , "\n" <<<"$reqs" | awk "{s+=\$1} END {print s}")" -eq "$n" ]'
+    [ "$dp" -gt "$n" ] && expect "d $d: $dp ranks for $n prompts leave a rank idle" \
+      'tr , "\n" <<<"$reqs" | grep -qx 0'
+    expect "d $d, --dp $dp: the launcher says it starts $dp processes" \
+      'grep -q "starting $dp rank processes" "$tmp/proc.$set_.$d.err"'
+  done
+done
+
+# Text output: every request once, then the ranks' labels in rank order.
+timeout 120 "$dsa" generate --model "$model" --prompts-file "$tmp/five" --max-new-tokens 4 \
+  --dp 2 --dp-processes >"$tmp/text" 2>/dev/null
+expect "text output: 5 requests, each once" \
+  '[ "$(grep -o "^--- request [0-9]*" "$tmp/text" | sort -u | wc -l)" -eq 5 ] && [ "$(grep -c "^--- request" "$tmp/text")" -eq 5 ]'
+expect "text output: rank 0's summary, then rank 1's" \
+  '[ "$(grep -o "^\[dp rank [0-9] of 2" "$tmp/text" | tr -d "\n")" = "[dp rank 0 of 2[dp rank 1 of 2" ]'
+expect "--dp 1 --dp-processes: one rank process, the prompt's --dp 1 tokens" \
+  'gen "$tmp/solo" "$tmp/two" 1 0 --dp-processes && [ "$(tokens "$tmp/solo")" = "$(tokens "$tmp/one.two.0")" ] && grep -q "starting 1 rank processes" "$tmp/solo.err"'
+
+# start_long OUT: the long run in the background, $launcher its pid (the dsa launcher itself, so
+# its children are the ranks), a guard that kills it after 120 s; returns once both ranks run.
+long=(--prompts-file "$tmp/five" --max-new-tokens 400 --ignore-eos --dp 2 --dp-processes)
+start_long() {
+  "$dsa" generate --model "$model" "${long[@]}" >"$1" 2>"$1.err" &
+  launcher=$!
+  (sleep 120 && kill -9 "$launcher" 2>/dev/null) &
+  guard=$!
+  for _ in $(seq 100); do
+    [ "$(pgrep -P "$launcher" | wc -l)" -eq 2 ] && break
+    sleep 0.1
+  done
+  sleep 1
+}
+# A rank killed mid-run: the launcher stops the other and names the dead one; nothing hangs.
+start_long "$tmp/kill.out"
+kill -9 "$(pgrep -P "$launcher" | sort -n | tail -1)"
+wait "$launcher"
+rc=$?
+kill "$guard" 2>/dev/null
+expect "a rank killed: exit 1 (got $rc), the rank named with its signal" \
+  '[ "$rc" -eq 1 ] && grep -q "rank 1 (local rank 1, node 0) was killed by signal 9" "$tmp/kill.out.err"'
+# SIGINT to the launcher: forwarded; the ranks vote to stop and leave after the same step.
+start_long "$tmp/int.out"
+kill -INT "$launcher"
+wait "$launcher"
+rc=$?
+kill "$guard" 2>/dev/null
+expect "SIGINT: exit 130 (got $rc), both ranks' summaries written, the stop said" \
+  '[ "$rc" -eq 130 ] && [ "$(grep -c "^\[dp rank" "$tmp/int.out")" -eq 2 ] && grep -q "interrupted: the 2 ranks stopped after the same step" "$tmp/int.out.err"'
+
+refused "--ep-size = 2 with one process per rank" --prompt Hi --dp 2 --dp-processes --ep 2
+refused "--profile-device-time with --dp-size = 2" --prompt Hi --dp 2 --dp-processes --profile-device-time
+expect "a half-set rank environment is refused, naming the variable" 'DSA_RANK=0 timeout 60 "$dsa" generate --model "$model" --prompt Hi --dp 2 --dp-processes 2>&1 | grep -q "DSA_LOCAL_RANK is not set"'
+exit $fail

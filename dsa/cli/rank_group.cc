@@ -38,7 +38,9 @@ StatusOr<std::unique_ptr<dist::Collective>> nccl_rank_group(const dist::RankEnvi
                                       cudaGetErrorString(e)));
   }
   dist::NcclId id{};
-  if (env.rank == 0) DSA_ASSIGN_OR_RETURN(id, dist::nccl_unique_id());
+  if (env.rank == 0) {
+    DSA_ASSIGN_OR_RETURN(id, dist::nccl_unique_id());
+  }
   dist::BootstrapConfig bc;
   bc.addr = addr;
   bc.rank = env.rank;

@@ -15,6 +15,15 @@ echo "build $(el) s"
 t=$(find build-gpu -name narrow_checkpoint_cuda_test -type f -executable | head -1)
 DSA_CHECKED=1 timeout 90 "$t" > "$W/narrow.log" 2>&1; echo "narrow rc=$?"
 grep -E "teacher|OK|FAILED|Failure|Expected|Which is" "$W/narrow.log" | head -16
+echo "== dsa generate as one rank process over NCCL (world size 1) against the plain run"
+dsa=build-gpu/dsa/cli/dsa; p=(--model models/tiny-dsa --prompt "And the king said unto" --device cuda --json --max-new-tokens 32 --speculative-algorithm NEXTN --speculative-num-steps 3)
+timeout 60 $dsa generate "${p[@]}" > "$W/plain.json" 2> "$W/plain.err"; echo "plain rc=$?"
+timeout 90 $dsa generate "${p[@]}" --dp 1 --dp-processes > "$W/nccl1.json" 2> "$W/nccl1.err"; echo "nccl world 1 rc=$?"
+tok() { grep -o '"token_ids":\[[0-9,]*\]' "$1"; }
+[ -n "$(tok "$W/plain.json")" ] && [ "$(tok "$W/plain.json")" = "$(tok "$W/nccl1.json")" ] && echo "nccl world 1: tokens equal the plain run's" || echo "nccl world 1: TOKENS DIFFER"
+grep -o '"graph_replays":[0-9]*\|"dp":{[^}]*}' "$W/nccl1.json"; tail -2 "$W/nccl1.err"
+timeout 60 $dsa generate "${p[@]}" --dp 2 > "$W/nccl2.json" 2> "$W/nccl2.err"; echo "two ranks on one GPU rc=$?"; tail -2 "$W/nccl2.err"
+bundle
 REPEAT=3 timeout 120 scripts/bench_readme.sh build-gpu > "$W/readme.log" 2>&1; echo "readme rc=$?"
 tail -12 "$W/readme.log"; bundle
 lb=$(find build-gpu -name linear_bench -type f -executable | head -1)

@@ -1,9 +1,6 @@
 #include "dsa/cli/generate_ranks.h"
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,27 +10,11 @@
 
 #include "dsa/cli/command_line.h"
 #include "dsa/dist/launcher.h"
+#include "dsa/dist/tcp.h"
 
 namespace dsa::cli {
 
 namespace {
-
-// A port the kernel calls free on 127.0.0.1 now. Rank 0 binds it a moment later; another program
-// taking it in between makes rank 0 fail to listen, named, and the run stops (give
-// --dist-init-addr to choose the port).
-StatusOr<int32_t> free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return internal_error("--dp-processes: cannot open a socket to find a free port");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  ::close(fd);
-  if (!ok) return internal_error("--dp-processes: no free port on 127.0.0.1");
-  return int32_t(ntohs(a.sin_port));
-}
 
 std::filesystem::path rank_file(const std::string& run_dir, int32_t rank) {
   return std::filesystem::path(run_dir) / fmt::format("rank_{}.out", rank);
@@ -52,7 +33,9 @@ StatusOr<int> launch_generate_ranks(const EngineSetup& setup) {
   if (setup.dist.init_addr) {
     addr = fmt::format("{}:{}", setup.dist.init_addr->host, setup.dist.init_addr->port);
   } else {
-    DSA_ASSIGN_OR_RETURN(const int32_t port, free_loopback_port());
+    // Rank 0 binds it a moment later; another program taking it in between makes rank 0 fail to
+    // listen, named, and the run stops (--dist-init-addr chooses the port).
+    DSA_ASSIGN_OR_RETURN(const int32_t port, dist::tcp::free_loopback_port());
     addr = fmt::format("127.0.0.1:{}", port);
   }
   std::string dir_template = (std::filesystem::temp_directory_path() / "dsa-ranks-XXXXXX").string();

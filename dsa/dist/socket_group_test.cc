@@ -32,15 +32,9 @@ using Clock = std::chrono::steady_clock;
 
 // A port that was free a moment ago (the kernel's pick for port 0).
 int32_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  DSA_CHECK(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  DSA_CHECK(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  StatusOr<int32_t> port = tcp::free_loopback_port();
+  DSA_CHECK(port.ok());
+  return *port;
 }
 
 // A rank's exit code: kOk, or which of its checks failed.

@@ -1,8 +1,10 @@
 #include "dsa/dist/tcp.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -119,6 +121,21 @@ StatusOr<Socket> connect_with_retry(const InitAddr& addr, Clock::time_point dead
   return internal_error(
       fmt::format("{} could not reach rank 0 at {}:{} within {} ms (last error: {})", who,
                   addr.host, addr.port, timeout.count(), last));
+}
+
+StatusOr<int32_t> free_loopback_port() {
+  Socket fd(::socket(AF_INET, SOCK_STREAM, 0));
+  if (!fd.valid())
+    return internal_error(fmt::format("no socket for a free port: {}", errno_text()));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (::bind(fd.fd(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd.fd(), reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return internal_error(fmt::format("no free port on 127.0.0.1: {}", errno_text()));
+  }
+  return int32_t(ntohs(a.sin_port));
 }
 
 }  // namespace dsa::dist::tcp

@@ -64,4 +64,9 @@ Socket accept_until(const Socket& listener, Clock::time_point deadline);
 StatusOr<Socket> connect_with_retry(const InitAddr& addr, Clock::time_point deadline,
                                     std::chrono::milliseconds timeout, std::string_view who);
 
+// A port the kernel called free on 127.0.0.1 a moment ago (its pick for port 0): for a run on one
+// node that was given no address, and for tests. Someone may take it before it is bound again, so
+// a bind on it can still fail, by name. Internal when no socket can be opened or bound.
+StatusOr<int32_t> free_loopback_port();
+
 }  // namespace dsa::dist::tcp

@@ -6,7 +6,9 @@
 # --dp 1's and the in-process ranks'; one summary per rank, labelled, with equal steps and every
 # request placed once; the text output is one stream, rank by rank; --dp 1 runs as one process;
 # a rank killed mid-run stops the others and is named (no hang); SIGINT stops every rank after the
-# same step (exit 130, both ranks' summaries written); refusals name the flag.
+# same step (exit 130, both ranks' summaries written); sampled tokens (temperature, top-p, top-k)
+# are the same on one rank, on in-process ranks and on rank processes, d = 0 and 3; refusals name
+# the flag.
 # Usage: dp_processes_test.sh DSA ROOT
 set -u
 dsa="$1"
@@ -57,6 +59,20 @@ for d in 0 3; do
       'grep -q "starting $dp rank processes" "$tmp/proc.$set_.$d.err"'
   done
 done
+
+# Sampling is keyed by (seed, request, position) (SPEC.md §6.3), never by the rank, the batch slot
+# or the step: the same sampled tokens on one rank, on in-process ranks and on rank processes, with
+# and without MTP (issue 18 item 4: ranks that must agree do; a peer's drafter did not).
+sampled=(--temperature 0.9 --top-p 0.95 --top-k 50 --seed 11)
+gen "$tmp/s.one" "$tmp/five" 1 0 "${sampled[@]}"
+gen "$tmp/s.thr" "$tmp/five" 2 3 "${sampled[@]}"
+gen "$tmp/s.proc0" "$tmp/five" 3 0 "${sampled[@]}" --dp-processes
+gen "$tmp/s.proc3" "$tmp/five" 2 3 "${sampled[@]}" --dp-processes
+want=$(tokens "$tmp/s.one")
+expect "sampled: --dp 1's tokens at --dp 2 (d 3), --dp 3 processes (d 0), --dp 2 processes (d 3)" \
+  '[ "$(wc -l <<<"$want")" -eq 5 ] && [ "$(tokens "$tmp/s.thr")" = "$want" ] && [ "$(tokens "$tmp/s.proc0")" = "$want" ] && [ "$(tokens "$tmp/s.proc3")" = "$want" ]'
+expect "sampled: another seed gives other tokens (the check can fail)" \
+  'gen "$tmp/s.other" "$tmp/five" 1 0 --temperature 0.9 --top-p 0.95 --top-k 50 --seed 12 && [ "$(tokens "$tmp/s.other")" != "$want" ]'
 
 # Text output: every request once, then the ranks' labels in rank order.
 timeout 120 "$dsa" generate --model "$model" --prompts-file "$tmp/five" --max-new-tokens 4 \

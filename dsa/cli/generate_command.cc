@@ -1,6 +1,7 @@
 #include "dsa/cli/generate_command.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -179,6 +180,23 @@ StatusOr<Prompts> make_prompts(const GenerateArgs& a, std::vector<std::string> t
   return p;
 }
 
+// What every rank of a run with a process per rank must share: the engine flags (flags_hash.h),
+// and the prompts and per-request settings each rank reads for itself, since every rank places all
+// of them and runs its share (a prompts file edited while the ranks start is refused by rank 0).
+uint64_t run_hash(const GenerateArgs& a, const EngineSetup& setup, const Prompts& prompts,
+                  const engine::GenerationRequest& proto) {
+  std::string text = engine_flags_text(a.engine, setup);
+  for (const std::vector<int32_t>& ids : prompts.ids) {
+    text += fmt::format("prompt={}\n", fmt::join(ids, ","));
+  }
+  text += fmt::format("max_new_tokens={} temperature={} top_p={} top_k={} seed={} ignore_eos={}\n",
+                      proto.max_new_tokens, proto.sampling.temperature, proto.sampling.top_p,
+                      proto.sampling.top_k, proto.sampling.seed, proto.ignore_eos);
+  for (const std::string& s : proto.stop) text += fmt::format("stop={}\n", s);
+  for (int32_t id : proto.stop_token_ids) text += fmt::format("stop_token_id={}\n", id);
+  return fnv1a_64(text);
+}
+
 // One rank of a run with a process per rank (generate_ranks.h): the placement every rank computes
 // alike picks its requests, which it runs stepping with the others until no rank has work; its
 // results and summary go to this process's stdout as requests finish. Returns the exit code the
@@ -264,6 +282,13 @@ StatusOr<int> run(const GenerateArgs& a) {
   std::optional<RankProcess> rank;
   if (setup.dp_processes) {
     DSA_ASSIGN_OR_RETURN(const std::optional<dist::RankEnvironment> env, dist::rank_environment());
+    if (!env && !a.prompts_file.empty() && !std::filesystem::is_regular_file(a.prompts_file)) {
+      // The launcher has read it, and every rank reads it again: a pipe would be empty for them.
+      return invalid_argument(fmt::format(
+          "--prompts-file {} with one process per rank: must be a regular file (every rank reads "
+          "it)",
+          a.prompts_file));
+    }
     if (!env) {
       if (a.profile_device_time && setup.dp_size > 1) {
         return invalid_argument(fmt::format(
@@ -274,8 +299,12 @@ StatusOr<int> run(const GenerateArgs& a) {
       DSA_RETURN_IF_ERROR(kernels::ops_for(setup.backend).status());
       return launch_generate_ranks(setup);
     }
+    // A signal from here on asks for a clean stop (the ranks vote and leave after the same step)
+    // instead of killing this rank during its load, which would read as a broken rank.
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
     DSA_ASSIGN_OR_RETURN(rank,
-                         join_generate_ranks(*env, setup, engine_flags_hash(a.engine, setup)));
+                         join_generate_ranks(*env, setup, run_hash(a, setup, prompts, proto)));
   }
   // cuda: FailedPrecondition without a device, Unimplemented in a host-only build.
   DSA_ASSIGN_OR_RETURN(const kernels::OpTable* ops, kernels::ops_for(setup.backend));
@@ -286,11 +315,13 @@ StatusOr<int> run(const GenerateArgs& a) {
         "--profile-device-time with --dp-size = {}: profiles one engine only (use --dp-size 1)",
         setup.dp_size));
   }
-  if (a.progress || isatty(STDERR_FILENO)) mo.on_load_progress = print_load_progress;
+  // The ranks of a run share the terminal's stderr: rank 0 speaks for them.
+  const bool quiet = rank && rank->env.rank > 0;
+  if ((a.progress || isatty(STDERR_FILENO)) && !quiet) mo.on_load_progress = print_load_progress;
   BenchmarkModes modes;
   modes.simulated_accept_length = setup.simulate_accept_length;
   modes.random_weights = a.engine.random_weights;
-  for (const std::string& line : benchmark_banner(modes)) {
+  for (const std::string& line : quiet ? std::vector<std::string>{} : benchmark_banner(modes)) {
     fmt::print(stderr, "dsa generate: {}\n", line);
   }
   // --dp-size N: N instances of the same weights, one per rank (generate_dp.h); the caches
@@ -330,7 +361,7 @@ StatusOr<int> run(const GenerateArgs& a) {
   if (setup.dp_size > 1 && !rank) {
     fmt::print(stderr, "dsa generate: {}\n", describe_dp_memory(models));
   }
-  if (setup.ep_size > 1) {
+  if (setup.ep_size > 1 && !quiet) {
     fmt::print(stderr,
                "dsa generate: --ep-size {}: each rank computes {} of the {} routed experts for "
                "every rank's rows (every rank loads all of them)\n",

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -57,7 +58,19 @@ StatusOr<int> launch_generate_ranks(const EngineSetup& setup) {
   lc.argv = argv;
   const Status launched = dist::launch_local_ranks(lc);
   int code = 1;  // no exit code left: the ranks did not reach the end of the run
+  const bool merged = std::filesystem::exists(exit_code_file(run_dir));
   if (std::ifstream in(exit_code_file(run_dir)); in) in >> code;
+  if (!merged) {
+    // The run broke before rank 0 appended the others' output: what they had finished is still
+    // theirs to show (their requests were written as they finished), after rank 0's.
+    for (int32_t r = 1; r < setup.dp_size; ++r) {
+      std::ifstream in(rank_file(run_dir, r), std::ios::binary);
+      const std::string text((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    }
+    std::fflush(stdout);
+  }
   std::error_code ec;
   std::filesystem::remove_all(run_dir, ec);
   if (!launched.ok()) {
@@ -106,7 +119,12 @@ StatusOr<RankProcess> join_generate_ranks(const dist::RankEnvironment& env,
 }
 
 Status merge_rank_outputs(RankProcess& p, int exit_code) {
-  std::fflush(stdout);
+  if (std::fflush(stdout) != 0) {
+    // A full disk on a rank's file: say so rather than leave its output short. The collective
+    // still runs, so the others are not left waiting for this rank.
+    exit_code = std::max(exit_code, 1);
+    fmt::print(stderr, "dsa generate: rank {}: writing its output failed\n", p.env.rank);
+  }
   int64_t code[] = {exit_code};
   // Every rank's file is complete once every rank has reached this collective.
   DSA_RETURN_IF_ERROR(p.group->all_reduce(code, dist::ReduceOp::kMax));
@@ -116,9 +134,11 @@ Status merge_rank_outputs(RankProcess& p, int exit_code) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return internal_error(fmt::format("rank {}'s output {} is missing", r, path.string()));
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) {
+      return internal_error(fmt::format("writing rank {}'s output to stdout failed", r));
+    }
   }
-  std::fflush(stdout);
+  if (std::fflush(stdout) != 0) return internal_error("writing the ranks' output to stdout failed");
   std::ofstream out(exit_code_file(p.run_dir));
   out << code[0] << "\n";
   if (!out)

@@ -54,7 +54,7 @@ StatusOr<RankProcess> join_generate_ranks(const dist::RankEnvironment& env,
 Status merge_rank_outputs(RankProcess& p, int exit_code);
 
 // The group of one rank: NCCL on cuda (rank 0's id handed over by dist/bootstrap.h; the device is
-// chosen first), TCP on the cpu. Defined per build (rank_group_nccl.cc / rank_group_host.cc).
+// chosen first), TCP on the cpu (rank_group.cc; the NCCL part only in builds with NCCL).
 StatusOr<std::unique_ptr<dist::Collective>> make_rank_group(const dist::RankEnvironment& env,
                                                             const EngineSetup& setup,
                                                             const std::string& init_addr,

@@ -263,15 +263,20 @@ Status launch_local_ranks(const LaunchConfig& config) {
         received = sig == SIGINT ? "SIGINT" : "SIGTERM";
       }
     }
+    // Of the ranks found dead in one round, one killed by a signal is named before those that
+    // exited non-zero: when a rank dies, the others see their group break and exit with an error
+    // of their own, and the one that died first is the one to name.
+    std::optional<Status> exited, signalled;
     for (Child& ch : children) {
       int status = 0;
       if (!ch.running || ::waitpid(ch.pid, &status, WNOHANG) != ch.pid) continue;
       ch.running = false;
       --num_running;
-      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        stop_the_rest(internal_error(describe_exit(config, ch, status)));
-      }
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+      std::optional<Status>& slot = WIFSIGNALED(status) ? signalled : exited;
+      if (!slot) slot = internal_error(describe_exit(config, ch, status));
     }
+    if (signalled || exited) stop_the_rest(signalled ? *signalled : *exited);
     if (num_running > 0 && kill_at && !killed && Clock::now() >= *kill_at) {
       signal_running(children, SIGKILL);  // certain: the next rounds reap them
       killed = true;

@@ -187,8 +187,11 @@ Status SocketGroup::serve(const SocketGroupConfig& c) {
                       c.timeout.count(), c.addr.host, c.addr.port, fmt::join(missing, ", "))));
     }
     Hello h{};
-    // A connection that says nothing (or not enough) is not one of ours: wait for the next.
-    if (!tcp::transfer(peer.fd(), &h, sizeof(h), false, deadline, kWho, "hello").ok()) continue;
+    // A connection that says nothing (or not enough) is not one of ours: wait for the next. A
+    // rank says hello as soon as it connects, so a few seconds is plenty, and a silent stranger
+    // cannot hold up the ranks behind it for the whole timeout.
+    const auto hello_by = std::min(deadline, Clock::now() + std::chrono::seconds(5));
+    if (!tcp::transfer(peer.fd(), &h, sizeof(h), false, hello_by, kWho, "hello").ok()) continue;
     if (std::string bad = hello_problem(h, c, peers_); !bad.empty()) {
       const Status refused = invalid_argument(fmt::format("socket group: {}", bad));
       send_error(peer.fd(), 0, refused, out_, std::min(deadline, Clock::now() + timeout_));

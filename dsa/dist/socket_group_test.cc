@@ -218,8 +218,8 @@ TEST(SocketGroup, ARankThatNeverCallsIsNamedWithinTheTimeout) {
       const Status s = (*g)->all_reduce(v, ReduceOp::kMax);
       const int64_t ms = ms_since(t);
       if (s.ok()) return failed(kCallSucceeded, c.rank, "a call without rank 2 succeeded");
-      // Rank 0 waits its timeout; rank 1 hears rank 0's verdict.
-      if (ms < 450 || ms > 1400) {
+      // Rank 0 waits its timeout; rank 1 hears rank 0's verdict (sooner, if it started later).
+      if ((c.rank == 0 && ms < 450) || ms > 1400) {
         return failed(kWrongTiming, c.rank, "failed after " + std::to_string(ms) + " ms");
       }
       if (!contains(s, "all_reduce #1") || !contains(s, "ranks [0, 1] arrived") ||
@@ -287,6 +287,9 @@ std::vector<int> run_refusal(const std::function<void(SocketGroupConfig&)>& spoi
     if (c.rank == 2) spoil(mine);
     auto g = SocketGroup::create(mine);
     if (g.ok()) return failed(kCreateSucceeded, c.rank, "create succeeded");
+    // Rank 1 learns the refusal only if it checked in before rank 2 was refused; on a loaded
+    // machine it may come later and find rank 0 gone. Either way its create must fail.
+    if (c.rank == 1 && !contains(g.status(), "refused")) return int(kOk);
     const StatusCode want =
         c.rank == 0 ? StatusCode::kInvalidArgument : StatusCode::kFailedPrecondition;
     const std::string prefix =

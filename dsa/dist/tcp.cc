@@ -71,11 +71,14 @@ Status transfer(int fd, void* buf, size_t n, bool send, Clock::time_point deadli
 StatusOr<Socket> listen_on(const InitAddr& addr, int backlog, std::string_view who) {
   DSA_ASSIGN_OR_RETURN(addrinfo * ai, resolve(addr, true, who));
   Socket listener = nonblocking_socket(ai);
-  const int one = 1;
-  ::setsockopt(listener.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  const bool bound = listener.valid() && ::bind(listener.fd(), ai->ai_addr, ai->ai_addrlen) == 0 &&
-                     ::listen(listener.fd(), backlog) == 0;
-  const std::string why = errno_text();  // before freeaddrinfo can touch errno
+  bool bound = false;
+  if (listener.valid()) {
+    const int one = 1;
+    ::setsockopt(listener.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    bound = ::bind(listener.fd(), ai->ai_addr, ai->ai_addrlen) == 0 &&
+            ::listen(listener.fd(), backlog) == 0;
+  }
+  const std::string why = errno_text();  // of the call that failed, before freeaddrinfo
   ::freeaddrinfo(ai);
   if (!bound) {
     return internal_error(

@@ -90,7 +90,14 @@ long=(--prompts-file "$tmp/five" --max-new-tokens 400 --ignore-eos --dp 2 --dp-p
 start_long() {
   "$dsa" generate --model "$model" "${long[@]}" >"$1" 2>"$1.err" &
   launcher=$!
-  (sleep 120 && kill -9 "$launcher" 2>/dev/null) &
+  # The guard's sleep must not outlive the test holding its output open: stop_guard's SIGTERM
+  # ends the guard and its sleep.
+  (
+    trap 'kill "$s" 2>/dev/null; exit 0' TERM
+    sleep 120 &
+    s=$!
+    wait "$s" && kill -9 "$launcher" 2>/dev/null
+  ) &
   guard=$!
   for _ in $(seq 100); do
     [ "$(pgrep -P "$launcher" | wc -l)" -eq 2 ] && break
@@ -98,12 +105,20 @@ start_long() {
   done
   sleep 1
 }
+stop_guard() { kill "$guard" 2>/dev/null; }
+# The child of the launcher whose environment says DSA_RANK=$1.
+rank_pid() {
+  local p
+  for p in $(pgrep -P "$launcher"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "DSA_RANK=$1" && echo "$p"
+  done
+}
 # A rank killed mid-run: the launcher stops the other and names the dead one; nothing hangs.
 start_long "$tmp/kill.out"
-kill -9 "$(pgrep -P "$launcher" | sort -n | tail -1)"
+kill -9 "$(rank_pid 1)"
 wait "$launcher"
 rc=$?
-kill "$guard" 2>/dev/null
+stop_guard
 expect "a rank killed: exit 1 (got $rc), the rank named with its signal" \
   '[ "$rc" -eq 1 ] && grep -q "rank 1 (local rank 1, node 0) was killed by signal 9" "$tmp/kill.out.err"'
 # SIGINT to the launcher: forwarded; the ranks vote to stop and leave after the same step.
@@ -111,11 +126,13 @@ start_long "$tmp/int.out"
 kill -INT "$launcher"
 wait "$launcher"
 rc=$?
-kill "$guard" 2>/dev/null
+stop_guard
 expect "SIGINT: exit 130 (got $rc), both ranks' summaries written, the stop said" \
   '[ "$rc" -eq 130 ] && [ "$(grep -c "^\[dp rank" "$tmp/int.out")" -eq 2 ] && grep -q "interrupted: the 2 ranks stopped after the same step" "$tmp/int.out.err"'
 
 refused "--ep-size = 2 with one process per rank" --prompt Hi --dp 2 --dp-processes --ep 2
+refused "--prompts-file /dev/fd/[0-9]+ with one process per rank: must be a regular file" \
+  --prompts-file <(echo Hi) --dp 2 --dp-processes
 refused "--profile-device-time with --dp-size = 2" --prompt Hi --dp 2 --dp-processes --profile-device-time
 expect "a half-set rank environment is refused, naming the variable" 'DSA_RANK=0 timeout 60 "$dsa" generate --model "$model" --prompt Hi --dp 2 --dp-processes 2>&1 | grep -q "DSA_LOCAL_RANK is not set"'
 exit $fail

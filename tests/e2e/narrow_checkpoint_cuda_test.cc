@@ -98,9 +98,11 @@ void greedy_matches_cpu(int32_t d) {
 // Teacher-forced: each prompt followed by the CPU's greedy continuation, one EXTEND forward on each
 // backend, the logits of the continuation's rows compared. The FP8 activation quantiser (SPEC.md
 // §8.8) rounds to e4m3 per (token, 128) block, and a class-T difference in one input flips some
-// roundings, so the bound is on the mean error relative to the logits' own scale (5%: a wrong
-// kernel is off by about the scale itself) and on argmax agreement where the CPU's top-two gap
-// clears tau (90% of those rows: a router decision within its margin may still flip a row).
+// roundings, so the bound is statistical: each row's mean |error| over its spread (the standard
+// deviation of the CPU's row, which a shared offset does not move) must average under 5% (a wrong
+// kernel is off by about the spread itself); and where the CPU's top-two gap clears tau the argmax
+// must agree on 90% of the rows (a router decision within its margin may still flip one), with at
+// least a quarter of all rows clearing tau, so the argmax check is not empty.
 TEST(NarrowCheckpointCuda, TeacherForcedLogitsMatchCpu) {
   DSA_SKIP_WITHOUT_GPU();
   model::testing::TempDir tmp;
@@ -111,36 +113,51 @@ TEST(NarrowCheckpointCuda, TeacherForcedLogitsMatchCpu) {
   auto gpu = load(tmp / "v32", *cuda_table(), 0, n);
   ASSERT_TRUE(cpu && gpu);
   const auto continuation = generate(*cpu, prompts, kNewTokens);
-  const int32_t V = int32_t(cpu->config().vocab_size);
+  const size_t V = size_t(cpu->config().vocab_size);
+  int32_t all_rows = 0, all_clear = 0, all_agree = 0;
+  double relative_sum = 0;
   for (int32_t i = 0; i < n; ++i) {
     std::vector<int32_t> ids = prompts[size_t(i)];
     ids.insert(ids.end(), continuation[size_t(i)].begin(), continuation[size_t(i)].end());
     const int32_t rows = int32_t(continuation[size_t(i)].size());
     const auto want = last_rows(*cpu, ids, rows), got = last_rows(*gpu, ids, rows);
     ASSERT_EQ(got.size(), want.size());
-    ASSERT_EQ(want.size(), size_t(rows) * size_t(V));
-    double max_abs = 0, mean_abs = 0, mean_scale = 0;
-    for (size_t k = 0; k < got.size(); ++k) {
-      ASSERT_TRUE(std::isfinite(got[k])) << "row " << k / size_t(V) << " column " << k % size_t(V);
-      const double e = std::fabs(double(got[k]) - double(want[k]));
-      max_abs = std::max(max_abs, e);
-      mean_abs += e / double(got.size());
-      mean_scale += std::fabs(double(want[k])) / double(got.size());
-    }
+    ASSERT_EQ(want.size(), size_t(rows) * V);
+    double max_abs = 0, relative = 0;
     int32_t clear = 0, agree = 0;
     for (int32_t r = 0; r < rows; ++r) {
-      auto [token, gap] = argmax_gap(&want[size_t(r) * size_t(V)], V);
+      const float* w = &want[size_t(r) * V];
+      const float* g = &got[size_t(r) * V];
+      double mean = 0, err = 0;
+      for (size_t k = 0; k < V; ++k) {
+        ASSERT_TRUE(std::isfinite(g[k])) << "prompt " << i << " row " << r << " column " << k;
+        mean += double(w[k]) / double(V);
+        const double e = std::fabs(double(g[k]) - double(w[k]));
+        max_abs = std::max(max_abs, e);
+        err += e / double(V);
+      }
+      double var = 0;
+      for (size_t k = 0; k < V; ++k) var += (double(w[k]) - mean) * (double(w[k]) - mean);
+      const double spread = std::sqrt(var / double(V));
+      ASSERT_GT(spread, 0) << "prompt " << i << " row " << r << ": the CPU's logits are constant";
+      relative += err / spread;
+      auto [token, gap] = argmax_gap(w, int32_t(V));
       if (gap < kNearTieTau) continue;
       ++clear;
-      agree += argmax_gap(&got[size_t(r) * size_t(V)], V).first == token;
+      agree += argmax_gap(g, int32_t(V)).first == token;
     }
     std::printf(
         "narrow V3.2 checkpoint, teacher-forced, prompt %d: %d rows, cuda vs cpu max |dlogit| "
-        "%.4f, mean %.5f (mean |logit| %.4f), argmax agrees on %d of %d rows with gap >= tau\n",
-        i, rows, max_abs, mean_abs, mean_scale, agree, clear);
-    EXPECT_LE(mean_abs, 0.05 * mean_scale) << "prompt " << i;
-    EXPECT_GE(agree, (clear * 9 + 9) / 10) << "prompt " << i;
+        "%.4f, mean |dlogit| / row spread %.5f, argmax agrees on %d of %d rows with gap >= tau\n",
+        i, rows, max_abs, relative / double(rows), agree, clear);
+    all_rows += rows;
+    all_clear += clear;
+    all_agree += agree;
+    relative_sum += relative;
   }
+  EXPECT_LE(relative_sum / double(all_rows), 0.05);
+  EXPECT_GE(all_clear, (all_rows + 3) / 4) << "too few rows clear tau for the argmax check";
+  EXPECT_GE(all_agree, (all_clear * 9 + 9) / 10);
 }
 
 TEST(NarrowCheckpointCuda, GreedyDecodeMatchesCpuUpToNearTies) {

@@ -2,6 +2,14 @@
 
 namespace dsa::dist {
 
+void sum_bf16_blocks(std::span<const bf16* const> blocks, size_t count, bf16* out) {
+  for (size_t i = 0; i < count; ++i) {
+    float acc = bf16_to_float(blocks[0][i]);
+    for (size_t q = 1; q < blocks.size(); ++q) acc += bf16_to_float(blocks[q][i]);
+    out[i] = float_to_bf16(acc);
+  }
+}
+
 Status SoloDeviceCollective::all_gather(const void* send, void* recv, size_t bytes_per_rank) {
   if (bytes_per_rank == 0) return ok_status();
   return copy_(recv, send, bytes_per_rank);

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "dsa/core/dtype.h"
 #include "dsa/core/status.h"
@@ -29,12 +30,20 @@ class DeviceCollective {
   // q * bytes_per_rank (rank order). send and recv must not overlap.
   virtual Status all_gather(const void* send, void* recv, size_t bytes_per_rank) = 0;
   // send [world_size * count] bf16 on every rank; recv [count] on rank r: element i is the sum over
-  // ranks q of send_q[r * count + i]. The in-process group adds in rank order in fp32 from rank
-  // 0's value and rounds once; NCCL's order is its own. Where every rank but one holds -0.0 (the
-  // MoE's slot outputs, each computed by one rank) every order gives the one value bit for bit:
-  // -0 is the additive identity (+0 is not: +0 + -0 = +0).
+  // ranks q of send_q[r * count + i]. The host groups (in-process, TCP) add in rank order in fp32
+  // from rank 0's value and round once (sum_bf16_blocks); NCCL's order is its own. Where every
+  // rank but one holds -0.0 (the MoE's slot outputs, each computed by one rank) every order gives
+  // the one value bit for bit: -0 is the additive identity (+0 is not: +0 + -0 = +0).
   virtual Status reduce_scatter_sum_bf16(const bf16* send, bf16* recv, size_t count) = 0;
 };
+
+// The host form of reduce_scatter_sum_bf16's sum, shared by every group that reduces on the host
+// (LocalDeviceGroup, SocketGroup) so that they give the same bits: out[i] is the sum over q of
+// blocks[q][i], added in rank order in fp32 from blocks[0][i] (not from +0, which would turn a
+// lone -0 into +0) and rounded to bf16 once. blocks[q] is rank q's block [count] for the receiving
+// rank (send_q + r * count); blocks is not empty. With one block it is the round trip through
+// fp32: every value comes back bit for bit, except that a NaN comes back quiet.
+void sum_bf16_blocks(std::span<const bf16* const> blocks, size_t count, bf16* out);
 
 // World size 1: both collectives are a copy of send to recv, by the backend's copy (host memcpy;
 // cudaMemcpyAsync on the current stream). `copy` is runtime::MemoryOps::copy of the backend the

@@ -44,14 +44,11 @@ class LocalDeviceGroup::Rank final : public DeviceCollective {
   Status reduce_scatter_sum_bf16(const bf16* send, bf16* recv, size_t count) override {
     DSA_RETURN_IF_ERROR(publish(Kind::kReduceScatter, send, count));
     const size_t base = size_t(rank_) * count;
-    for (size_t i = 0; i < count; ++i) {
-      // Rank order, from rank 0's value (not from +0, which would turn a lone -0 into +0).
-      float acc = bf16_to_float(static_cast<const bf16*>(g_.posted_[0])[base + i]);
-      for (int32_t q = 1; q < world_size(); ++q) {
-        acc += bf16_to_float(static_cast<const bf16*>(g_.posted_[size_t(q)])[base + i]);
-      }
-      recv[i] = float_to_bf16(acc);
+    blocks_.resize(size_t(world_size()));
+    for (int32_t q = 0; q < world_size(); ++q) {
+      blocks_[size_t(q)] = static_cast<const bf16*>(g_.posted_[size_t(q)]) + base;
     }
+    sum_bf16_blocks(blocks_, count, recv);  // rank order, from rank 0's value, rounded once
     return release(Kind::kReduceScatter);
   }
 
@@ -89,6 +86,7 @@ class LocalDeviceGroup::Rank final : public DeviceCollective {
   LocalDeviceGroup& g_;
   int32_t rank_;
   Status broken_;
+  std::vector<const bf16*> blocks_;  // reduce_scatter: each rank's block for this rank
 };
 
 StatusOr<std::unique_ptr<LocalDeviceGroup>> LocalDeviceGroup::create(

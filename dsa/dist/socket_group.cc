@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <string>
 
 namespace dsa::dist {
@@ -19,9 +20,13 @@ using tcp::Clock;
 
 constexpr std::string_view kWho = "socket group";
 constexpr uint32_t kMagic = 0x44534147;  // "DSAG": not the bootstrap's "DSAB"
-constexpr uint32_t kVersion = 1;
+// 2: the call header names the collective's kind (all_reduce, all_gather, reduce_scatter).
+constexpr uint32_t kVersion = 2;
 // Rank 0's error text as sent to the peers; longer is cut (it only has to name what went wrong).
 constexpr size_t kMaxMessageBytes = 4096;
+// A message with at most this many bytes of data goes out as one send, header and data copied
+// into one buffer; a larger one as the header, then the data from where it is (no copy).
+constexpr size_t kCopyAtMostBytes = size_t(64) << 10;
 
 // A peer's first message.
 struct Hello {
@@ -29,20 +34,23 @@ struct Hello {
   int32_t rank, world_size;
   uint64_t flags_hash;
 };
-// A peer's part of one all_reduce; `count` int64 values follow.
+// A peer's part of one collective; its data follows: all_reduce `size` int64 values, all_gather
+// `size` bytes, reduce_scatter world_size * `size` bf16 values.
 struct CallHeader {
-  int64_t seq;  // 1 for the first all_reduce
-  uint64_t count;
-  uint32_t op;  // ReduceOp
-  uint32_t reserved;
+  int64_t seq;    // 1 for the group's first collective, of any kind
+  uint64_t size;  // values, bytes per rank, values per rank (SocketGroup::Call::size)
+  uint32_t kind;  // SocketGroup::Kind
+  uint32_t op;    // ReduceOp (all_reduce; 0 for the others)
 };
-// Rank 0's answer to a hello (seq 0) or to an all_reduce: code 0 and `count` values (none for a
-// hello), or a StatusCode and `count` bytes of rank 0's error message.
+// Rank 0's answer to a hello (seq 0, kind 0) or to a collective: code 0, the call's size and kind,
+// and its result (none for a hello): all_reduce `count` int64 values, all_gather world_size *
+// `count` bytes, reduce_scatter `count` bf16 values; or a StatusCode and `count` bytes of rank
+// 0's error message (kind 0).
 struct Verdict {
   int64_t seq;
   uint64_t count;
   uint32_t code;
-  uint32_t reserved;
+  uint32_t kind;
 };
 static_assert(sizeof(Hello) == 24 && sizeof(CallHeader) == 24 && sizeof(Verdict) == 24);
 
@@ -59,6 +67,19 @@ void build(std::vector<uint8_t>& out, const Header& h, const T* payload, size_t 
   out.resize(sizeof(Header) + n * sizeof(T));
   std::memcpy(out.data(), &h, sizeof(Header));
   if (n > 0) std::memcpy(out.data() + sizeof(Header), payload, n * sizeof(T));
+}
+
+// Sends the header and then `n` bytes of `data` (see kCopyAtMostBytes).
+template <class Header>
+Status send_message(int fd, const Header& h, const void* data, size_t n, std::vector<uint8_t>& out,
+                    Clock::time_point deadline, std::string_view who, std::string_view what) {
+  if (n <= kCopyAtMostBytes) {
+    build(out, h, static_cast<const uint8_t*>(data), n);
+    return tcp::transfer(fd, out.data(), out.size(), true, deadline, who, what);
+  }
+  Header copy = h;
+  DSA_RETURN_IF_ERROR(tcp::transfer(fd, &copy, sizeof(copy), true, deadline, who, what));
+  return tcp::transfer(fd, const_cast<void*>(data), n, true, deadline, who, what);
 }
 
 std::string op_text(uint32_t op) {
@@ -227,8 +248,38 @@ Status SocketGroup::join(const SocketGroupConfig& c) {
   return ok_status();
 }
 
-std::string SocketGroup::call_name(ReduceOp op, size_t count) const {
-  return fmt::format("all_reduce #{} ({}, {} values)", calls_, reduce_op_name(op), count);
+std::string SocketGroup::kind_text(uint32_t kind) {
+  switch (Kind(kind)) {
+    case Kind::kAllReduce:
+      return "all_reduce";
+    case Kind::kAllGather:
+      return "all_gather";
+    case Kind::kReduceScatter:
+      return "reduce_scatter_sum_bf16";
+  }
+  return fmt::format("<unknown kind {}>", kind);
+}
+
+// What a call's size counts, as the messages say it.
+std::string_view SocketGroup::size_unit(Kind kind) {
+  switch (kind) {
+    case Kind::kAllReduce:
+      return "values";
+    case Kind::kAllGather:
+      return "bytes per rank";
+    case Kind::kReduceScatter:
+      return "values per rank";
+  }
+  return "?";
+}
+
+std::string SocketGroup::call_name(const Call& call) const {
+  if (call.kind == Kind::kAllReduce) {
+    return fmt::format("all_reduce #{} ({}, {} values)", calls_, reduce_op_name(call.op),
+                       call.size);
+  }
+  return fmt::format("{} #{} ({} {})", kind_text(uint32_t(call.kind)), calls_, call.size,
+                     size_unit(call.kind));
 }
 
 Status SocketGroup::fail(Status error) {
@@ -247,20 +298,108 @@ Status SocketGroup::fail(Status error) {
   return broken_;
 }
 
-Status SocketGroup::all_reduce(std::span<int64_t> values, ReduceOp op) {
+StatusOr<SocketGroup::Call> SocketGroup::begin(Kind kind, ReduceOp op, uint64_t size) {
   if (!broken_.ok()) return broken_;
   ++calls_;
-  if (world_size_ == 1) return ok_status();
-  return rank_ == 0 ? root_all_reduce(values, op) : peer_all_reduce(values, op);
+  Call call{kind, op, size, 0, 0};
+  const uint64_t world = uint64_t(world_size_);
+  // Far beyond any memory; keeps the byte counts below from wrapping.
+  if (size > std::numeric_limits<size_t>::max() / 8 / world) {
+    return fail(invalid_argument(
+        fmt::format("socket group: {}: the size is too large to send", call_name(call))));
+  }
+  switch (kind) {
+    case Kind::kAllReduce:
+      call.send_bytes = call.result_bytes = size * sizeof(int64_t);
+      break;
+    case Kind::kAllGather:
+      call.send_bytes = size;
+      call.result_bytes = size * world;
+      break;
+    case Kind::kReduceScatter:
+      call.send_bytes = size * world * sizeof(bf16);
+      call.result_bytes = size * sizeof(bf16);
+      break;
+  }
+  return call;
 }
 
-Status SocketGroup::receive_from(int32_t r, ReduceOp op, size_t count, bool* done) {
+Status SocketGroup::all_reduce(std::span<int64_t> values, ReduceOp op) {
+  DSA_ASSIGN_OR_RETURN(const Call call, begin(Kind::kAllReduce, op, values.size()));
+  if (world_size_ == 1) return ok_status();
+  if (rank_ != 0) return peer_call(call, values.data(), values.data());
+  for (int32_t r = 1; r < world_size_; ++r) {
+    Incoming& in = incoming_[size_t(r)];
+    in.values.resize(values.size());
+    in.data = reinterpret_cast<uint8_t*>(in.values.data());
+  }
+  DSA_RETURN_IF_ERROR(root_collect(call));
+  for (int32_t r = 1; r < world_size_; ++r) reduce_into(values, incoming_[size_t(r)].values, op);
+  const Clock::time_point deadline = Clock::now() + timeout_;
+  for (int32_t r = 1; r < world_size_; ++r) {
+    DSA_RETURN_IF_ERROR(root_answer(call, r, values.data(), deadline));
+  }
+  return ok_status();
+}
+
+Status SocketGroup::all_gather(const void* send, void* recv, size_t bytes_per_rank) {
+  DSA_ASSIGN_OR_RETURN(const Call call, begin(Kind::kAllGather, ReduceOp::kSum, bytes_per_rank));
+  if (rank_ != 0) return peer_call(call, send, recv);
+  auto* out = static_cast<uint8_t*>(recv);
+  if (bytes_per_rank > 0) std::memcpy(out, send, bytes_per_rank);
+  if (world_size_ == 1) return ok_status();
+  // Each peer's bytes go straight to their place in recv.
+  for (int32_t r = 1; r < world_size_; ++r) {
+    incoming_[size_t(r)].data = out + size_t(r) * bytes_per_rank;
+  }
+  DSA_RETURN_IF_ERROR(root_collect(call));
+  const Clock::time_point deadline = Clock::now() + timeout_;
+  for (int32_t r = 1; r < world_size_; ++r) {
+    DSA_RETURN_IF_ERROR(root_answer(call, r, out, deadline));
+  }
+  return ok_status();
+}
+
+Status SocketGroup::reduce_scatter_sum_bf16(const bf16* send, bf16* recv, size_t count) {
+  DSA_ASSIGN_OR_RETURN(const Call call, begin(Kind::kReduceScatter, ReduceOp::kSum, count));
+  if (world_size_ == 1) {
+    const bf16* own[] = {send};
+    sum_bf16_blocks(own, count, recv);  // as LocalDeviceGroup's world size 1
+    return ok_status();
+  }
+  if (rank_ != 0) return peer_call(call, send, recv);
+  for (int32_t r = 1; r < world_size_; ++r) {
+    Incoming& in = incoming_[size_t(r)];
+    in.blocks.resize(size_t(world_size_) * count);
+    in.data = reinterpret_cast<uint8_t*>(in.blocks.data());
+  }
+  DSA_RETURN_IF_ERROR(root_collect(call));
+  // Rank r's block of the sum: block r of every rank's send, in rank order (sum_bf16_blocks, as
+  // LocalDeviceGroup adds them). The peers' first, so they go on while rank 0 sums its own.
+  parts_.resize(size_t(world_size_));
+  auto sum_block = [&](int32_t r, bf16* out) {
+    for (int32_t q = 0; q < world_size_; ++q) {
+      parts_[size_t(q)] = (q == 0 ? send : incoming_[size_t(q)].blocks.data()) + size_t(r) * count;
+    }
+    sum_bf16_blocks(parts_, count, out);
+  };
+  sum_.resize(count);
+  const Clock::time_point deadline = Clock::now() + timeout_;
+  for (int32_t r = 1; r < world_size_; ++r) {
+    sum_block(r, sum_.data());
+    DSA_RETURN_IF_ERROR(root_answer(call, r, sum_.data(), deadline));
+  }
+  sum_block(0, recv);
+  return ok_status();
+}
+
+Status SocketGroup::receive_from(int32_t r, const Call& call, bool* done) {
   static_assert(sizeof(Incoming::header) == sizeof(CallHeader));
   Incoming& in = incoming_[size_t(r)];
   const int fd = peers_[size_t(r)].fd();
   auto io_error = [&](Io io) {
     return internal_error(fmt::format(
-        "socket group: {}: rank {} {}", call_name(op, count), r,
+        "socket group: {}: rank {} {}", call_name(call), r,
         io == Io::kClosed ? "closed its connection (its process exited or its group broke)"
                           : "could not be read from: " + tcp::errno_text()));
   };
@@ -273,33 +412,35 @@ Status SocketGroup::receive_from(int32_t r, ReduceOp op, size_t count, bool* don
     std::memcpy(&h, in.header, sizeof(h));
     std::string differs;
     if (h.seq != calls_) {
-      differs = fmt::format("rank {} is at all_reduce #{}, rank 0 at #{}", r, h.seq, calls_);
-    } else if (h.op != uint32_t(op)) {
+      differs = fmt::format("rank {} is at collective #{}, rank 0 at #{}", r, h.seq, calls_);
+    } else if (h.kind != uint32_t(call.kind)) {
+      differs = fmt::format("rank {} made a call of kind {}, rank 0 of kind {}", r,
+                            kind_text(h.kind), kind_text(uint32_t(call.kind)));
+    } else if (call.kind == Kind::kAllReduce && h.op != uint32_t(call.op)) {
       differs = fmt::format("rank {} called it with op {}, rank 0 with {}", r, op_text(h.op),
-                            reduce_op_name(op));
-    } else if (h.count != count) {
-      differs = fmt::format("rank {} called it with {} values, rank 0 with {}", r, h.count, count);
+                            reduce_op_name(call.op));
+    } else if (h.size != call.size) {
+      differs = fmt::format("rank {} called it with {} {}, rank 0 with {}", r, h.size,
+                            size_unit(call.kind), call.size);
     }
     if (!differs.empty()) {
       return failed_precondition(fmt::format(
           "socket group: {}: {}: the ranks are not making the same call (SPEC.md §9 bug class 10)",
-          call_name(op, count), differs));
+          call_name(call), differs));
     }
-    in.values.resize(count);
     in.checked = true;
   }
-  if (Io io = read_available(fd, in.values.data(), count * sizeof(int64_t), &in.values_got);
-      io != Io::kComplete) {
+  if (Io io = read_available(fd, in.data, call.send_bytes, &in.data_got); io != Io::kComplete) {
     return io == Io::kWouldBlock ? ok_status() : io_error(io);
   }
   *done = true;
   return ok_status();
 }
 
-Status SocketGroup::root_all_reduce(std::span<int64_t> values, ReduceOp op) {
+Status SocketGroup::root_collect(const Call& call) {
   const Clock::time_point deadline = Clock::now() + timeout_;
-  for (Incoming& in : incoming_) {  // keeps each value buffer's capacity from the last call
-    in.header_got = in.values_got = 0;
+  for (Incoming& in : incoming_) {
+    in.header_got = in.data_got = 0;
     in.checked = in.done = false;
   }
   incoming_[0].done = true;
@@ -316,8 +457,8 @@ Status SocketGroup::root_all_reduce(std::span<int64_t> values, ReduceOp op) {
     const int ready = ::poll(fds.data(), fds.size(), tcp::ms_left(deadline));
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) {
-      return fail(internal_error(fmt::format("socket group: {}: poll: {}",
-                                             call_name(op, values.size()), tcp::errno_text())));
+      return fail(internal_error(
+          fmt::format("socket group: {}: poll: {}", call_name(call), tcp::errno_text())));
     }
     if (ready == 0) {
       std::vector<int32_t> here, missing;
@@ -328,67 +469,65 @@ Status SocketGroup::root_all_reduce(std::span<int64_t> values, ReduceOp op) {
           "socket group: watchdog: rank 0 waited {} ms in {}; ranks [{}] arrived, ranks [{}] did "
           "not answer (a rank skipped a collective or took a branch the others did not, SPEC.md "
           "§7)",
-          timeout_.count(), call_name(op, values.size()), fmt::join(here, ", "),
-          fmt::join(missing, ", "))));
+          timeout_.count(), call_name(call), fmt::join(here, ", "), fmt::join(missing, ", "))));
     }
     for (size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       const int32_t r = ranks[i];
       bool done = false;
-      if (Status s = receive_from(r, op, values.size(), &done); !s.ok()) return fail(s);
+      if (Status s = receive_from(r, call, &done); !s.ok()) return fail(s);
       if (!done) continue;
       incoming_[size_t(r)].done = true;
-      reduce_into(values, incoming_[size_t(r)].values, op);
       --pending;
     }
-  }
-  build(out_, Verdict{calls_, values.size(), 0, 0}, values.data(), values.size());
-  const Clock::time_point send_deadline = Clock::now() + timeout_;
-  for (int32_t r = 1; r < world_size_; ++r) {
-    Status sent = tcp::transfer(
-        peers_[size_t(r)].fd(), out_.data(), out_.size(), true, send_deadline, kWho,
-        fmt::format("{}: sending the result to rank {}", call_name(op, values.size()), r));
-    if (!sent.ok()) return fail(sent);
   }
   return ok_status();
 }
 
-Status SocketGroup::peer_all_reduce(std::span<int64_t> values, ReduceOp op) {
+Status SocketGroup::root_answer(const Call& call, int32_t r, const void* result,
+                                Clock::time_point deadline) {
+  Status sent =
+      send_message(peers_[size_t(r)].fd(), Verdict{calls_, call.size, 0, uint32_t(call.kind)},
+                   result, call.result_bytes, out_, deadline, kWho,
+                   fmt::format("{}: sending the result to rank {}", call_name(call), r));
+  return sent.ok() ? sent : fail(sent);
+}
+
+Status SocketGroup::peer_call(const Call& call, const void* send, void* result) {
   const Clock::time_point start = Clock::now();
   // Rank 0 is the watchdog; the grace lets its verdict, which names the rank it waited for,
   // arrive before this rank's own deadline says only that rank 0 did not answer.
   const Clock::time_point deadline =
       start + timeout_ + std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(5));
   const std::string who = fmt::format("socket group: rank {}", rank_);
-  const std::string call = call_name(op, values.size());
+  const std::string name = call_name(call);
   const int fd = root_.fd();
-  build(out_, CallHeader{calls_, values.size(), uint32_t(op), 0}, values.data(), values.size());
-  Status sent = tcp::transfer(fd, out_.data(), out_.size(), true, start + timeout_, who,
-                              fmt::format("{}: sending to rank 0", call));
+  Status sent = send_message(
+      fd, CallHeader{calls_, call.size, uint32_t(call.kind), uint32_t(call.op)}, send,
+      call.send_bytes, out_, start + timeout_, who, fmt::format("{}: sending to rank 0", name));
   Verdict v{};
   // When the send failed, rank 0 may have broken the group already: its reason, if it is here
   // now, says more than the failed send.
   Status got = tcp::transfer(fd, &v, sizeof(v), false, sent.ok() ? deadline : Clock::now(), who,
-                             fmt::format("{}: waiting for rank 0's result", call));
+                             fmt::format("{}: waiting for rank 0's result", name));
   if (!got.ok()) {
     if (!sent.ok()) return fail(sent);
     return fail(internal_error(fmt::format(
-        "{} (rank 0 gathers every rank's values and answers; it did not within {} ms)",
-        got.message(),
+        "{} (rank 0 gathers every rank's data and answers; it did not within {} ms)", got.message(),
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count())));
   }
   if (v.code != 0) {
     return fail(
-        status_from_verdict(v.code, fmt::format("{}: {}: rank 0 broke the group: {}", who, call,
+        status_from_verdict(v.code, fmt::format("{}: {}: rank 0 broke the group: {}", who, name,
                                                 read_error_text(fd, v, Clock::now() + timeout_))));
   }
-  if (v.seq != calls_ || v.count != values.size()) {
-    return fail(internal_error(fmt::format("{}: {}: rank 0 answered all_reduce #{} with {} values",
-                                           who, call, v.seq, v.count)));
+  if (v.seq != calls_ || v.kind != uint32_t(call.kind) || v.count != call.size) {
+    return fail(internal_error(fmt::format("{}: {}: rank 0 answered {} #{} of size {}", who, name,
+                                           kind_text(v.kind), v.seq, v.count)));
   }
-  if (!sent.ok()) return fail(sent);  // rank 0 cannot have a result without this rank's values
-  Status read = tcp::transfer(fd, values.data(), values.size_bytes(), false, deadline, who,
-                              fmt::format("{}: receiving rank 0's result", call));
+  if (!sent.ok()) return fail(sent);  // rank 0 cannot have a result without this rank's data
+  Status read = tcp::transfer(fd, result, call.result_bytes, false, deadline, who,
+                              fmt::format("{}: receiving rank 0's result", name));
   if (!read.ok()) return fail(read);
   return ok_status();
 }

@@ -333,10 +333,21 @@ StatusOr<int> run(const GenerateArgs& a) {
   }
   // --ep-size N (= N): the ranks' MoE collectives, made before the models that use them (and
   // destroyed after them).
+  // A rank process's MoE collectives are its process group's (SocketGroup's host-memory ones on
+  // the cpu).
   std::unique_ptr<dist::LocalDeviceGroup> ep_group;
-  if (setup.ep_size > 1) {
+  if (setup.ep_size > 1 && !rank) {
     DSA_ASSIGN_OR_RETURN(ep_group,
                          dist::LocalDeviceGroup::create(setup.ep_size, engine::kDpWatchdog));
+  }
+  if (setup.ep_size > 1 && rank) {
+    auto* device_group = dynamic_cast<dist::DeviceCollective*>(rank->group.get());
+    if (device_group == nullptr) {
+      return internal_error("--ep-size: this rank's process group has no MoE collectives");
+    }
+    mo.ep_rank = rank->env.rank;
+    mo.ep_size = setup.ep_size;
+    mo.ep_group = device_group;
   }
   std::vector<std::unique_ptr<model::DsaModel>> models;
   for (int32_t r = 0; r < (rank ? 1 : setup.dp_size); ++r) {

@@ -5,7 +5,8 @@
 # tokens at --dp 2 (five prompts) and --dp 3 (two prompts: a rank idles the whole run) equal
 # --dp 1's and the in-process ranks'; one summary per rank, labelled, with equal steps and every
 # request placed once; the text output is one stream, rank by rank; --dp 1 runs as one process;
-# a rank killed mid-run stops the others and is named (no hang); SIGINT stops every rank after the
+# --ep N across the rank processes gives the same tokens; a rank killed mid-run stops the others
+# and is named (no hang); SIGINT stops every rank after the
 # same step (exit 130, both ranks' summaries written); sampled tokens (temperature, top-p, top-k)
 # are the same on one rank, on in-process ranks and on rank processes, d = 0 and 3; refusals name
 # the flag.
@@ -59,6 +60,18 @@ for d in 0 3; do
       'grep -q "starting $dp rank processes" "$tmp/proc.$set_.$d.err"'
   done
 done
+
+# Expert parallelism across rank processes: each rank computes its half of the routed experts for
+# both ranks' rows over SocketGroup's host-memory all-gather and reduce-scatter
+# (model/expert_parallel.h), exactly: --dp 1's tokens, d = 0 and 3, and the same with a rank idle.
+for d in 0 3; do
+  gen "$tmp/ep.$d" "$tmp/five" 2 "$d" --ep 2 --dp-processes
+  expect "d $d: --dp 2 --ep 2 --dp-processes gives --dp 1's tokens" \
+    '[ "$(tokens "$tmp/ep.$d")" = "$(tokens "$tmp/one.five.$d")" ]'
+done
+gen "$tmp/ep.idle" "$tmp/two" 4 3 --ep 4 --dp-processes
+expect "d 3: --dp 4 --ep 4 --dp-processes over two prompts (two ranks idle) gives --dp 1's tokens" \
+  '[ "$(tokens "$tmp/ep.idle")" = "$(tokens "$tmp/one.two.3")" ]'
 
 # Sampling is keyed by (seed, request, position) (SPEC.md §6.3), never by the rank, the batch slot
 # or the step: the same sampled tokens on one rank, on in-process ranks and on rank processes, with
@@ -130,7 +143,8 @@ stop_guard
 expect "SIGINT: exit 130 (got $rc), both ranks' summaries written, the stop said" \
   '[ "$rc" -eq 130 ] && [ "$(grep -c "^\[dp rank" "$tmp/int.out")" -eq 2 ] && grep -q "interrupted: the 2 ranks stopped after the same step" "$tmp/int.out.err"'
 
-refused "--ep-size = 2 with one process per rank" --prompt Hi --dp 2 --dp-processes --ep 2
+refused "--ep-size = 2 with --device cuda: expert parallelism across GPUs has not run" \
+  --prompt Hi --dp 2 --ep 2 --device cuda
 refused "--prompts-file /dev/fd/[0-9]+ with one process per rank: must be a regular file" \
   --prompts-file <(echo Hi) --dp 2 --dp-processes
 refused "--profile-device-time with --dp-size = 2" --prompt Hi --dp 2 --dp-processes --profile-device-time

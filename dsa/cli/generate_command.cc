@@ -197,6 +197,41 @@ uint64_t run_hash(const GenerateArgs& a, const EngineSetup& setup, const Prompts
   return fnv1a_64(text);
 }
 
+// One engine's requests as `dsa generate` writes them: each written when it finishes (with its
+// prompt index) and released after the step that finished it, so the engine may forget it.
+class RequestBook {
+ public:
+  explicit RequestBook(GenerateReport& report) : report_(report) {}
+  // Before the engine is made: its finish callback writes through this book.
+  void attach(engine::EngineOptions& eo) {
+    eo.on_finish = [this](const engine::RequestState& r) {
+      report_.finished(index_of_.at(r.id), r);
+      written_.push_back(r.id);
+    };
+  }
+  // Prompt `index`'s request on `eng`; a refusal is written as the request's result.
+  bool add(engine::Engine& eng, size_t index, engine::GenerationRequest req) {
+    auto id = eng.add_request(std::move(req));
+    if (!id.ok()) {
+      report_.refused(index, id.status());
+      return false;
+    }
+    index_of_[*id] = index;
+    return true;
+  }
+  // After each step.
+  Status release_written(engine::Engine& eng) {
+    for (int64_t id : written_) DSA_RETURN_IF_ERROR(eng.release(id));
+    written_.clear();
+    return ok_status();
+  }
+
+ private:
+  GenerateReport& report_;
+  std::map<int64_t, size_t> index_of_;  // request id -> prompt index
+  std::vector<int64_t> written_;        // finished and written since the last release
+};
+
 // One rank of a run with a process per rank (generate_ranks.h): the placement every rank computes
 // alike picks its requests, which it runs stepping with the others until no rank has work; its
 // results and summary go to this process's stdout as requests finish. Returns the exit code the
@@ -215,28 +250,15 @@ StatusOr<int> run_rank(RankProcess& p, model::DsaModel& model, engine::EngineOpt
                std::vector<int64_t>(size_t(world), 0)};
   dp.rank = me;
   for (int32_t o : owner) ++dp.requests[size_t(o)];
-  std::map<int64_t, size_t> index_of;  // request id -> prompt index
-  std::vector<int64_t> written;        // finished and written: the engine may forget them
-  eo.on_finish = [&](const engine::RequestState& r) {
-    report.finished(index_of.at(r.id), r);
-    written.push_back(r.id);
-  };
+  RequestBook book(report);
+  book.attach(eo);
   engine::Engine eng(model, eo, p.group.get());
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (owner[i] != me) continue;
-    auto id = eng.add_request(std::move(requests[i]));
-    if (!id.ok()) {
-      report.refused(i, id.status());
-      continue;
-    }
-    index_of[*id] = i;
+    if (owner[i] == me) book.add(eng, i, std::move(requests[i]));
   }
   report.start();
-  DSA_ASSIGN_OR_RETURN(const int64_t steps,
-                       engine::run_rank_to_completion(eng, stop, [&]() -> Status {
-                         for (int64_t id : written) DSA_RETURN_IF_ERROR(eng.release(id));
-                         written.clear();
-                         return ok_status();
+  DSA_ASSIGN_OR_RETURN(const int64_t steps, engine::run_rank_to_completion(eng, stop, [&] {
+                         return book.release_written(eng);
                        }));
   // Every rank took every step (the loop's collective decides for all), so the counts agree.
   for (int64_t& n : dp.steps) n = steps;
@@ -278,6 +300,11 @@ StatusOr<int> run(const GenerateArgs& a) {
   }
   DSA_ASSIGN_OR_RETURN(Prompts prompts,
                        make_prompts(a, std::move(texts), tok ? &*tok : nullptr, config));
+  if (a.profile_device_time && setup.dp_size > 1) {
+    return invalid_argument(fmt::format(
+        "--profile-device-time with --dp-size = {}: profiles one engine only (use --dp-size 1)",
+        setup.dp_size));
+  }
   // One process per rank (generate_ranks.h): this process is the launcher, or one of its ranks.
   std::optional<RankProcess> rank;
   if (setup.dp_processes) {
@@ -290,11 +317,6 @@ StatusOr<int> run(const GenerateArgs& a) {
           a.prompts_file));
     }
     if (!env) {
-      if (a.profile_device_time && setup.dp_size > 1) {
-        return invalid_argument(fmt::format(
-            "--profile-device-time with --dp-size = {}: profiles one engine only (use --dp-size 1)",
-            setup.dp_size));
-      }
       // The backend's refusal (no device, a host-only build) once, here, not from every rank.
       DSA_RETURN_IF_ERROR(kernels::ops_for(setup.backend).status());
       return launch_generate_ranks(setup);
@@ -310,11 +332,6 @@ StatusOr<int> run(const GenerateArgs& a) {
   DSA_ASSIGN_OR_RETURN(const kernels::OpTable* ops, kernels::ops_for(setup.backend));
   model::ModelOptions mo = setup.model;
   mo.profile_device_time = a.profile_device_time;
-  if (a.profile_device_time && setup.dp_size > 1) {
-    return invalid_argument(fmt::format(
-        "--profile-device-time with --dp-size = {}: profiles one engine only (use --dp-size 1)",
-        setup.dp_size));
-  }
   // The ranks of a run share the terminal's stderr: rank 0 speaks for them.
   const bool quiet = rank && rank->env.rank > 0;
   if ((a.progress || isatty(STDERR_FILENO)) && !quiet) mo.on_load_progress = print_load_progress;
@@ -413,33 +430,22 @@ StatusOr<int> run(const GenerateArgs& a) {
     std::signal(SIGTERM, SIG_DFL);
     report.summary(run.metrics, run.timing, run.graphs, model->cache_plan(), run.dp);
   } else {
-    std::map<int64_t, size_t> index_of;  // request id -> prompt index
-    std::vector<int64_t> written;        // finished and written: the engine may forget them
     if (stream) {
       eo.on_tokens = [&](const engine::RequestState& r, std::span<const int32_t>) {
         report.stream(r);
       };
     }
-    eo.on_finish = [&](const engine::RequestState& r) {
-      report.finished(index_of.at(r.id), r);
-      written.push_back(r.id);
-    };
+    RequestBook book(report);
+    book.attach(eo);
     engine::Engine eng(*model, eo);
     DpSummary dp{1, {0}, {0}};
     for (size_t i = 0; i < requests.size(); ++i) {
-      auto id = eng.add_request(std::move(requests[i]));
-      if (!id.ok()) {
-        report.refused(i, id.status());
-        continue;
-      }
-      index_of[*id] = i;
-      ++dp.requests[0];
+      dp.requests[0] += book.add(eng, i, std::move(requests[i])) ? 1 : 0;
     }
     report.start();
     while (eng.has_work() && g_signal == 0) {
       DSA_RETURN_IF_ERROR(eng.step());
-      for (int64_t id : written) DSA_RETURN_IF_ERROR(eng.release(id));
-      written.clear();
+      DSA_RETURN_IF_ERROR(book.release_written(eng));
     }
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);

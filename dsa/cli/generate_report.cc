@@ -197,9 +197,11 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
   const double tokens_per_s = secs > 0 ? double(m.emitted) / secs : 0;
   const double ms_per_token = 1000.0 * secs / double(std::max<int64_t>(1, m.emitted));
   auto ms = [](double s) { return 1000.0 * s; };
+  // A rank of its own process reports its own requests; otherwise the run's.
+  const size_t requests = dp.rank >= 0 ? size_t(dp.requests.at(size_t(dp.rank))) : prompts_.size();
   if (json_) {
     json j = {{"summary",
-               {{"requests", prompts_.size()},
+               {{"requests", requests},
                 {"requests_failed", failed_},
                 {"tokens", m.emitted},
                 {"seconds", secs},
@@ -247,10 +249,7 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
     j["summary"]["dp"] = {{"world_size", dp.world_size},
                           {"steps_per_rank", dp.steps},
                           {"requests_per_rank", dp.requests}};
-    if (dp.rank >= 0) {
-      j["summary"]["dp"]["rank"] = dp.rank;
-      j["summary"]["requests"] = dp.requests.at(size_t(dp.rank));
-    }
+    if (dp.rank >= 0) j["summary"]["dp"]["rank"] = dp.rank;
     j["summary"]["kv_cache"] = {{"pages", cache.num_pages},
                                 {"page_bytes", cache.page_bytes},
                                 {"tokens", cache.tokens()},
@@ -276,8 +275,7 @@ void GenerateReport::summary(const engine::EngineMetrics& m, const model::Forwar
   fmt::print(
       "[{} requests, {} tokens in {:.2f} s: {:.1f} tokens/s, {:.1f} ms per output token, mean "
       "TTFT {:.0f} ms]\n",
-      dp.rank >= 0 ? size_t(dp.requests.at(size_t(dp.rank))) : prompts_.size(), m.emitted, secs,
-      tokens_per_s, ms_per_token, ms(m.mean_ttft_s()));
+      requests, m.emitted, secs, tokens_per_s, ms_per_token, ms(m.mean_ttft_s()));
   fmt::print(
       "[{} steps, {} forwards ({} graph replays): host {:.3f} ms per step launching, {:.3f} "
       "ms per step in forwards; {:.2f} ms per output token per request]\n",

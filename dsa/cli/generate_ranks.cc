@@ -58,8 +58,11 @@ StatusOr<int> launch_generate_ranks(const EngineSetup& setup) {
   lc.argv = argv;
   const Status launched = dist::launch_local_ranks(lc);
   int code = 1;  // no exit code left: the ranks did not reach the end of the run
-  const bool merged = std::filesystem::exists(exit_code_file(run_dir));
-  if (std::ifstream in(exit_code_file(run_dir)); in) in >> code;
+  bool merged = false;
+  if (std::ifstream in(exit_code_file(run_dir)); in) {
+    merged = true;
+    in >> code;
+  }
   if (!merged) {
     // The run broke before rank 0 appended the others' output: what they had finished is still
     // theirs to show (their requests were written as they finished), after rank 0's.

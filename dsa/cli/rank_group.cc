@@ -13,6 +13,7 @@
 #if DSA_HAVE_NCCL
 #include <cuda_runtime.h>
 
+#include "dsa/cuda/device_info.h"
 #include "dsa/dist/nccl_group.h"
 #endif
 
@@ -24,8 +25,7 @@ namespace {
 StatusOr<std::unique_ptr<dist::Collective>> nccl_rank_group(const dist::RankEnvironment& env,
                                                             const dist::InitAddr& addr,
                                                             uint64_t flags_hash) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+  const int devices = cuda::device_count();
   if (env.local_rank >= devices) {
     return failed_precondition(fmt::format(
         "rank {}: local rank {} needs GPU {}, but {} GPU(s) are visible (--dp-size is at most the "

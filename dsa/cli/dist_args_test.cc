@@ -1,6 +1,6 @@
 // --nnodes, --node-rank and --dist-init-addr through the same parse and resolve as `dsa generate`:
-// each bad value refused with the flag and the value; a good multi-node set resolved, and then
-// refused as a whole because no engine runs across nodes yet.
+// each bad value refused with the flag and the value; a good multi-node set resolved, one process
+// per rank implied, and --dp-size refused unless the nodes split it evenly.
 #include "dsa/cli/dist_args.h"
 
 #include <gtest/gtest.h>
@@ -42,7 +42,7 @@ TEST(DistArgs, RefusesEachBadValueNamingTheFlag) {
                  "--dist-init-addr = 'n0:65536': the port must be a number in [1, 65535]");
 }
 
-TEST(DistArgs, ResolvesAMultiNodeSetThenRefusesItAsNotWired) {
+TEST(DistArgs, ResolvesAMultiNodeSet) {
   auto a = parse_engine_args({"--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "n0:29500"});
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   auto d = resolve_dist_args(a->dist);
@@ -52,8 +52,17 @@ TEST(DistArgs, ResolvesAMultiNodeSetThenRefusesItAsNotWired) {
   ASSERT_TRUE(d->init_addr.has_value());
   EXPECT_EQ(d->init_addr->host, "n0");
   EXPECT_EQ(d->init_addr->port, 29500);
+  // The engine's resolution: several nodes mean one process per rank, dp_size / nnodes a node.
+  auto s =
+      resolve({"--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "n0:29500", "--dp", "4"});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_TRUE(s->dp_processes);
+  EXPECT_EQ(s->dp_size, 4);
+  EXPECT_EQ(s->dist.nnodes, 2);
   expect_refused({"--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "n0:29500"},
-                 "--nnodes = 2: multi-node runs need one process per GPU over NCCL");
+                 "--dp-size = 1 with --nnodes = 2: the ranks are split evenly over the nodes");
+  expect_refused({"--nnodes", "2", "--dist-init-addr", "n0:29500", "--dp", "3"},
+                 "--dp-size = 3 with --nnodes = 2");
 }
 
 TEST(DistArgs, OneNodeMayNameAnAddress) {

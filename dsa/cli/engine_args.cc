@@ -309,12 +309,14 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
   }
   DSA_ASSIGN_OR_RETURN(s.dist, resolve_dist_args(a.dist));
   if (s.dist.nnodes > 1) {
-    // The launcher and the bootstrap are built (dist/launcher.h, dist/bootstrap.h), but no engine
-    // runs its ranks as processes over NCCL yet: the flags would be accepted and do nothing.
-    return invalid_argument(fmt::format(
-        "--nnodes = {}: multi-node runs need one process per GPU over NCCL, which the engine "
-        "does not run yet (docs/multi_gpu.md); --nnodes 1 only",
-        s.dist.nnodes));
+    // Ranks on several nodes are processes by nature; each node's launcher starts its share.
+    s.dp_processes = true;
+    if (s.dp_size % s.dist.nnodes != 0) {
+      return invalid_argument(
+          fmt::format("--dp-size = {} with --nnodes = {}: the ranks are split evenly over the "
+                      "nodes, so --dp-size must be a multiple of --nnodes",
+                      s.dp_size, s.dist.nnodes));
+    }
   }
   if (a.checked_mode == "on" || a.checked_mode == "off") {
     s.checked = a.checked_mode == "on";

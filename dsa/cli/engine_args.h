@@ -105,12 +105,12 @@ struct EngineSetup {
   int32_t dp_size = 1;        // data-parallel ranks, in [1, kMaxDpSize]
   int32_t ep_size = 1;        // expert-parallel ranks: 1 or dp_size, dividing the routed experts
   bool dp_processes = false;  // one process per rank (cli/generate_ranks.h), not in-process ranks
-  DistSetup dist;  // nodes (1 only until the launcher is wired) and the bootstrap address
+  DistSetup dist;             // nodes (dp_size / nnodes ranks on each) and the bootstrap address
 };
 
 // Every rule between the flags and against the model's config.json: ranges, the speculative
 // flags' consistency, the context within max_position_embeddings; --dp-size > 1 on --device cuda
-// implies one process per rank (dp_processes).
+// and --nnodes > 1 imply one process per rank (dp_processes).
 // InvalidArgument with one line naming the flag as typed and its value. `num_requests` caps the
 // running requests (0: no cap).
 StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::ModelConfig& config,

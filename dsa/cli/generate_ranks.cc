@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "dsa/cli/command_line.h"
+#include "dsa/dist/gather_text.h"
 #include "dsa/dist/launcher.h"
 #include "dsa/dist/tcp.h"
 
@@ -47,12 +48,24 @@ StatusOr<int> launch_generate_ranks(const EngineSetup& setup) {
   const std::string run_dir = dir_template;
   ::setenv(kEnvInitAddr, addr.c_str(), 1);
   ::setenv(kEnvRunDir, run_dir.c_str(), 1);
-  fmt::print(stderr, "dsa generate: starting {} rank processes (one per {}), rank 0 at {}\n",
-             setup.dp_size, setup.backend == kernels::Backend::kCuda ? "GPU" : "rank", addr);
+  // resolve_engine_args checked that the nodes split the ranks evenly.
+  const int32_t local = setup.dp_size / setup.dist.nnodes;
+  const int32_t first = setup.dist.node_rank * local;  // this node's first global rank
+  const char* per = setup.backend == kernels::Backend::kCuda ? "GPU" : "rank";
+  if (setup.dist.nnodes > 1) {
+    fmt::print(stderr,
+               "dsa generate: node {} of {}: starting ranks {}..{} of {} (one process per {}), "
+               "rank 0 at {}{}\n",
+               setup.dist.node_rank, setup.dist.nnodes, first, first + local - 1, setup.dp_size,
+               per, addr, setup.dist.node_rank == 0 ? "" : "; the output is written by node 0");
+  } else {
+    fmt::print(stderr, "dsa generate: starting {} rank processes (one per {}), rank 0 at {}\n",
+               setup.dp_size, per, addr);
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   dist::LaunchConfig lc;
-  lc.local_world_size = setup.dp_size;
+  lc.local_world_size = local;
   lc.node_rank = setup.dist.node_rank;
   lc.nnodes = setup.dist.nnodes;
   lc.argv = argv;
@@ -64,9 +77,10 @@ StatusOr<int> launch_generate_ranks(const EngineSetup& setup) {
     in >> code;
   }
   if (!merged) {
-    // The run broke before rank 0 appended the others' output: what they had finished is still
-    // theirs to show (their requests were written as they finished), after rank 0's.
-    for (int32_t r = 1; r < setup.dp_size; ++r) {
+    // The run broke before rank 0 gathered the others' output: what this node's ranks had
+    // finished is still theirs to show (their requests were written as they finished), after rank
+    // 0's. (Global rank 0 wrote to this stdout itself.)
+    for (int32_t r = std::max(first, 1); r < first + local; ++r) {
       std::ifstream in(rank_file(run_dir, r), std::ios::binary);
       const std::string text((std::istreambuf_iterator<char>(in)),
                              std::istreambuf_iterator<char>());
@@ -83,8 +97,8 @@ StatusOr<int> launch_generate_ranks(const EngineSetup& setup) {
   if (code >= 128) {
     fmt::print(stderr,
                "dsa generate: interrupted: the {} ranks stopped after the same step; what had "
-               "finished was written\n",
-               setup.dp_size);
+               "finished was written{}\n",
+               setup.dp_size, setup.dist.node_rank == 0 ? "" : " by node 0");
   }
   return code;
 }
@@ -123,29 +137,46 @@ StatusOr<RankProcess> join_generate_ranks(const dist::RankEnvironment& env,
 
 Status merge_rank_outputs(RankProcess& p, int exit_code) {
   if (std::fflush(stdout) != 0) {
-    // A full disk on a rank's file: say so rather than leave its output short. The collective
-    // still runs, so the others are not left waiting for this rank.
+    // A full disk on a rank's file: say so rather than leave its output short. The collectives
+    // still run, so the others are not left waiting for this rank.
     exit_code = std::max(exit_code, 1);
     fmt::print(stderr, "dsa generate: rank {}: writing its output failed\n", p.env.rank);
   }
-  int64_t code[] = {exit_code};
-  // Every rank's file is complete once every rank has reached this collective.
-  DSA_RETURN_IF_ERROR(p.group->all_reduce(code, dist::ReduceOp::kMax));
-  if (p.env.rank != 0) return ok_status();
-  for (int32_t r = 1; r < p.env.world_size; ++r) {
-    const std::filesystem::path path = rank_file(p.run_dir, r);
+  // Rank > 0: its file, for rank 0 through the group, since the ranks of several nodes share no
+  // file system (rank 0 wrote to stdout as it went, and sends nothing).
+  std::string mine;
+  if (p.env.rank != 0) {
+    const std::filesystem::path path = rank_file(p.run_dir, p.env.rank);
     std::ifstream in(path, std::ios::binary);
-    if (!in) return internal_error(fmt::format("rank {}'s output {} is missing", r, path.string()));
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) {
-      return internal_error(fmt::format("writing rank {}'s output to stdout failed", r));
+    if (!in) {
+      // Still joins both collectives (with an empty text), so the others are not left waiting.
+      exit_code = std::max(exit_code, 1);
+      fmt::print(stderr, "dsa generate: rank {}: cannot read back its output {}\n", p.env.rank,
+                 path.string());
+    }
+    mine.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  int64_t code[] = {exit_code};
+  DSA_RETURN_IF_ERROR(p.group->all_reduce(code, dist::ReduceOp::kMax));
+  DSA_ASSIGN_OR_RETURN(const std::vector<std::string> texts, dist::all_gather_text(*p.group, mine));
+  if (p.env.rank == 0) {
+    for (int32_t r = 1; r < p.env.world_size; ++r) {
+      const std::string& text = texts[size_t(r)];
+      if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) {
+        return internal_error(fmt::format("writing rank {}'s output to stdout failed", r));
+      }
+    }
+    if (std::fflush(stdout) != 0) {
+      return internal_error("writing the ranks' output to stdout failed");
     }
   }
-  if (std::fflush(stdout) != 0) return internal_error("writing the ranks' output to stdout failed");
+  // The code for this node's launcher (one writer per node): its sign that the output is whole.
+  if (p.env.local_rank != 0) return ok_status();
   std::ofstream out(exit_code_file(p.run_dir));
   out << code[0] << "\n";
-  if (!out)
+  if (!out) {
     return internal_error(fmt::format("cannot write {}", exit_code_file(p.run_dir).string()));
+  }
   return ok_status();
 }
 

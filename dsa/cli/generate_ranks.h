@@ -6,9 +6,11 @@
 // on cuda; over TCP on the cpu, dist/socket_group.h), loads its own model, runs the requests the
 // shared placement gives it (every rank computes the same placement from the same prompts, so no
 // message is needed) and steps with the others until no rank has work (engine/dp_rank_loop.h).
-// Rank 0 writes to the terminal; the other ranks write to files in the run directory, which rank 0
-// appends in rank order after the last step, so the output is one stream: each rank's requests,
-// then its summary, labelled with its rank.
+// Rank 0 writes to the terminal; the other ranks write to files in their node's run directory,
+// which reach rank 0 through the group after the last step (dist/gather_text.h) and are appended
+// in rank order, so the output is one stream: each rank's requests, then its summary, labelled
+// with its rank. With --nnodes N every node runs this launcher with its --node-rank and starts
+// its --dp-size / N ranks; they meet at --dist-init-addr, and node 0 writes the output.
 #pragma once
 
 #include <cstdint>
@@ -27,10 +29,11 @@ namespace dsa::cli {
 inline constexpr const char* kEnvInitAddr = "DSA_DIST_INIT_ADDR";  // host:port of rank 0
 inline constexpr const char* kEnvRunDir = "DSA_DP_RUN_DIR";        // the ranks' output files
 
-// The launcher's side: starts setup.dp_size ranks of this process's command line
-// (command_line.h) and waits for them. --dist-init-addr, when given, is where rank 0 listens;
-// otherwise a free port on 127.0.0.1. Returns the exit code the command should end with: the
-// run's (merge_rank_outputs), or 1 with the failing rank named on stderr.
+// The launcher's side: starts this node's setup.dp_size / nnodes ranks of this process's command
+// line (command_line.h) and waits for them. --dist-init-addr, when given, is where rank 0 listens
+// (required with several nodes); otherwise a free port on 127.0.0.1. Returns the exit code the
+// command should end with: the run's (merge_rank_outputs), or 1 with the failing rank named on
+// stderr, after the output this node's ranks had written.
 StatusOr<int> launch_generate_ranks(const EngineSetup& setup);
 
 // A rank's side, once it knows it is one.
@@ -46,9 +49,10 @@ struct RankProcess {
 StatusOr<RankProcess> join_generate_ranks(const dist::RankEnvironment& env,
                                           const EngineSetup& setup, uint64_t flags_hash);
 
-// After the run: every rank flushes its output and meets the others in one collective, which also
-// takes the highest of the ranks' exit codes; then rank 0 appends the other ranks' files to its
-// stdout in rank order and leaves that code for the launcher (launch_generate_ranks returns it).
+// After the run: every rank flushes its output and meets the others in a collective that takes the
+// highest of the ranks' exit codes, then sends its file to rank 0 (dist/gather_text.h); rank 0
+// appends the texts to its stdout in rank order, and each node's local rank 0 leaves the code for
+// its launcher (launch_generate_ranks returns it).
 // Every rank process itself then exits 0: the launcher stops all ranks at the first non-zero exit,
 // which must stay the sign of a broken rank, not of a failed request.
 Status merge_rank_outputs(RankProcess& p, int exit_code);

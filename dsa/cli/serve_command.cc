@@ -130,11 +130,14 @@ StatusOr<int> run(const ServeArgs& a) {
   DSA_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_model_config(dir / "config.json"));
   DSA_ASSIGN_OR_RETURN(EngineSetup setup, resolve_engine_args(a.engine, config, 0));
   if (setup.dp_processes) {
+    const std::string why = setup.dist.nnodes > 1
+                                ? fmt::format("--nnodes = {}", setup.dist.nnodes)
+                                : fmt::format("--dp-size = {} with --device cuda", setup.dp_size);
     return invalid_argument(fmt::format(
-        "--dp-size = {} with --device cuda: dsa serve runs its data-parallel ranks in one "
-        "process, on the cpu only; one process per GPU is built for dsa generate so far "
+        "{}: dsa serve runs its data-parallel ranks in one process, on the cpu only; one process "
+        "per rank (one per GPU, several nodes) is built for dsa generate so far "
         "(docs/multi_gpu.md)",
-        setup.dp_size));
+        why));
   }
   const std::string model_name =
       !a.served_model_name.empty()

@@ -5,7 +5,8 @@
 # tokens at --dp 2 (five prompts) and --dp 3 (two prompts: a rank idles the whole run) equal
 # --dp 1's and the in-process ranks'; one summary per rank, labelled, with equal steps and every
 # request placed once; the text output is one stream, rank by rank; --dp 1 runs as one process;
-# --ep N across the rank processes gives the same tokens; a rank killed mid-run stops the others
+# --ep N across the rank processes gives the same tokens; two launchers as two nodes on loopback
+# (--nnodes 2) give --dp 1's tokens, node 0 writing all; a rank killed mid-run stops the others
 # and is named (no hang); SIGINT stops every rank after the
 # same step (exit 130, both ranks' summaries written); sampled tokens (temperature, top-p, top-k)
 # are the same on one rank, on in-process ranks and on rank processes, d = 0 and 3; refusals name
@@ -96,6 +97,46 @@ expect "text output: rank 0's summary, then rank 1's" \
   '[ "$(grep -o "^\[dp rank [0-9] of 2" "$tmp/text" | tr -d "\n")" = "[dp rank 0 of 2[dp rank 1 of 2" ]'
 expect "--dp 1 --dp-processes: one rank process, the prompt's --dp 1 tokens" \
   'gen "$tmp/solo" "$tmp/two" 1 0 --dp-processes && [ "$(tokens "$tmp/solo")" = "$(tokens "$tmp/one.two.0")" ] && grep -q "starting 1 rank processes" "$tmp/solo.err"'
+
+# Two "nodes" on loopback (docs/multi_gpu.md, "Multi-node"): two launchers with --nnodes 2,
+# their --node-rank and one --dist-init-addr, each starting its half of the ranks. Rank 0's node
+# writes every rank's output (gathered through the group: nodes share no files); node 1 writes
+# none. d = 3, --dp 2 (a rank a node) and --dp 4 (two a node, rank 3 idle over three prompts).
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+head -n 3 "$root/testdata/heldout.txt" >"$tmp/three"
+gen "$tmp/one.three.3" "$tmp/three" 1 3
+for dp in 2 4; do
+  addr=127.0.0.1:$(free_port)
+  nodes=(--nnodes 2 --dist-init-addr "$addr")
+  gen "$tmp/n1.$dp" "$tmp/three" "$dp" 3 "${nodes[@]}" --node-rank 1 &
+  node1=$!
+  gen "$tmp/n0.$dp" "$tmp/three" "$dp" 3 "${nodes[@]}" --node-rank 0
+  wait "$node1"
+  r=$(ranks "$tmp/n0.$dp")
+  expect "two nodes, --dp $dp: node 0 writes every prompt with --dp 1's tokens" \
+    '[ "$(tokens "$tmp/one.three.3" | wc -l)" -eq 3 ] && [ "$(tokens "$tmp/n0.$dp")" = "$(tokens "$tmp/one.three.3")" ]'
+  expect "two nodes, --dp $dp: node 0 writes the $dp ranks' summaries in rank order, node 1 nothing" \
+    '[ "$(cut -d" " -f1 <<<"$r" | tr -d "\n")" = "$(seq -s "" 0 $((dp - 1)))" ] && [ ! -s "$tmp/n1.$dp" ]'
+  expect "two nodes, --dp $dp: each launcher names its ranks" \
+    'grep -q "node 0 of 2: starting ranks 0..$((dp / 2 - 1)) of $dp" "$tmp/n0.$dp.err" && grep -q "node 1 of 2: starting ranks $((dp / 2))..$((dp - 1)) of $dp" "$tmp/n1.$dp.err"'
+done
+# A node with other flags is refused by rank 0 at the join (the flags hash), on both nodes.
+addr=127.0.0.1:$(free_port)
+timeout 120 "$dsa" generate --model "$model" --prompts-file "$tmp/three" --max-new-tokens 9 \
+  --dp 2 --nnodes 2 --node-rank 1 --dist-init-addr "$addr" >/dev/null 2>"$tmp/nm1.err" &
+node1=$!
+timeout 120 "$dsa" generate --model "$model" --prompts-file "$tmp/three" --max-new-tokens 8 \
+  --dp 2 --nnodes 2 --node-rank 0 --dist-init-addr "$addr" >/dev/null 2>"$tmp/nm0.err"
+rc0=$?
+wait "$node1"
+rc1=$?
+expect "two nodes with different flags: both exit 1 (got $rc0, $rc1), the hash mismatch named" \
+  '[ "$rc0" -eq 1 ] && [ "$rc1" -eq 1 ] && grep -q "runs with other flags" "$tmp/nm0.err" && grep -q "runs with other flags" "$tmp/nm1.err"'
+refused "--dp-size = 3 with --nnodes = 2: the ranks are split evenly over the nodes" \
+  --prompt Hi --dp 3 --nnodes 2 --dist-init-addr 127.0.0.1:9
+refused "--nnodes = 2 needs --dist-init-addr" --prompt Hi --dp 2 --nnodes 2
 
 # start_long OUT: the long run in the background, $launcher its pid (the dsa launcher itself, so
 # its children are the ranks), a guard that kills it after 120 s; returns once both ranks run.

@@ -134,6 +134,27 @@ wait "$node1"
 rc1=$?
 expect "two nodes with different flags: both exit 1 (got $rc0, $rc1), the hash mismatch named" \
   '[ "$rc0" -eq 1 ] && [ "$rc1" -eq 1 ] && grep -q "runs with other flags" "$tmp/nm0.err" && grep -q "runs with other flags" "$tmp/nm1.err"'
+# A node that dies mid-run (its launcher SIGKILLed, its ranks with it: PR_SET_PDEATHSIG): node 0
+# stops within seconds and names the lost rank; nothing hangs.
+addr=127.0.0.1:$(free_port)
+nlong=(--model "$model" --prompts-file "$tmp/three" --max-new-tokens 400 --ignore-eos --dp 2
+  --nnodes 2 --dist-init-addr "$addr")
+"$dsa" generate "${nlong[@]}" --node-rank 1 >/dev/null 2>"$tmp/nk1.err" &
+node1=$!
+timeout 120 "$dsa" generate "${nlong[@]}" --node-rank 0 >"$tmp/nk0" 2>"$tmp/nk0.err" &
+node0=$!
+for _ in $(seq 300); do # until both nodes run their rank, or 30 s
+  grep -q "starting ranks" "$tmp/nk0.err" && [ "$(pgrep -P "$node1" | wc -l)" -eq 1 ] && break
+  sleep 0.1
+done
+sleep 3
+t0=$(date +%s)
+kill -9 "$node1"
+wait "$node0"
+rc=$?
+took=$(($(date +%s) - t0))
+expect "node 1 killed mid-run: node 0 exits 1 in ${took} s (< 60, got rc $rc), naming the lost rank" \
+  '[ "$rc" -eq 1 ] && [ "$took" -lt 60 ] && grep -q "rank 1 closed its connection" "$tmp/nk0.err"'
 refused "--dp-size = 3 with --nnodes = 2: the ranks are split evenly over the nodes" \
   --prompt Hi --dp 3 --nnodes 2 --dist-init-addr 127.0.0.1:9
 refused "--nnodes = 2 needs --dist-init-addr" --prompt Hi --dp 2 --nnodes 2

@@ -11,6 +11,7 @@
 #include <cstdio>
 
 static int rank_main(int rank, ncclUniqueId id) {
+  std::setvbuf(stdout, nullptr, _IONBF, 0);  // the child leaves by _exit: nothing may stay buffered
   if (cudaSetDevice(0) != cudaSuccess) return 10;
   ncclComm_t comm;
   const ncclResult_t init = ncclCommInitRank(&comm, 2, id, rank);

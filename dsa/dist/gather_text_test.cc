@@ -26,8 +26,12 @@ TEST(AllGatherText, EveryRankGetsEveryRanksBytesInRankOrder) {
   constexpr size_t kChunk = kGatherChunkValues * sizeof(int64_t);
   // Per world size, each rank's length: empty ranks, a one-byte rank, a rank across a chunk edge
   // (not a multiple of 8), one longer than two chunks.
-  const std::vector<std::vector<size_t>> cases = {
-      {0}, {13}, {0, 0}, {1, kChunk - 3}, {kChunk + 5, 0, 7}, {2 * kChunk + 11, 9, 0, 1, 64, 3, 0, 8}};
+  const std::vector<std::vector<size_t>> cases = {{0},
+                                                  {13},
+                                                  {0, 0},
+                                                  {1, kChunk - 3},
+                                                  {kChunk + 5, 0, 7},
+                                                  {2 * kChunk + 11, 9, 0, 1, 64, 3, 0, 8}};
   uint64_t seed = 1;
   for (const std::vector<size_t>& lengths : cases) {
     const auto world = static_cast<int32_t>(lengths.size());
@@ -46,8 +50,8 @@ TEST(AllGatherText, EveryRankGetsEveryRanksBytesInRankOrder) {
       ASSERT_TRUE(got[size_t(r)].ok()) << got[size_t(r)].status().to_string();
       ASSERT_EQ(got[size_t(r)]->size(), texts.size());
       for (size_t q = 0; q < texts.size(); ++q) {
-        EXPECT_EQ((*got[size_t(r)])[q], texts[q]) << "world " << world << ", rank " << r
-                                                  << " receiving rank " << q;
+        EXPECT_EQ((*got[size_t(r)])[q], texts[q])
+            << "world " << world << ", rank " << r << " receiving rank " << q;
       }
     }
   }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stop 45, call 2: the narrow checkpoint's teacher-forced case rewritten (every expert active, so no
-# router decision can flip), the greedy narrow cases again, and the NCCL two-processes-on-one-GPU
+# router decision can flip; the greedy cases ran in call 1), and the NCCL two-processes-on-one-GPU
 # probe with its output unbuffered (call 1's children left by _exit and lost their lines).
 set -u
 W=/tmp/call2; mkdir -p "$W"
@@ -12,7 +12,7 @@ gpu_env "$W/env.txt" | head -3
 cmake --build build-gpu -j16 --target dsa narrow_checkpoint_cuda_test > "$W/build.log" 2>&1 || { echo BUILD FAIL; grep error -A3 "$W/build.log" | head; exit 1; }
 echo "build $(el) s"
 t=$(find build-gpu -name narrow_checkpoint_cuda_test -type f -executable | head -1)
-DSA_CHECKED=1 timeout 120 "$t" > "$W/narrow.log" 2>&1; echo "narrow rc=$?"
+DSA_CHECKED=1 timeout 120 "$t" --gtest_filter="*TeacherForced*" > "$W/narrow.log" 2>&1; echo "narrow rc=$?"
 grep -E "teacher|OK \]|FAILED|Failure|Expected|Which is|actual|router" "$W/narrow.log" | head -24
 bundle
 nvcc -O1 -o "$W/nccl_one_gpu" docs/gpu-runs/2026-12-07-s45/scripts/nccl_two_ranks_one_gpu.cc -lnccl > "$W/nccl_one_gpu.build" 2>&1 || tail -3 "$W/nccl_one_gpu.build"

@@ -348,16 +348,14 @@ StatusOr<int> run(const GenerateArgs& a) {
   if (!(rank && setup.backend == kernels::Backend::kCuda)) {
     mo.mem_fraction_static /= double(setup.dp_size);
   }
-  // --ep-size N (= N): the ranks' MoE collectives, made before the models that use them (and
-  // destroyed after them).
-  // A rank process's MoE collectives are its process group's (SocketGroup's host-memory ones on
-  // the cpu).
+  // --ep-size N (= N): the ranks' MoE collectives. In-process ranks share one LocalDeviceGroup,
+  // made before the models that use it (and destroyed after them); a rank process uses its
+  // process group's (SocketGroup's host-memory ones on the cpu).
   std::unique_ptr<dist::LocalDeviceGroup> ep_group;
   if (setup.ep_size > 1 && !rank) {
     DSA_ASSIGN_OR_RETURN(ep_group,
                          dist::LocalDeviceGroup::create(setup.ep_size, engine::kDpWatchdog));
-  }
-  if (setup.ep_size > 1 && rank) {
+  } else if (setup.ep_size > 1) {
     auto* device_group = dynamic_cast<dist::DeviceCollective*>(rank->group.get());
     if (device_group == nullptr) {
       return internal_error("--ep-size: this rank's process group has no MoE collectives");

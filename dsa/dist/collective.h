@@ -9,6 +9,7 @@
 // would hang, which is why the step agreement also cross-checks a step counter (engine/dp_step.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -18,6 +19,10 @@
 namespace dsa::dist {
 
 enum class ReduceOp { kSum, kMax };
+
+// Most int64 values one all_reduce may take on every group (NcclGroup stages them in buffers of
+// this size; the step agreement needs 8 + world size). Callers with more split them into calls.
+inline constexpr size_t kMaxAllReduceValues = 4096;
 
 std::string_view reduce_op_name(ReduceOp op);
 

@@ -24,7 +24,7 @@ StatusOr<std::vector<std::string>> all_gather_text(Collective& group, std::strin
   const size_t total = begin[world];
   std::string whole(total, '\0');
   std::vector<int64_t> chunk;
-  constexpr size_t kChunkBytes = kGatherChunkValues * sizeof(int64_t);
+  constexpr size_t kChunkBytes = kMaxAllReduceValues * sizeof(int64_t);
   for (size_t at = 0; at < total; at += kChunkBytes) {
     const size_t n = std::min(kChunkBytes, total - at);
     chunk.assign((n + sizeof(int64_t) - 1) / sizeof(int64_t), 0);

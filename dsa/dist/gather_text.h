@@ -7,8 +7,8 @@
 // elsewhere; a max all-reduce gives every rank every length. The bytes: the concatenation in rank
 // order, packed eight to an int64, each rank writing only its own byte range and zeros elsewhere;
 // a sum all-reduce of those disjoint ranges is exact (integer addition of zero and one value).
-// The bytes travel in chunks of at most kGatherChunkValues values per call (NcclGroup's bound on
-// one all_reduce); every rank makes the same calls in the same order, as the contract asks.
+// The bytes travel in chunks of at most kMaxAllReduceValues values per call (collective.h's bound
+// on one all_reduce); every rank makes the same calls in the same order, as the contract asks.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +21,6 @@
 
 namespace dsa::dist {
 
-inline constexpr size_t kGatherChunkValues = 4096;
 // Most bytes one rank may send (far above a run's output; keeps the world's total in int64 and
 // every rank's buffers bounded): InvalidArgument naming the rank and its size beyond it.
 inline constexpr size_t kMaxGatherBytesPerRank = size_t{1} << 30;

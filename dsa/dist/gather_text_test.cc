@@ -23,7 +23,7 @@ std::string random_bytes(size_t n, uint64_t seed) {
 }
 
 TEST(AllGatherText, EveryRankGetsEveryRanksBytesInRankOrder) {
-  constexpr size_t kChunk = kGatherChunkValues * sizeof(int64_t);
+  constexpr size_t kChunk = kMaxAllReduceValues * sizeof(int64_t);
   // Per world size, each rank's length: empty ranks, a one-byte rank, a rank across a chunk edge
   // (not a multiple of 8), one longer than two chunks.
   const std::vector<std::vector<size_t>> cases = {{0},

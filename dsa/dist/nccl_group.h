@@ -32,8 +32,8 @@ StatusOr<NcclId> nccl_unique_id();
 
 class NcclGroup final : public Collective, public DeviceCollective {
  public:
-  // Most int64 values one all_reduce takes (the step agreement needs 8 + world size).
-  static constexpr size_t kMaxValues = 4096;
+  // Most int64 values one all_reduce takes: the Collective contract's bound.
+  static constexpr size_t kMaxValues = kMaxAllReduceValues;
 
   // Joins the group on the current CUDA device; every rank calls it with the same id and world
   // size. InvalidArgument for rank outside [0, world_size) or a timeout <= 0.

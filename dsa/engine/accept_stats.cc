@@ -10,6 +10,13 @@ AcceptStats AcceptStats::of_lengths(int32_t num_draft_tokens, std::span<const in
   return s;
 }
 
+AcceptStats AcceptStats::of_histogram(std::vector<int64_t> histogram) {
+  DSA_CHECK(!histogram.empty());
+  AcceptStats s;
+  s.histogram_ = std::move(histogram);
+  return s;
+}
+
 void AcceptStats::add(int32_t accepted) {
   DSA_CHECK(accepted >= 0 && size_t(accepted) < histogram_.size());
   ++histogram_[size_t(accepted)];

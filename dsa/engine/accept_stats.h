@@ -16,6 +16,9 @@ class AcceptStats {
 
   // The steps of a request's accept lengths (a + 1 each, 1..d + 1).
   static AcceptStats of_lengths(int32_t num_draft_tokens, std::span<const int32_t> lengths);
+  // From histogram() of another instance (another rank's, sent over the wire); [d + 1] entries,
+  // none negative (the caller checks).
+  static AcceptStats of_histogram(std::vector<int64_t> histogram);
 
   // One speculative step that accepted `accepted` drafts (0..d).
   void add(int32_t accepted);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "dsa/core/log.h"
+#include "dsa/engine/dp_placement.h"
 
 namespace dsa::server {
 
@@ -61,6 +62,37 @@ StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::create(std::vector<model::DsaM
     loop->ranks_.push_back(&loop->group_->engine(r));
   }
   return loop;
+}
+
+StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::create_front(model::DsaModel& model,
+                                                               engine::EngineOptions options,
+                                                               EngineLoopOptions limits,
+                                                               ServerMetrics* metrics,
+                                                               dist::Collective& group) {
+  if (group.rank() != 0) {
+    return invalid_argument(fmt::format(
+        "engine loop: the front runs on rank 0, this group's rank is {}", group.rank()));
+  }
+  std::unique_ptr<EngineLoop> loop(new EngineLoop({&model}, limits, metrics));
+  const size_t world = size_t(group.world_size());
+  loop->procs_ = &group;
+  loop->solo_ =
+      std::make_unique<engine::Engine>(model, loop->routed(std::move(options), 0), &group);
+  loop->ranks_ = {loop->solo_.get()};
+  loop->placed_.assign(world, 0);
+  loop->steps_.assign(world, 0);
+  loop->remote_status_.assign(world, {});
+  for (wire::RankStatus& st : loop->remote_status_) {
+    st.accept_histogram.assign(size_t(model.options().num_draft_tokens) + 1, 0);
+  }
+  loop->remote_load_.assign(world, 0);
+  loop->pending_cost_.assign(world, 0);
+  return loop;
+}
+
+Status EngineLoop::failure() const {
+  std::lock_guard lock(mu_);
+  return failure_;
 }
 
 engine::EngineOptions EngineLoop::routed(engine::EngineOptions options, int32_t rank) {
@@ -127,7 +159,8 @@ StatusOr<std::shared_ptr<RequestChannel>> EngineLoop::submit(engine::GenerationR
     }
     channel = std::make_shared<RequestChannel>(stream);
     channel->tag_ = std::move(tag);
-    incoming_.push_back({std::move(req), channel});
+    const int32_t prompt_tokens = int32_t(req.prompt.size());
+    incoming_.push_back({std::move(req), channel, prompt_tokens});
     ++in_flight_;
   }
   cv_.notify_one();
@@ -135,6 +168,10 @@ StatusOr<std::shared_ptr<RequestChannel>> EngineLoop::submit(engine::GenerationR
 }
 
 void EngineLoop::run() {
+  if (procs_) {
+    run_front();
+    return;
+  }
   update_gauges();
   while (true) {
     std::vector<Submission> incoming;
@@ -181,35 +218,57 @@ void EngineLoop::run() {
 }
 
 void EngineLoop::admit(std::vector<Submission> incoming) {
+  if (procs_) {
+    admit_placed(std::move(incoming));
+    return;
+  }
   for (Submission& s : incoming) {
-    const int32_t prompt_tokens = int32_t(s.req.prompt.size());
     // By load over the ranks (DpEngineGroup::add_request), or the one engine.
-    StatusOr<engine::DpRequestId> id = internal_error("not placed");
     if (group_) {
-      id = group_->add_request(std::move(s.req));
-    } else if (StatusOr<int64_t> one = solo_->add_request(std::move(s.req)); one.ok()) {
-      id = engine::DpRequestId{0, *one};
+      StatusOr<engine::DpRequestId> id = group_->add_request(std::move(s.req));
+      admit_as(std::move(s), std::move(id));
     } else {
-      id = one.status();
+      admit_on_solo(std::move(s));
     }
-    if (!id.ok()) {
-      DSA_LOG_WARN("{}: refused by the engine: {}", s.channel->tag_, id.status().to_string());
-      RequestEvent e;
-      e.kind = RequestEvent::Kind::kFinished;
-      e.finish = engine::FinishReason::kError;
-      e.error = id.status();
-      e.prompt_tokens = prompt_tokens;
-      finish_channel(*s.channel, std::move(e));
-      continue;
-    }
-    s.channel->rank_ = id->rank;
-    s.channel->engine_id_ = id->id;
-    ++placed_[size_t(id->rank)];
-    active_[size_t(id->rank)][id->id] = std::move(s.channel);
   }
 }
 
+void EngineLoop::admit_on_solo(Submission s) {
+  StatusOr<int64_t> one = solo_->add_request(std::move(s.req));
+  if (one.ok()) {
+    admit_as(std::move(s), engine::DpRequestId{0, *one});
+  } else {
+    admit_as(std::move(s), one.status());
+  }
+}
+
+// The request's place on one of this process's engines, or the engine's refusal, answered at once.
+void EngineLoop::admit_as(Submission s, StatusOr<engine::DpRequestId> id) {
+  if (!id.ok()) {
+    DSA_LOG_WARN("{}: refused by the engine: {}", s.channel->tag_, id.status().to_string());
+    RequestEvent e;
+    e.kind = RequestEvent::Kind::kFinished;
+    e.finish = engine::FinishReason::kError;
+    e.error = id.status();
+    e.prompt_tokens = s.prompt_tokens;
+    finish_channel(*s.channel, std::move(e));
+    return;
+  }
+  s.channel->rank_ = id->rank;
+  s.channel->engine_id_ = id->id;
+  ++placed_[size_t(id->rank)];
+  active_[size_t(id->rank)][id->id] = std::move(s.channel);
+}
+
 void EngineLoop::abort_cancelled(bool all) {
+  // Another process's requests: the aborts go out with the next exchange, and each comes back as
+  // that request's finish.
+  for (auto& [id, c] : remote_) {
+    if ((all || c->cancelled()) && !c->abort_sent_) {
+      control_.abort.push_back(id);
+      c->abort_sent_ = true;
+    }
+  }
   for (size_t r = 0; r < ranks_.size(); ++r) {
     std::vector<int64_t> ids;
     for (const auto& [id, c] : active_[r]) {
@@ -224,6 +283,14 @@ void EngineLoop::abort_cancelled(bool all) {
 }
 
 void EngineLoop::fail_all(const Status& why) {
+  for (auto& [id, c] : remote_) {
+    RequestEvent e;
+    e.kind = RequestEvent::Kind::kFinished;
+    e.finish = engine::FinishReason::kError;
+    e.error = why;
+    finish_channel(*c, std::move(e));
+  }
+  remote_.clear();
   for (size_t r = 0; r < ranks_.size(); ++r) {
     std::map<int64_t, std::shared_ptr<RequestChannel>>& active = active_[r];
     std::vector<int64_t> ids;
@@ -265,7 +332,7 @@ void EngineLoop::on_tokens(int32_t rank, const engine::RequestState& r,
 
 // ", dp rank 1" in the log with --dp-size > 1 (request ids are per rank).
 std::string EngineLoop::where(int32_t rank) const {
-  return group_ ? fmt::format(", dp rank {}", rank) : std::string();
+  return group_ || procs_ ? fmt::format(", dp rank {}", rank) : std::string();
 }
 
 void EngineLoop::on_finish(int32_t rank, const engine::RequestState& r) {
@@ -286,18 +353,7 @@ void EngineLoop::on_finish(int32_t rank, const engine::RequestState& r) {
   e.text = text.substr(std::min(c->text_sent_, text.size()));
   e.prompt_tokens = r.prompt_len();
   e.completion_tokens = int32_t(r.output.size());
-  if (r.output.empty()) {
-    DSA_LOG_INFO("{} (request {}{}): {} prompt tokens, no completion, {}{}", c->tag_, r.id,
-                 where(rank), r.prompt_len(), engine::finish_reason_name(r.finish),
-                 r.finish == engine::FinishReason::kError ? ": " + r.error.to_string() : "");
-  } else {
-    DSA_LOG_INFO(
-        "{} (request {}{}): {} prompt + {} completion tokens, ttft {:.1f} ms, tpot {:.1f} ms, "
-        "accept length {:.2f}, {}{}",
-        c->tag_, r.id, where(rank), r.prompt_len(), r.output.size(), 1000 * f.ttft_s,
-        1000 * f.tpot_s, f.accept_length_mean, engine::finish_reason_name(r.finish),
-        r.finish == engine::FinishReason::kError ? ": " + r.error.to_string() : "");
-  }
+  log_finish(*c, r.id, rank, e, f.ttft_s, f.tpot_s, f.accept_length_mean);
   finish_channel(*c, std::move(e));
 }
 
@@ -330,6 +386,21 @@ void EngineLoop::update_gauges() {
                                     .steps = steps_[r],
                                     .placed = placed_[r]});
   }
+  // The other processes' ranks, as their last reports gave them.
+  for (size_t r = 1; procs_ && r < remote_status_.size(); ++r) {
+    const wire::RankStatus& st = remote_status_[r];
+    running += st.running;
+    waiting += st.waiting;
+    used += st.kv_pages_used;
+    free += st.kv_pages_free;
+    accept.merge(engine::AcceptStats::of_histogram(st.accept_histogram));
+    emitted += st.emitted;
+    metrics_->set_rank(int32_t(r), {.running = st.running,
+                                    .waiting = st.waiting,
+                                    .kv_pages_used = st.kv_pages_used,
+                                    .steps = st.steps,
+                                    .placed = placed_[r]});
+  }
   metrics_->set_requests(running, waiting + int64_t(queued));
   metrics_->set_kv_pages(used, free);
   metrics_->set_accept_stats(accept);
@@ -337,4 +408,158 @@ void EngineLoop::update_gauges() {
   emitted_seen_ = emitted;
 }
 
+void EngineLoop::log_finish(const RequestChannel& c, int64_t id, int32_t rank,
+                            const RequestEvent& e, double ttft_s, double tpot_s,
+                            double accept_length) const {
+  const std::string why =
+      e.finish == engine::FinishReason::kError ? ": " + e.error.to_string() : std::string();
+  if (e.completion_tokens == 0) {
+    DSA_LOG_INFO("{} (request {}{}): {} prompt tokens, no completion, {}{}", c.tag_, id,
+                 where(rank), e.prompt_tokens, engine::finish_reason_name(e.finish), why);
+    return;
+  }
+  DSA_LOG_INFO(
+      "{} (request {}{}): {} prompt + {} completion tokens, ttft {:.1f} ms, tpot {:.1f} ms, "
+      "accept length {:.2f}, {}{}",
+      c.tag_, id, where(rank), e.prompt_tokens, e.completion_tokens, 1000 * ttft_s, 1000 * tpot_s,
+      accept_length, engine::finish_reason_name(e.finish), why);
+}
+
+// Places the arrivals by load over every rank: rank 0's own engine as admit() does, the others'
+// into the next exchange's control. A rank's load is the one its last report gave, plus what was
+// placed there since it was sent (placement_cost, as dp_placement.h charges it).
+void EngineLoop::admit_placed(std::vector<Submission> incoming) {
+  if (incoming.empty()) return;
+  const size_t world = size_t(procs_->world_size());
+  std::vector<int64_t> loads(world), costs;
+  loads[0] = solo_->load();
+  for (size_t r = 1; r < world; ++r) loads[r] = remote_load_[r] + pending_cost_[r];
+  for (const Submission& s : incoming) {
+    costs.push_back(
+        engine::placement_cost(int64_t(s.req.prompt.size()), int64_t(s.req.max_new_tokens)));
+  }
+  StatusOr<std::vector<int32_t>> owners = engine::place_requests(loads, costs);
+  for (size_t i = 0; i < incoming.size(); ++i) {
+    Submission& s = incoming[i];
+    const int32_t owner = owners.ok() ? (*owners)[i] : 0;
+    if (owner == 0) {
+      admit_on_solo(std::move(s));  // rank 0's own engine
+      continue;
+    }
+    const int64_t id = next_front_id_++;
+    s.channel->rank_ = owner;
+    s.channel->engine_id_ = id;
+    ++placed_[size_t(owner)];
+    pending_cost_[size_t(owner)] += costs[i];
+    control_.admit.push_back({owner, id, s.channel->stream(), std::move(s.req)});
+    remote_[id] = std::move(s.channel);
+  }
+}
+// create_front's loop: as run(), but every iteration is one exchange with the other ranks (even
+// an idle one, every kIdleExchange, while they wait in it), and the shutdown ends with a last
+// exchange that tells them to stop, once no request of any rank is in flight.
+void EngineLoop::run_front() {
+  update_gauges();
+  while (true) {
+    std::vector<Submission> incoming;
+    bool stopping = false;
+    std::chrono::steady_clock::time_point deadline;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, wire::kIdleExchange,
+                   [&] { return !incoming_.empty() || stopping_ || any_work_ || has_work(); });
+      incoming.swap(incoming_);
+      stopping = stopping_;
+      deadline = deadline_;
+    }
+    admit(std::move(incoming));
+    const bool abort_all = stopping && std::chrono::steady_clock::now() >= deadline;
+    abort_cancelled(abort_all);
+    control_.abort_all = abort_all;
+    // Stopping, submit() takes nothing more, so incoming_ stays empty from here.
+    const bool stop = stopping && remote_.empty() && active_[0].empty();
+    Status s;
+    try {
+      s = exchange_with_ranks(stop);
+    } catch (const std::exception& e) {  // out of memory, a bug: this thread must not die
+      s = internal_error(fmt::format("engine step: {}", e.what()));
+    }
+    if (!s.ok()) {
+      // A broken rank group or a failed step: the step's ranks can no longer agree, so the loop
+      // ends, every request fails, and the server stops (the launcher stops the other ranks).
+      DSA_LOG_ERROR("engine step failed: {}", s.to_string());
+      failed_.store(true);
+      fail_all(s);
+      std::lock_guard lock(mu_);
+      failure_ = s;
+      break;
+    }
+    for (int64_t id : to_release_[0]) (void)solo_->release(id);
+    to_release_[0].clear();
+    update_gauges();
+    if (stop) break;
+  }
+}
+
+Status EngineLoop::exchange_with_ranks(bool stop) {
+  control_.stop = stop;
+  const wire::FrontControl control = std::move(control_);
+  control_ = {};
+  DSA_ASSIGN_OR_RETURN(const std::vector<std::string> texts,
+                       wire::exchange(*procs_, wire::encode(control)));
+  for (int32_t r = 1; r < procs_->world_size(); ++r) {
+    StatusOr<wire::RankReport> report = wire::decode_report(texts[size_t(r)]);
+    if (!report.ok()) return report.status().with_context(fmt::format("dp rank {}'s report", r));
+    DSA_RETURN_IF_ERROR(take_report(r, *report));
+  }
+  if (stop) return ok_status();
+  DSA_ASSIGN_OR_RETURN(const bool work, wire::any_rank_has_work(*procs_, solo_->has_work()));
+  any_work_ = work;
+  if (!work) return ok_status();
+  DSA_RETURN_IF_ERROR(solo_->step());
+  ++steps_[0];
+  return ok_status();
+}
+
+Status EngineLoop::take_report(int32_t rank, const wire::RankReport& report) {
+  const size_t r = size_t(rank);
+  if (report.status.accept_histogram.size() != size_t(limits_.num_draft_tokens) + 1) {
+    return internal_error(
+        fmt::format("dp rank {} reports {} accept-histogram entries; d = {} has {}", rank,
+                    report.status.accept_histogram.size(), limits_.num_draft_tokens,
+                    limits_.num_draft_tokens + 1));
+  }
+  for (const wire::RankEvent& e : report.events) {
+    if (e.event.kind == RequestEvent::Kind::kFinished) {
+      finish_remote(rank, e);
+      continue;
+    }
+    auto it = remote_.find(e.front_id);
+    if (it != remote_.end() && it->second->stream()) it->second->push(e.event);
+  }
+  remote_status_[r] = report.status;
+  // What this exchange placed there is not in the report (the rank sent it before reading them).
+  remote_load_[r] = report.status.load + pending_cost_[r];
+  pending_cost_[r] = 0;
+  return ok_status();
+}
+
+void EngineLoop::finish_remote(int32_t rank, const wire::RankEvent& e) {
+  auto it = remote_.find(e.front_id);
+  if (it == remote_.end()) {
+    DSA_LOG_WARN("dp rank {} finished request {}, which the front does not know", rank, e.front_id);
+    return;
+  }
+  std::shared_ptr<RequestChannel> c = std::move(it->second);
+  remote_.erase(it);
+  if (metrics_ != nullptr) {
+    engine::RequestFigures f;
+    f.ttft_s = e.ttft_s;
+    f.e2e_s = e.e2e_s;
+    f.tpot_s = e.tpot_s;
+    metrics_->request_finished(e.event.finish, e.event.prompt_tokens, e.event.completion_tokens, f);
+  }
+  log_finish(*c, e.front_id, rank, e.event, e.ttft_s, e.tpot_s, e.accept_length);
+  finish_channel(*c, e.event);
+}
 }  // namespace dsa::server

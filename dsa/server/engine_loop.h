@@ -12,6 +12,12 @@
 // its own thread (DpEngineGroup::step_all), so the ranks' collectives pair up. Admission, aborts
 // and releases happen between steps on this thread, when no rank runs; a rank's token and finish
 // callbacks run on that rank's thread and touch only that rank's requests.
+//
+// With one process per rank (create_front, docs/multi_gpu.md "dsa serve over rank processes") this
+// loop is rank 0's, the front: it places each request by load over every rank, steps its own
+// engine, and meets the other ranks (rank_follower.h) once per iteration in one exchange
+// (rank_wire.h) that carries the requests placed on them and the aborts out, and their requests'
+// events and gauges back; then every rank votes and, if any has work, all step.
 #pragma once
 
 #include <atomic>
@@ -27,28 +33,15 @@
 #include <vector>
 
 #include "dsa/core/status.h"
+#include "dsa/dist/collective.h"
 #include "dsa/engine/dp_engine_group.h"
 #include "dsa/engine/engine.h"
 #include "dsa/model/dsa_model.h"
+#include "dsa/server/rank_wire.h"
+#include "dsa/server/request_event.h"
 #include "dsa/server/server_metrics.h"
 
 namespace dsa::server {
-
-struct RequestEvent {
-  enum class Kind { kDelta, kFinished };
-  Kind kind = Kind::kDelta;
-  // kDelta: text that can no longer change (never a split UTF-8 character, never the beginning of
-  // a stop string that may still complete), possibly empty; num_tokens: the tokens of this group.
-  // kFinished: the rest of the text not yet sent as deltas.
-  std::string text;
-  int32_t num_tokens = 0;
-  // kFinished only.
-  engine::FinishReason finish = engine::FinishReason::kNone;
-  Status error;  // finish == kError: why (a request the engine refused or failed alone)
-  std::string full_text;
-  int32_t prompt_tokens = 0;
-  int32_t completion_tokens = 0;
-};
 
 // One request's channel between the engine thread (writer) and its HTTP thread (reader).
 class RequestChannel {
@@ -72,10 +65,11 @@ class RequestChannel {
   std::condition_variable cv_;
   std::deque<RequestEvent> events_;
   // Engine thread only.
-  int32_t rank_ = 0;  // the DP rank that owns the request
-  int64_t engine_id_ = -1;
-  size_t text_sent_ = 0;  // bytes of the request's text already sent as deltas
-  std::string tag_;       // the response id, for the log line
+  int32_t rank_ = 0;         // the DP rank that owns the request
+  int64_t engine_id_ = -1;   // its id on that rank's engine (another process's: the front id)
+  bool abort_sent_ = false;  // another process's request: its abort has gone out
+  size_t text_sent_ = 0;     // bytes of the request's text already sent as deltas
+  std::string tag_;          // the response id, for the log line
 };
 
 struct EngineLoopOptions {
@@ -120,7 +114,19 @@ class EngineLoop {
                                                       EngineLoopOptions limits,
                                                       ServerMetrics* metrics);
 
-  int32_t world_size() const { return int32_t(ranks_.size()); }
+  // --dp-size N with one process per rank: this loop is rank 0's (the front) over `model`, rank
+  // 0's own, and `group`, the process group whose other ranks run RankFollower::run. The loop ends
+  // on its own when a step or the group fails (failure() says why): the server then stops, and
+  // the launcher with it. InvalidArgument for a group whose rank is not 0.
+  static StatusOr<std::unique_ptr<EngineLoop>> create_front(model::DsaModel& model,
+                                                            engine::EngineOptions options,
+                                                            EngineLoopOptions limits,
+                                                            ServerMetrics* metrics,
+                                                            dist::Collective& group);
+
+  int32_t world_size() const { return procs_ ? procs_->world_size() : int32_t(ranks_.size()); }
+  // Why create_front's loop ended on its own (failed() is then true); OK otherwise.
+  Status failure() const;
 
  private:
   EngineLoop(std::vector<model::DsaModel*> models, EngineLoopOptions limits,
@@ -128,6 +134,7 @@ class EngineLoop {
   struct Submission {
     engine::GenerationRequest req;
     std::shared_ptr<RequestChannel> channel;
+    int32_t prompt_tokens = 0;  // for the refusal's event, once req has been moved
   };
 
   // Routes a rank's callbacks to this loop (the engine options of every rank).
@@ -136,8 +143,18 @@ class EngineLoop {
   void on_finish(int32_t rank, const engine::RequestState& r);
   bool has_work() const;
   Status step();
+  // create_front's loop, its exchange with the other ranks and what it does with their reports.
+  void run_front();
+  Status exchange_with_ranks(bool stop);
+  Status take_report(int32_t rank, const wire::RankReport& report);
+  void admit_placed(std::vector<Submission> incoming);
+  void finish_remote(int32_t rank, const wire::RankEvent& e);
+  void log_finish(const RequestChannel& c, int64_t id, int32_t rank, const RequestEvent& e,
+                  double ttft_s, double tpot_s, double accept_length) const;
   std::string where(int32_t rank) const;
   void admit(std::vector<Submission> incoming);
+  void admit_on_solo(Submission s);
+  void admit_as(Submission s, StatusOr<engine::DpRequestId> id);
   void abort_cancelled(bool all);
   void fail_all(const Status& why);
   void finish_channel(RequestChannel& c, RequestEvent e);
@@ -150,7 +167,7 @@ class EngineLoop {
   std::unique_ptr<engine::DpEngineGroup> group_;  // several
   std::vector<engine::Engine*> ranks_;            // the engines, by rank
 
-  std::mutex mu_;  // guards incoming_, stopping_, deadline_
+  mutable std::mutex mu_;  // guards incoming_, stopping_, deadline_, failure_
   std::condition_variable cv_;
   std::vector<Submission> incoming_;
   bool stopping_ = false;
@@ -165,6 +182,18 @@ class EngineLoop {
   // Engine thread only.
   std::vector<int64_t> placed_, steps_;  // per rank
   int64_t emitted_seen_ = 0;
+
+  // create_front only (engine thread): the other ranks' requests and state.
+  dist::Collective* procs_ = nullptr;
+  std::map<int64_t, std::shared_ptr<RequestChannel>> remote_;  // front id -> channel
+  wire::FrontControl control_;                                 // what the next exchange carries
+  std::vector<wire::RankStatus> remote_status_;                // per rank, at the last exchange
+  // Per rank: the load at the last exchange (with what that exchange placed there), and the cost
+  // placed there since, not yet seen by it.
+  std::vector<int64_t> remote_load_, pending_cost_;
+  int64_t next_front_id_ = 1;
+  bool any_work_ = false;  // the last vote
+  Status failure_;         // guarded by mu_
 };
 
 }  // namespace dsa::server

@@ -140,12 +140,17 @@ void ServerMetrics::set_rank(int32_t rank, const RankFigures& f) {
 
 void ServerMetrics::request_finished(const engine::RequestState& r,
                                      const engine::RequestFigures& f) {
-  counter(*finished_, "finish_reason", finish_label(r.finish)).Increment();
-  prompt_tokens_->Increment(double(r.prompt_len()));
-  if (r.output.empty()) return;  // no token: no latency figures
+  request_finished(r.finish, r.prompt_len(), int64_t(r.output.size()), f);
+}
+
+void ServerMetrics::request_finished(engine::FinishReason finish, int64_t prompt_tokens,
+                                     int64_t completion_tokens, const engine::RequestFigures& f) {
+  counter(*finished_, "finish_reason", finish_label(finish)).Increment();
+  prompt_tokens_->Increment(double(prompt_tokens));
+  if (completion_tokens == 0) return;  // no token: no latency figures
   ttft_->Observe(f.ttft_s);
   e2e_->Observe(f.e2e_s);
-  if (r.output.size() > 1) tpot_->Observe(f.tpot_s);
+  if (completion_tokens > 1) tpot_->Observe(f.tpot_s);
 }
 
 void ServerMetrics::request_rejected(std::string_view reason) {

@@ -51,6 +51,10 @@ class ServerMetrics {
   void set_rank(int32_t rank, const RankFigures& f);
   // Engine thread, once per finished request (figures only for requests that emitted tokens).
   void request_finished(const engine::RequestState& r, const engine::RequestFigures& f);
+  // The same from a finish's counts alone (a request of another rank process: its RequestState
+  // stays there); f needs only ttft_s, e2e_s and tpot_s.
+  void request_finished(engine::FinishReason finish, int64_t prompt_tokens,
+                        int64_t completion_tokens, const engine::RequestFigures& f);
 
   // HTTP threads: a request refused before it reached the engine (reason: "invalid",
   // "queue_full", "unavailable", "too_large", ...).

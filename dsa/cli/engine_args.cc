@@ -232,6 +232,11 @@ void add_dp_option(CLI::App& cmd, EngineArgs& a) {
                  "logits as --ep 1); cpu: every rank still loads every expert")
       ->check(int64_range())
       ->capture_default_str();
+  cmd.add_flag("--dp-processes", a.dp_processes,
+               "One process per data-parallel rank, started by dsa (the launcher) with the same "
+               "arguments: over NCCL on cuda (implied there by --dp-size > 1: one GPU each), over "
+               "TCP on the cpu. generate: the output is one stream, rank by rank; serve: rank 0 "
+               "serves HTTP and places the requests on every rank");
   add_dist_options(cmd, a.dist);
 }
 

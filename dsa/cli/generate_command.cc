@@ -468,10 +468,6 @@ void add_generate_command(CLI::App& app, int* exit_code) {
       "generate", "Generate text (MTP speculative decoding, continuous batching)");
   add_engine_options(*cmd, a->engine);
   add_dp_option(*cmd, a->engine);
-  cmd->add_flag("--dp-processes", a->engine.dp_processes,
-                "One process per data-parallel rank, started by dsa (the launcher) with the same "
-                "arguments: over NCCL on cuda (implied there by --dp-size > 1: one GPU each), over "
-                "TCP on the cpu; the output is one stream, rank by rank");
   auto* p = cmd->add_option("--prompt", a->prompt, "Prompt text");
   auto* f = cmd->add_option("--prompts-file", a->prompts_file,
                             "One prompt per line, run concurrently (continuous batching)");

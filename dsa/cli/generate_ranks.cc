@@ -12,7 +12,6 @@
 #include "dsa/cli/command_line.h"
 #include "dsa/dist/gather_text.h"
 #include "dsa/dist/launcher.h"
-#include "dsa/dist/tcp.h"
 
 namespace dsa::cli {
 
@@ -31,22 +30,13 @@ std::filesystem::path exit_code_file(const std::string& run_dir) {
 StatusOr<int> launch_generate_ranks(const EngineSetup& setup) {
   const std::vector<std::string>& argv = command_line();
   if (argv.empty()) return internal_error("--dp-processes: the command line was not recorded");
-  std::string addr;
-  if (setup.dist.init_addr) {
-    addr = fmt::format("{}:{}", setup.dist.init_addr->host, setup.dist.init_addr->port);
-  } else {
-    // Rank 0 binds it a moment later; another program taking it in between makes rank 0 fail to
-    // listen, named, and the run stops (--dist-init-addr chooses the port).
-    DSA_ASSIGN_OR_RETURN(const int32_t port, dist::tcp::free_loopback_port());
-    addr = fmt::format("127.0.0.1:{}", port);
-  }
+  DSA_ASSIGN_OR_RETURN(const std::string addr, export_init_addr(setup));
   std::string dir_template = (std::filesystem::temp_directory_path() / "dsa-ranks-XXXXXX").string();
   if (::mkdtemp(dir_template.data()) == nullptr) {
     return internal_error(
         fmt::format("--dp-processes: cannot make a run directory {}", dir_template));
   }
   const std::string run_dir = dir_template;
-  ::setenv(kEnvInitAddr, addr.c_str(), 1);
   ::setenv(kEnvRunDir, run_dir.c_str(), 1);
   // resolve_engine_args checked that the nodes split the ranks evenly.
   const int32_t local = setup.dp_size / setup.dist.nnodes;
@@ -105,19 +95,10 @@ StatusOr<int> launch_generate_ranks(const EngineSetup& setup) {
 
 StatusOr<RankProcess> join_generate_ranks(const dist::RankEnvironment& env,
                                           const EngineSetup& setup, uint64_t flags_hash) {
-  if (env.world_size != setup.dp_size) {
-    return invalid_argument(fmt::format(
-        "{} = {} but --dp-size = {}: a rank process must be started by the dsa launcher with the "
-        "same flags",
-        dist::kEnvWorldSize, env.world_size, setup.dp_size));
-  }
-  const char* addr = std::getenv(kEnvInitAddr);
   const char* run_dir = std::getenv(kEnvRunDir);
-  if (addr == nullptr || run_dir == nullptr) {
-    return invalid_argument(
-        fmt::format("{} and {} must be set in a rank process (the dsa "
-                    "launcher sets them)",
-                    kEnvInitAddr, kEnvRunDir));
+  if (run_dir == nullptr) {
+    return invalid_argument(fmt::format(
+        "{} must be set in a rank process of dsa generate (the dsa launcher sets it)", kEnvRunDir));
   }
   RankProcess p;
   p.env = env;
@@ -131,7 +112,7 @@ StatusOr<RankProcess> join_generate_ranks(const dist::RankEnvironment& env,
       return internal_error(fmt::format("rank {}: cannot write {}", env.rank, path));
     }
   }
-  DSA_ASSIGN_OR_RETURN(p.group, make_rank_group(env, setup, addr, flags_hash));
+  DSA_ASSIGN_OR_RETURN(p.group, join_rank_group(env, setup, flags_hash));
   return p;
 }
 

@@ -19,15 +19,15 @@
 #include <vector>
 
 #include "dsa/cli/engine_args.h"
+#include "dsa/cli/rank_process.h"
 #include "dsa/core/status.h"
 #include "dsa/dist/collective.h"
 #include "dsa/dist/rank_env.h"
 
 namespace dsa::cli {
 
-// What the launcher passes to its ranks besides dist/rank_env.h's variables.
-inline constexpr const char* kEnvInitAddr = "DSA_DIST_INIT_ADDR";  // host:port of rank 0
-inline constexpr const char* kEnvRunDir = "DSA_DP_RUN_DIR";        // the ranks' output files
+// What the launcher passes to its ranks besides rank_process.h's address.
+inline constexpr const char* kEnvRunDir = "DSA_DP_RUN_DIR";  // the ranks' output files
 
 // The launcher's side: starts this node's setup.dp_size / nnodes ranks of this process's command
 // line (command_line.h) and waits for them. --dist-init-addr, when given, is where rank 0 listens
@@ -56,12 +56,5 @@ StatusOr<RankProcess> join_generate_ranks(const dist::RankEnvironment& env,
 // Every rank process itself then exits 0: the launcher stops all ranks at the first non-zero exit,
 // which must stay the sign of a broken rank, not of a failed request.
 Status merge_rank_outputs(RankProcess& p, int exit_code);
-
-// The group of one rank: NCCL on cuda (rank 0's id handed over by dist/bootstrap.h; the device is
-// chosen first), TCP on the cpu (rank_group.cc; the NCCL part only in builds with NCCL).
-StatusOr<std::unique_ptr<dist::Collective>> make_rank_group(const dist::RankEnvironment& env,
-                                                            const EngineSetup& setup,
-                                                            const std::string& init_addr,
-                                                            uint64_t flags_hash);
 
 }  // namespace dsa::cli

@@ -1,13 +1,16 @@
-// make_rank_group (generate_ranks.h): the process group of one rank. On cuda the product path,
-// NCCL (rank 0 makes the id and hands it over through the bootstrap, dist/bootstrap.h); on the cpu
-// the TCP group (dist/socket_group.h), the same collective contract over loopback or a network.
+// rank_process.h: the rendezvous address and the process group of one rank. On cuda the product
+// path, NCCL (rank 0 makes the id and hands it over through the bootstrap, dist/bootstrap.h); on
+// the cpu the TCP group (dist/socket_group.h), the same collective contract over loopback or a
+// network.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <memory>
 
-#include "dsa/cli/generate_ranks.h"
+#include "dsa/cli/rank_process.h"
 #include "dsa/dist/bootstrap.h"
 #include "dsa/dist/socket_group.h"
+#include "dsa/dist/tcp.h"
 #include "dsa/engine/dp_engine_group.h"
 
 #if DSA_HAVE_NCCL
@@ -55,6 +58,37 @@ StatusOr<std::unique_ptr<dist::Collective>> nccl_rank_group(const dist::RankEnvi
 #endif
 
 }  // namespace
+
+StatusOr<std::string> export_init_addr(const EngineSetup& setup) {
+  std::string addr;
+  if (setup.dist.init_addr) {
+    addr = fmt::format("{}:{}", setup.dist.init_addr->host, setup.dist.init_addr->port);
+  } else {
+    // Rank 0 binds it a moment later; another program taking it in between makes rank 0 fail to
+    // listen, named, and the run stops (--dist-init-addr chooses the port).
+    DSA_ASSIGN_OR_RETURN(const int32_t port, dist::tcp::free_loopback_port());
+    addr = fmt::format("127.0.0.1:{}", port);
+  }
+  ::setenv(kEnvInitAddr, addr.c_str(), 1);
+  return addr;
+}
+
+StatusOr<std::unique_ptr<dist::Collective>> join_rank_group(const dist::RankEnvironment& env,
+                                                            const EngineSetup& setup,
+                                                            uint64_t flags_hash) {
+  if (env.world_size != setup.dp_size) {
+    return invalid_argument(fmt::format(
+        "{} = {} but --dp-size = {}: a rank process must be started by the dsa launcher with the "
+        "same flags",
+        dist::kEnvWorldSize, env.world_size, setup.dp_size));
+  }
+  const char* addr = std::getenv(kEnvInitAddr);
+  if (addr == nullptr) {
+    return invalid_argument(
+        fmt::format("{} must be set in a rank process (the dsa launcher sets it)", kEnvInitAddr));
+  }
+  return make_rank_group(env, setup, addr, flags_hash);
+}
 
 StatusOr<std::unique_ptr<dist::Collective>> make_rank_group(const dist::RankEnvironment& env,
                                                             const EngineSetup& setup,

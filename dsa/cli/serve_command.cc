@@ -13,9 +13,13 @@
 #include <thread>
 
 #include "dsa/cli/engine_args.h"
+#include "dsa/cli/flags_hash.h"
 #include "dsa/cli/generate_dp.h"
+#include "dsa/cli/rank_process.h"
+#include "dsa/cli/serve_ranks.h"
 #include "dsa/core/log.h"
 #include "dsa/dist/local_device_group.h"
+#include "dsa/dist/rank_env.h"
 #include "dsa/engine/dp_engine_group.h"
 #include "dsa/engine/engine.h"
 #include "dsa/model/chat_template.h"
@@ -107,6 +111,53 @@ class Signals {
   std::thread thread_;
 };
 
+StatusOr<model::Tokenizer> load_tokenizer(const std::filesystem::path& dir,
+                                          const model::ModelConfig& config) {
+  DSA_ASSIGN_OR_RETURN(model::Tokenizer tok, model::Tokenizer::load(dir / "tokenizer.json"));
+  DSA_RETURN_IF_ERROR(model::check_tokenizer_matches(tok, config));
+  DSA_RETURN_IF_ERROR(
+      tok.set_special_ids(int32_t(config.bos_token_id), int32_t(config.eos_token_id)));
+  return tok;
+}
+
+// --dp-size N in this process: N instances of the same weights, one per rank, as `dsa generate
+// --dp-size` (generate_dp.h); the caches share --mem-fraction-static, each rank planning its share.
+// --ep-size N (= N): the ranks' MoE collectives, made before the models (and destroyed after them).
+Status load_dp_models(const EngineSetup& setup, const std::filesystem::path& dir,
+                      const kernels::OpTable& ops,
+                      std::unique_ptr<dist::LocalDeviceGroup>* ep_group,
+                      std::vector<std::unique_ptr<model::DsaModel>>* out) {
+  model::ModelOptions mo = setup.model;
+  mo.mem_fraction_static /= double(setup.dp_size);
+  if (setup.ep_size > 1) {
+    DSA_ASSIGN_OR_RETURN(*ep_group,
+                         dist::LocalDeviceGroup::create(setup.ep_size, engine::kDpWatchdog));
+  }
+  for (int32_t r = 0; r < setup.dp_size; ++r) {
+    if (*ep_group) {
+      mo.ep_rank = r;
+      mo.ep_size = setup.ep_size;
+      mo.ep_group = &(*ep_group)->rank(r);
+    }
+    StatusOr<std::unique_ptr<model::DsaModel>> m = model::DsaModel::load(dir, mo, ops);
+    if (!m.ok()) {
+      return setup.dp_size > 1 ? m.status().with_context(fmt::format("dp rank {}", r)) : m.status();
+    }
+    out->push_back(std::move(*m));
+  }
+  return ok_status();
+}
+
+// One rank process's own model (serve_ranks.h).
+Status load_rank_model(const EngineSetup& setup, const std::filesystem::path& dir,
+                       const kernels::OpTable& ops, dist::Collective& group,
+                       std::vector<std::unique_ptr<model::DsaModel>>* out) {
+  DSA_ASSIGN_OR_RETURN(const model::ModelOptions mo, rank_model_options(setup, group));
+  DSA_ASSIGN_OR_RETURN(std::unique_ptr<model::DsaModel> m, model::DsaModel::load(dir, mo, ops));
+  out->push_back(std::move(m));
+  return ok_status();
+}
+
 Status check_serve_args(const ServeArgs& a) {
   DSA_RETURN_IF_ERROR(check_range("--port", a.port, 0, 65535));
   DSA_RETURN_IF_ERROR(check_range("--max-queued-requests", a.max_queued_requests, 0, 1 << 20));
@@ -129,15 +180,28 @@ StatusOr<int> run(const ServeArgs& a) {
   const std::filesystem::path dir = a.engine.model_dir;
   DSA_ASSIGN_OR_RETURN(model::ModelConfig config, model::load_model_config(dir / "config.json"));
   DSA_ASSIGN_OR_RETURN(EngineSetup setup, resolve_engine_args(a.engine, config, 0));
+  // One process per rank (serve_ranks.h): this process is the launcher, the front (global rank
+  // 0, which serves HTTP) or a follower.
+  std::unique_ptr<dist::Collective> group;
   if (setup.dp_processes) {
-    const std::string why = setup.dist.nnodes > 1
-                                ? fmt::format("--nnodes = {}", setup.dist.nnodes)
-                                : fmt::format("--dp-size = {} with --device cuda", setup.dp_size);
-    return invalid_argument(fmt::format(
-        "{}: dsa serve runs its data-parallel ranks in one process, on the cpu only; one process "
-        "per rank (one per GPU, several nodes) is built for dsa generate so far "
-        "(docs/multi_gpu.md)",
-        why));
+    DSA_ASSIGN_OR_RETURN(const std::optional<dist::RankEnvironment> env, dist::rank_environment());
+    if (!env) {
+      // The backend's refusal (no device, a host-only build) once, here, not from every rank.
+      DSA_RETURN_IF_ERROR(kernels::ops_for(setup.backend).status());
+      return launch_serve_ranks(setup);
+    }
+    // The front leads the shutdown: a signal to a follower (the launcher forwards the user's, a
+    // terminal sends its ^C to every rank) must not end it under the front's feet.
+    if (env->rank > 0) {
+      std::signal(SIGINT, SIG_IGN);
+      std::signal(SIGTERM, SIG_IGN);
+    }
+    DSA_ASSIGN_OR_RETURN(group, join_rank_group(*env, setup, engine_flags_hash(a.engine, setup)));
+    if (env->rank > 0) {
+      DSA_ASSIGN_OR_RETURN(const model::Tokenizer tok, load_tokenizer(dir, config));
+      DSA_RETURN_IF_ERROR(run_serve_follower(a.engine, setup, tok, *group));
+      return 0;
+    }
   }
   const std::string model_name =
       !a.served_model_name.empty()
@@ -161,10 +225,7 @@ StatusOr<int> run(const ServeArgs& a) {
   DSA_LOG_INFO("dsa serve: listening on http://{}:{} (loading {})", a.host, port, dir.string());
 
   // The listener answers 503 meanwhile (/health included).
-  DSA_ASSIGN_OR_RETURN(model::Tokenizer tok, model::Tokenizer::load(dir / "tokenizer.json"));
-  DSA_RETURN_IF_ERROR(model::check_tokenizer_matches(tok, config));
-  DSA_RETURN_IF_ERROR(
-      tok.set_special_ids(int32_t(config.bos_token_id), int32_t(config.eos_token_id)));
+  DSA_ASSIGN_OR_RETURN(const model::Tokenizer tok, load_tokenizer(dir, config));
   model::ChatTemplate chat;
   if (a.chat_template.empty()) {
     DSA_ASSIGN_OR_RETURN(chat, model::load_chat_template(dir));
@@ -203,37 +264,30 @@ StatusOr<int> run(const ServeArgs& a) {
   std::vector<std::unique_ptr<model::DsaModel>> models;
   std::unique_ptr<server::EngineLoop> engine_loop;
   std::thread engine_thread([&] {
-    model::ModelOptions mo = setup.model;
-    mo.mem_fraction_static /= double(setup.dp_size);
     std::vector<std::unique_ptr<model::DsaModel>> loaded_models;
     Status loaded = ok_status();
-    if (setup.ep_size > 1) {
-      auto g = dist::LocalDeviceGroup::create(setup.ep_size, engine::kDpWatchdog);
-      if (g.ok()) {
-        ep_group = std::move(*g);
-      } else {
-        loaded = g.status();
-      }
-    }
     try {
-      for (int32_t r = 0; r < setup.dp_size && loaded.ok(); ++r) {
-        if (ep_group) {
-          mo.ep_rank = r;
-          mo.ep_size = setup.ep_size;
-          mo.ep_group = &ep_group->rank(r);
-        }
-        StatusOr<std::unique_ptr<model::DsaModel>> m = model::DsaModel::load(dir, mo, *ops);
-        if (m.ok()) {
-          loaded_models.push_back(std::move(*m));
-        } else {
-          loaded = setup.dp_size > 1 ? m.status().with_context(fmt::format("dp rank {}", r))
-                                     : m.status();
-        }
-      }
+      loaded = group ? load_rank_model(setup, dir, *ops, *group, &loaded_models)
+                     : load_dp_models(setup, dir, *ops, &ep_group, &loaded_models);
     } catch (const std::exception& e) {  // an exception here would end the process unreported
       loaded = internal_error(fmt::format("loading the model: {}", e.what()));
     }
     std::unique_lock lock(mu);
+    if (group) {
+      // Every rank takes this collective after its load, so none starts serving (or waits in a
+      // step) beside a rank that failed or a front that was stopped meanwhile.
+      const LoadOutcome mine = !loaded.ok()                 ? LoadOutcome::kFailed
+                               : state == State::kAbandoned ? LoadOutcome::kAbandoned
+                                                            : LoadOutcome::kLoaded;
+      lock.unlock();
+      StatusOr<LoadOutcome> all = agree_on_load(*group, mine);
+      lock.lock();
+      if (loaded.ok() && !all.ok()) loaded = all.status();
+      if (loaded.ok() && *all == LoadOutcome::kFailed) {
+        loaded = failed_precondition(
+            "another rank failed to load its model (its error is on stderr above)");
+      }
+    }
     if (!loaded.ok()) {
       load_error = loaded;
       state = State::kFailed;
@@ -241,22 +295,16 @@ StatusOr<int> run(const ServeArgs& a) {
     }
     models = std::move(loaded_models);
     if (state == State::kAbandoned) return;  // a signal arrived while loading
-    engine::EngineOptions eo;
-    eo.prefill_chunk = setup.prefill_chunk;
-    eo.tokenizer = &tok;
-    eo.simulate_accept_length = setup.simulate_accept_length;
-    eo.accept_on = setup.accept_on;
-    eo.overlap = setup.overlap;
-    eo.device_commit = setup.device_commit;
+    const engine::EngineOptions eo = serve_engine_options(setup, &tok);
+    const server::EngineLoopOptions limits{
+        .max_running = int64_t(models[0]->metadata_config().max_requests) * setup.dp_size,
+        .max_queued = a.max_queued_requests,
+        .num_draft_tokens = setup.num_draft_tokens};
     std::vector<model::DsaModel*> ranks;
     for (const auto& m : models) ranks.push_back(m.get());
-    StatusOr<std::unique_ptr<server::EngineLoop>> made = server::EngineLoop::create(
-        ranks, eo,
-        server::EngineLoopOptions{
-            .max_running = int64_t(models[0]->metadata_config().max_requests) * setup.dp_size,
-            .max_queued = a.max_queued_requests,
-            .num_draft_tokens = setup.num_draft_tokens},
-        &metrics);
+    StatusOr<std::unique_ptr<server::EngineLoop>> made =
+        group ? server::EngineLoop::create_front(*ranks[0], eo, limits, &metrics, *group)
+              : server::EngineLoop::create(ranks, eo, limits, &metrics);
     if (!made.ok()) {
       load_error = made.status();
       state = State::kFailed;
@@ -272,11 +320,13 @@ StatusOr<int> run(const ServeArgs& a) {
     http.set_ready(&ctx);
     state = State::kReady;
     lock.unlock();
-    DSA_LOG_INFO(
-        "dsa serve: ready: model {} on {}, d = {}, {} running + {} queued requests{}", model_name,
-        a.engine.device, setup.num_draft_tokens,
-        int64_t(model->metadata_config().max_requests) * setup.dp_size, a.max_queued_requests,
-        setup.dp_size > 1 ? fmt::format(" over {} DP ranks (placed by load)", setup.dp_size) : "");
+    DSA_LOG_INFO("dsa serve: ready: model {} on {}, d = {}, {} running + {} queued requests{}",
+                 model_name, a.engine.device, setup.num_draft_tokens,
+                 int64_t(model->metadata_config().max_requests) * setup.dp_size,
+                 a.max_queued_requests,
+                 setup.dp_size > 1 ? fmt::format(" over {} DP ranks (placed by load{})",
+                                                 setup.dp_size, group ? ", one process each" : "")
+                                   : "");
     if (model->load_stats().tensors > 0) {
       DSA_LOG_INFO("dsa serve: {}{}", setup.dp_size > 1 ? "per rank: " : "",
                    model::describe_load(model->load_stats()));
@@ -284,7 +334,9 @@ StatusOr<int> run(const ServeArgs& a) {
     DSA_LOG_INFO("dsa serve: {}", model::describe_fusion(model->fuse_counts()));
     DSA_LOG_INFO("dsa serve: {}{}", setup.dp_size > 1 ? "per rank: " : "",
                  model::describe_cache_plan(model->cache_plan()));
-    if (setup.dp_size > 1) DSA_LOG_INFO("dsa serve: {}", describe_dp_memory(models));
+    if (setup.dp_size > 1 && !group) {
+      DSA_LOG_INFO("dsa serve: {}", describe_dp_memory(models));
+    }
     if (a.engine.random_weights) {
       DSA_LOG_WARN(
           "dsa serve: random weights (--random-weights: benchmark mode, the text is meaningless; "
@@ -304,6 +356,8 @@ StatusOr<int> run(const ServeArgs& a) {
     {
       std::lock_guard lock(mu);
       if (state == State::kFailed) break;
+      // The rank processes' loop ends on its own when a rank or the group fails.
+      if (state == State::kReady && loop->failed()) break;
       if (signals.count() > 0) {
         if (state == State::kLoading) state = State::kAbandoned;
         break;
@@ -332,8 +386,12 @@ StatusOr<int> run(const ServeArgs& a) {
       std::chrono::duration<double>(a.shutdown_grace_s));
   {
     std::lock_guard lock(mu);
-    DSA_LOG_INFO("dsa serve: {}: finishing {} requests (grace {} s)", signals.last_name(),
-                 loop->in_flight(), a.shutdown_grace_s);
+    if (loop->failed()) {
+      DSA_LOG_ERROR("dsa serve: the ranks' engine loop failed: stopping");
+    } else {
+      DSA_LOG_INFO("dsa serve: {}: finishing {} requests (grace {} s)", signals.last_name(),
+                   loop->in_flight(), a.shutdown_grace_s);
+    }
     loop->shutdown(Clock::now() + grace);
   }
   std::thread second([&] {
@@ -349,6 +407,9 @@ StatusOr<int> run(const ServeArgs& a) {
   }
   http.stop();
   http.join();
+  // A failed rank group ends the server with its error (so the launcher stops the other ranks);
+  // the in-process ranks' failure leaves it answering 503 until a signal, as before.
+  if (group && loop->failed()) return loop->failure();
   DSA_LOG_INFO("dsa serve: stopped");
   return 0;
 }

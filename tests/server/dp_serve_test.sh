@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# `dsa serve --dp-size N` on 127.0.0.1 with the tiny model (CPU, in-process ranks):
-#   - --dp-size out of range, --dp-size > 1 with --device cuda (one process per GPU is built for
-#     `dsa generate` only) and a bad --load-chunk-bytes are refused with one line naming the flag and value;
+# `dsa serve --dp-size N` on 127.0.0.1 with the tiny model (CPU), in-process ranks and one process
+# per rank (--dp-processes, serve_ranks.h):
+#   - --dp-size out of range, --dp-size > 1 with --device cuda on a machine without a GPU, --ep
+#     with --device cuda, and a bad --load-chunk-bytes are refused with one line naming the flag
+#     and value;
 #   - dp 1 (with a legal --load-chunk-bytes) gives each prompt's greedy completion;
 #   - dp 2 (--dp-size) and dp 3 (--data-parallel-size): concurrent requests, streamed and not, all
 #     complete with dp 1's text and token count;
@@ -10,6 +12,12 @@
 #   - /metrics: the per-rank gauges show every rank took the same steps, requests were placed on
 #     more than one rank, and the totals count every token;
 #   - SIGTERM: exit 0.
+#   - rank processes: dp 2 and dp 3, and dp 2 with --ep 2 over the processes, as above; SIGTERM
+#     drains, every rank process exits and the launcher exits 0; a rank killed by SIGKILL mid-request
+#     ends the server within seconds, non-zero and naming the rank, and the client gets an answer
+#     (no hang); two launchers as nodes 0 and 1 of --nnodes 2 on 127.0.0.1 serve dp 1's text (node
+#     1 serves no HTTP) and both exit 0 after the front's SIGTERM; a node with other flags is
+#     refused at the join on both nodes.
 # Usage: dp_serve_test.sh DSA_BINARY REPO_ROOT
 set -u
 dsa="$1"
@@ -37,9 +45,11 @@ refused "dp-size = 0: must be in \\[1, 64\\]" --dp-size 0
 refused "dp-size = 65: must be in \\[1, 64\\]" --dp 65
 refused "ep-size = 3: must divide the model's 4 routed experts" --dp 3 --ep 3
 refused "load-chunk-bytes = 1000: must be in \\[1048576, 1073741824\\]" --load-chunk-bytes 1000
-# --device cuda with --dp 2: one process per GPU is built for generate only; serve says so.
-refused "dp-size = 2 with --device cuda: dsa serve runs its data-parallel ranks in one process" \
-  --dp-size 2 --device cuda
+# --device cuda with --dp 2 means one process per GPU: without a GPU the backend refuses once,
+# before any rank starts.
+refused "cuda backend: (built, but no CUDA device|not built)" --dp-size 2 --device cuda
+refused "ep-size = 2 with --device cuda: expert parallelism across GPUs has not run" \
+  --dp 2 --ep 2 --device cuda
 
 body() { # body PROMPT STREAM
   printf '{"prompt": "%s", "max_tokens": 20, "temperature": 0, "stream": %s%s}' "$1" "$2" \
@@ -126,10 +136,106 @@ assert len(placed) == n and sum(placed) == total and sum(1 for p in placed if p 
     bad "$name: dsa:generation_tokens_total $tokens, the responses hold $want_tokens"
   stop_server "$name"
 }
-wait_curls() { for j in $(jobs -p); do [ "$j" != "$pid" ] && wait "$j"; done; }
+wait_curls() { for j in $(jobs -p); do [ "$j" != "$pid" ] && [ "$j" != "${node1:-}" ] && wait "$j"; done; }
 
 dp_run dp2 2 --dp-size
 dp_run dp3 3 --data-parallel-size
 dp_run dp2ep2 2 --dp-size --ep 2
+
+# --- one process per rank ------------------------------------------------------------------------
+# rank_pids LAUNCHER: its children (the rank processes), "pid:rank" each.
+rank_pids() {
+  local c
+  for c in $(pgrep -P "$1"); do
+    echo "$c:$(tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | sed -n 's/^DSA_RANK=//p')"
+  done
+}
+# no_ranks_left PORT: no process of that server is left.
+no_ranks_left() { ! pgrep -f -- "--port $1 " >/dev/null && ! pgrep -f -- "--port $1\$" >/dev/null; }
+
+dp_run dp2proc 2 --dp-size --dp-processes
+grep -q "over 2 DP ranks (placed by load, one process each)" "$tmp/dp2proc.log" &&
+  ok "dp2proc: the front says its ranks are processes" || bad "dp2proc: no ready line for processes"
+no_ranks_left "$port" && ok "dp2proc: no rank process left after the launcher's exit" ||
+  bad "dp2proc: rank processes left: $(pgrep -fa -- "--port $port")"
+dp_run dp3proc 3 --dp-size --dp-processes
+dp_run dp2ep2proc 2 --dp-size --dp-processes --ep 2
+
+# A rank killed mid-request: the launcher stops the server, naming the rank; the client is answered.
+start killrank --dp 2 --dp-processes --max-running-requests 2
+long='{"prompt": "In the beginning", "max_tokens": 4000, "temperature": 0, "ignore_eos": true}'
+for _ in 1 2; do post /v1/completions "$long" >"$tmp/killrank.$RANDOM" & done
+sleep 1.5
+victim=$(rank_pids "$pid" | awk -F: '$2 == 1 { print $1 }')
+if [ -z "$victim" ]; then
+  bad "killrank: no rank 1 among the launcher's children: $(rank_pids "$pid")"
+else
+  t0=$(date +%s)
+  kill -KILL "$victim"
+  rc=0
+  for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    bad "killrank: the server still runs 15 s after rank 1 was killed"
+    kill -KILL "$pid"
+  fi
+  wait "$pid" || rc=$?
+  wait_curls
+  secs=$(($(date +%s) - t0))
+  if [ "$rc" -ne 0 ] && grep -q "rank 1 (local rank 1, node 0) was killed by signal 9" "$tmp/killrank.log"; then
+    ok "killrank: rank 1 SIGKILLed -> the server stopped in ${secs} s, exit $rc, rank 1 named"
+  else
+    bad "killrank: exit $rc after ${secs} s; log: $(tail -3 "$tmp/killrank.log")"
+  fi
+  no_ranks_left "$port" && ok "killrank: no rank process left" ||
+    bad "killrank: left: $(pgrep -fa -- "--port $port")"
+fi
+
+# Two nodes on one machine: node 0's rank 0 serves HTTP, node 1's launcher runs rank 1 only (it
+# starts first and waits for rank 0 at the address).
+init="127.0.0.1:$(free_port)"
+"$dsa" serve --model "$model" --host 127.0.0.1 --port 0 --dp 2 --nnodes 2 --node-rank 1 \
+  --dist-init-addr "$init" --max-running-requests 2 >"$tmp/node1.log" 2>&1 &
+node1=$!
+pids+=("$node1")
+start nodes --dp 2 --nnodes 2 --node-rank 0 --dist-init-addr "$init" --max-running-requests 2
+same=0
+for i in "${!prompts[@]}"; do complete "$i" false >"$tmp/nodes.$i" & done
+wait_curls
+for i in "${!prompts[@]}"; do
+  [ "$(cat "$tmp/nodes.$i")" = "${expected[$i]}" ] && same=$((same + 1))
+done
+[ "$same" = "${#prompts[@]}" ] && ok "nodes: ${#prompts[@]} concurrent requests over 2 nodes equal dp 1" ||
+  bad "nodes: $same of ${#prompts[@]} requests equal dp 1"
+placed=$(rank_values dsa:dp_rank_requests_placed)
+[ "$(echo "$placed" | awk '{ print ($2 > 0) }')" = 1 ] && ok "nodes: node 1's rank got requests ($placed)" ||
+  bad "nodes: placed '$placed'"
+grep -q "listening" "$tmp/node1.log" && bad "nodes: node 1 listened for HTTP" ||
+  ok "nodes: node 1 serves no HTTP"
+stop_server nodes
+rc1=0
+for _ in $(seq 1 100); do kill -0 "$node1" 2>/dev/null || break; sleep 0.1; done
+wait "$node1" || rc1=$?
+[ "$rc1" = 0 ] && ok "nodes: node 1's launcher exits 0 after the front stopped" ||
+  bad "nodes: node 1 exit $rc1: $(tail -3 "$tmp/node1.log")"
+
+# A node started with other engine flags is refused at the join, on both nodes.
+init="127.0.0.1:$(free_port)"
+"$dsa" serve --model "$model" --port 0 --dp 2 --nnodes 2 --node-rank 0 --dist-init-addr "$init" \
+  >"$tmp/mis0.log" 2>&1 &
+m0=$!
+"$dsa" serve --model "$model" --port 0 --dp 2 --nnodes 2 --node-rank 1 --dist-init-addr "$init" \
+  --max-running-requests 3 >"$tmp/mis1.log" 2>&1 &
+m1=$!
+pids+=("$m0" "$m1")
+r0=0 r1=0
+timeout 60 tail --pid="$m0" -f /dev/null
+timeout 60 tail --pid="$m1" -f /dev/null
+wait "$m0" || r0=$?
+wait "$m1" || r1=$?
+if [ "$r0" -ne 0 ] && [ "$r1" -ne 0 ] && grep -q "flags" "$tmp/mis0.log" && grep -q "flags" "$tmp/mis1.log"; then
+  ok "mismatch: both nodes refused at the join (exit $r0, $r1)"
+else
+  bad "mismatch: exits $r0, $r1; $(tail -2 "$tmp/mis0.log") / $(tail -2 "$tmp/mis1.log")"
+fi
 
 exit "$fail"

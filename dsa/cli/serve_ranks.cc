@@ -1,0 +1,114 @@
+#include "dsa/cli/serve_ranks.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "dsa/cli/command_line.h"
+#include "dsa/cli/rank_process.h"
+#include "dsa/dist/device_collective.h"
+#include "dsa/dist/launcher.h"
+#include "dsa/server/rank_follower.h"
+
+namespace dsa::cli {
+
+StatusOr<int> launch_serve_ranks(const EngineSetup& setup) {
+  const std::vector<std::string>& argv = command_line();
+  if (argv.empty()) return internal_error("--dp-processes: the command line was not recorded");
+  DSA_ASSIGN_OR_RETURN(const std::string addr, export_init_addr(setup));
+  const int32_t local = setup.dp_size / setup.dist.nnodes;  // resolve_engine_args: evenly split
+  const int32_t first = setup.dist.node_rank * local;
+  const char* per = setup.backend == kernels::Backend::kCuda ? "GPU" : "rank";
+  if (setup.dist.nnodes > 1) {
+    fmt::print(stderr,
+               "dsa serve: node {} of {}: starting ranks {}..{} of {} (one process per {}); rank "
+               "0 {} at {}\n",
+               setup.dist.node_rank, setup.dist.nnodes, first, first + local - 1, setup.dp_size,
+               per, setup.dist.node_rank == 0 ? "(here) serves HTTP" : "serves HTTP on node 0",
+               addr);
+  } else {
+    fmt::print(stderr,
+               "dsa serve: starting {} rank processes (one per {}); rank 0 serves HTTP, the "
+               "ranks meet at {}\n",
+               setup.dp_size, per, addr);
+  }
+  std::fflush(stderr);
+  dist::LaunchConfig lc;
+  lc.local_world_size = local;
+  lc.node_rank = setup.dist.node_rank;
+  lc.nnodes = setup.dist.nnodes;
+  lc.argv = argv;
+  if (Status launched = dist::launch_local_ranks(lc); !launched.ok()) {
+    fmt::print(stderr, "dsa serve: {}\n", launched.to_string());
+    return 1;
+  }
+  return 0;
+}
+
+StatusOr<LoadOutcome> agree_on_load(dist::Collective& group, LoadOutcome mine) {
+  int64_t worst[] = {int64_t(mine)};
+  DSA_RETURN_IF_ERROR(group.all_reduce(worst, dist::ReduceOp::kMax));
+  if (worst[0] < 0 || worst[0] > int64_t(LoadOutcome::kFailed)) {
+    return internal_error(fmt::format("the ranks' load outcome {} is not one", worst[0]));
+  }
+  return LoadOutcome(worst[0]);
+}
+
+StatusOr<model::ModelOptions> rank_model_options(const EngineSetup& setup,
+                                                 dist::Collective& group) {
+  model::ModelOptions mo = setup.model;
+  // Each GPU is a rank's own; the cpu ranks share the host's memory.
+  if (setup.backend != kernels::Backend::kCuda) mo.mem_fraction_static /= double(setup.dp_size);
+  if (setup.ep_size > 1) {
+    auto* device_group = dynamic_cast<dist::DeviceCollective*>(&group);
+    if (device_group == nullptr) {
+      return internal_error("--ep-size: this rank's process group has no MoE collectives");
+    }
+    mo.ep_rank = group.rank();
+    mo.ep_size = setup.ep_size;
+    mo.ep_group = device_group;
+  }
+  return mo;
+}
+
+engine::EngineOptions serve_engine_options(const EngineSetup& setup, const model::Tokenizer* tok) {
+  engine::EngineOptions eo;
+  eo.prefill_chunk = setup.prefill_chunk;
+  eo.tokenizer = tok;
+  eo.simulate_accept_length = setup.simulate_accept_length;
+  eo.accept_on = setup.accept_on;
+  eo.overlap = setup.overlap;
+  eo.device_commit = setup.device_commit;
+  return eo;
+}
+
+Status run_serve_follower(const EngineArgs& args, const EngineSetup& setup,
+                          const model::Tokenizer& tok, dist::Collective& group) {
+  const int32_t me = group.rank();
+  StatusOr<std::unique_ptr<model::DsaModel>> model = internal_error("not loaded");
+  {
+    StatusOr<const kernels::OpTable*> ops = kernels::ops_for(setup.backend);
+    StatusOr<model::ModelOptions> mo = rank_model_options(setup, group);
+    if (!ops.ok()) {
+      model = ops.status();
+    } else if (!mo.ok()) {
+      model = mo.status();
+    } else {
+      try {
+        model = model::DsaModel::load(args.model_dir, *mo, **ops);
+      } catch (const std::exception& e) {
+        model = internal_error(fmt::format("loading the model: {}", e.what()));
+      }
+    }
+  }
+  // Every rank takes this collective, loaded or not, so a failed load ends every rank at once.
+  DSA_ASSIGN_OR_RETURN(
+      const LoadOutcome all,
+      agree_on_load(group, model.ok() ? LoadOutcome::kLoaded : LoadOutcome::kFailed));
+  if (!model.ok()) return model.status().with_context(fmt::format("dp rank {}", me));
+  if (all != LoadOutcome::kLoaded) return ok_status();  // another rank failed, or the front quit
+  server::RankFollower follower(**model, serve_engine_options(setup, &tok), group);
+  return follower.run();
+}
+
+}  // namespace dsa::cli

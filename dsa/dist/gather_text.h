@@ -1,7 +1,9 @@
 // Every rank's bytes to every rank, over the one collective every group has (Collective's
 // all_reduce over host int64). It is how a run's ranks hand their output to rank 0 at the end
 // (cli/generate_ranks.h): the ranks of a multi-node run share no file system, and NcclGroup's
-// all_gather takes device memory. Slow and general: meant for a run's final text, not a step.
+// all_gather takes device memory. `dsa serve`'s rank processes exchange their small per-iteration
+// messages with it too (server/rank_wire.h): two all-reduces for a few KB. General, not fast:
+// nothing on a forward's path.
 //
 // Two phases. The lengths: each rank puts its own at its index of a world-size vector, zeros
 // elsewhere; a max all-reduce gives every rank every length. The bytes: the concatenation in rank

@@ -9,9 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "dsa/cli/command_line.h"
 #include "dsa/dist/gather_text.h"
-#include "dsa/dist/launcher.h"
 
 namespace dsa::cli {
 
@@ -28,8 +26,6 @@ std::filesystem::path exit_code_file(const std::string& run_dir) {
 }  // namespace
 
 StatusOr<int> launch_generate_ranks(const EngineSetup& setup) {
-  const std::vector<std::string>& argv = command_line();
-  if (argv.empty()) return internal_error("--dp-processes: the command line was not recorded");
   DSA_ASSIGN_OR_RETURN(const std::string addr, export_init_addr(setup));
   std::string dir_template = (std::filesystem::temp_directory_path() / "dsa-ranks-XXXXXX").string();
   if (::mkdtemp(dir_template.data()) == nullptr) {
@@ -38,28 +34,21 @@ StatusOr<int> launch_generate_ranks(const EngineSetup& setup) {
   }
   const std::string run_dir = dir_template;
   ::setenv(kEnvRunDir, run_dir.c_str(), 1);
-  // resolve_engine_args checked that the nodes split the ranks evenly.
-  const int32_t local = setup.dp_size / setup.dist.nnodes;
-  const int32_t first = setup.dist.node_rank * local;  // this node's first global rank
-  const char* per = setup.backend == kernels::Backend::kCuda ? "GPU" : "rank";
+  const NodeRanks n = node_ranks(setup);
   if (setup.dist.nnodes > 1) {
     fmt::print(stderr,
                "dsa generate: node {} of {}: starting ranks {}..{} of {} (one process per {}), "
                "rank 0 at {}{}\n",
-               setup.dist.node_rank, setup.dist.nnodes, first, first + local - 1, setup.dp_size,
-               per, addr, setup.dist.node_rank == 0 ? "" : "; the output is written by node 0");
+               setup.dist.node_rank, setup.dist.nnodes, n.first, n.first + n.local - 1,
+               setup.dp_size, n.per, addr,
+               setup.dist.node_rank == 0 ? "" : "; the output is written by node 0");
   } else {
     fmt::print(stderr, "dsa generate: starting {} rank processes (one per {}), rank 0 at {}\n",
-               setup.dp_size, per, addr);
+               setup.dp_size, n.per, addr);
   }
   std::fflush(stdout);
   std::fflush(stderr);
-  dist::LaunchConfig lc;
-  lc.local_world_size = local;
-  lc.node_rank = setup.dist.node_rank;
-  lc.nnodes = setup.dist.nnodes;
-  lc.argv = argv;
-  const Status launched = dist::launch_local_ranks(lc);
+  const Status launched = launch_node_ranks(setup);
   int code = 1;  // no exit code left: the ranks did not reach the end of the run
   bool merged = false;
   if (std::ifstream in(exit_code_file(run_dir)); in) {
@@ -70,7 +59,7 @@ StatusOr<int> launch_generate_ranks(const EngineSetup& setup) {
     // The run broke before rank 0 gathered the others' output: what this node's ranks had
     // finished is still theirs to show (their requests were written as they finished), after rank
     // 0's. (Global rank 0 wrote to this stdout itself.)
-    for (int32_t r = std::max(first, 1); r < first + local; ++r) {
+    for (int32_t r = std::max(n.first, 1); r < n.first + n.local; ++r) {
       std::ifstream in(rank_file(run_dir, r), std::ios::binary);
       const std::string text((std::istreambuf_iterator<char>(in)),
                              std::istreambuf_iterator<char>());

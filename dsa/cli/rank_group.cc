@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <memory>
 
+#include "dsa/cli/command_line.h"
 #include "dsa/cli/rank_process.h"
 #include "dsa/dist/bootstrap.h"
+#include "dsa/dist/launcher.h"
 #include "dsa/dist/socket_group.h"
 #include "dsa/dist/tcp.h"
 #include "dsa/engine/dp_engine_group.h"
@@ -58,6 +60,25 @@ StatusOr<std::unique_ptr<dist::Collective>> nccl_rank_group(const dist::RankEnvi
 #endif
 
 }  // namespace
+
+NodeRanks node_ranks(const EngineSetup& setup) {
+  NodeRanks n;
+  n.local = setup.dp_size / setup.dist.nnodes;
+  n.first = setup.dist.node_rank * n.local;
+  n.per = setup.backend == kernels::Backend::kCuda ? "GPU" : "rank";
+  return n;
+}
+
+Status launch_node_ranks(const EngineSetup& setup) {
+  const std::vector<std::string>& argv = command_line();
+  if (argv.empty()) return internal_error("--dp-processes: the command line was not recorded");
+  dist::LaunchConfig lc;
+  lc.local_world_size = node_ranks(setup).local;
+  lc.node_rank = setup.dist.node_rank;
+  lc.nnodes = setup.dist.nnodes;
+  lc.argv = argv;
+  return dist::launch_local_ranks(lc);
+}
 
 StatusOr<std::string> export_init_addr(const EngineSetup& setup) {
   std::string addr;

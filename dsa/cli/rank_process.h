@@ -21,6 +21,18 @@ inline constexpr const char* kEnvInitAddr = "DSA_DIST_INIT_ADDR";  // host:port 
 // port on 127.0.0.1, as "host:port"; exported to the ranks as kEnvInitAddr.
 StatusOr<std::string> export_init_addr(const EngineSetup& setup);
 
+// This node's share of the ranks (resolve_engine_args checked that the nodes split them evenly):
+// `local` rank processes, global ranks first .. first + local - 1, one per `per` ("GPU" on cuda).
+struct NodeRanks {
+  int32_t local = 1, first = 0;
+  const char* per = "rank";
+};
+NodeRanks node_ranks(const EngineSetup& setup);
+
+// Starts this node's ranks of this process's command line (command_line.h) and waits for them
+// (dist::launch_local_ranks: the first that fails stops the others, named in the error).
+Status launch_node_ranks(const EngineSetup& setup);
+
 // A rank's side: checks the launcher's environment against the flags (world size = --dp-size),
 // then joins the group at kEnvInitAddr (make_rank_group). Errors name the variable or the rank.
 StatusOr<std::unique_ptr<dist::Collective>> join_rank_group(const dist::RankEnvironment& env,

@@ -4,41 +4,30 @@
 
 #include <cstdio>
 
-#include "dsa/cli/command_line.h"
 #include "dsa/cli/rank_process.h"
 #include "dsa/dist/device_collective.h"
-#include "dsa/dist/launcher.h"
 #include "dsa/server/rank_follower.h"
 
 namespace dsa::cli {
 
 StatusOr<int> launch_serve_ranks(const EngineSetup& setup) {
-  const std::vector<std::string>& argv = command_line();
-  if (argv.empty()) return internal_error("--dp-processes: the command line was not recorded");
   DSA_ASSIGN_OR_RETURN(const std::string addr, export_init_addr(setup));
-  const int32_t local = setup.dp_size / setup.dist.nnodes;  // resolve_engine_args: evenly split
-  const int32_t first = setup.dist.node_rank * local;
-  const char* per = setup.backend == kernels::Backend::kCuda ? "GPU" : "rank";
+  const NodeRanks n = node_ranks(setup);
   if (setup.dist.nnodes > 1) {
     fmt::print(stderr,
                "dsa serve: node {} of {}: starting ranks {}..{} of {} (one process per {}); rank "
                "0 {} at {}\n",
-               setup.dist.node_rank, setup.dist.nnodes, first, first + local - 1, setup.dp_size,
-               per, setup.dist.node_rank == 0 ? "(here) serves HTTP" : "serves HTTP on node 0",
-               addr);
+               setup.dist.node_rank, setup.dist.nnodes, n.first, n.first + n.local - 1,
+               setup.dp_size, n.per,
+               setup.dist.node_rank == 0 ? "(here) serves HTTP" : "serves HTTP on node 0", addr);
   } else {
     fmt::print(stderr,
                "dsa serve: starting {} rank processes (one per {}); rank 0 serves HTTP, the "
                "ranks meet at {}\n",
-               setup.dp_size, per, addr);
+               setup.dp_size, n.per, addr);
   }
   std::fflush(stderr);
-  dist::LaunchConfig lc;
-  lc.local_world_size = local;
-  lc.node_rank = setup.dist.node_rank;
-  lc.nnodes = setup.dist.nnodes;
-  lc.argv = argv;
-  if (Status launched = dist::launch_local_ranks(lc); !launched.ok()) {
+  if (Status launched = launch_node_ranks(setup); !launched.ok()) {
     fmt::print(stderr, "dsa serve: {}\n", launched.to_string());
     return 1;
   }

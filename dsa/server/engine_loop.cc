@@ -9,6 +9,21 @@
 
 namespace dsa::server {
 
+namespace {
+
+// A step's Status, or its exception as one: out of memory or a bug must not end the engine thread
+// (and the server with it) unreported.
+template <typename F>
+Status guarded(F&& step) {
+  try {
+    return step();
+  } catch (const std::exception& e) {
+    return internal_error(fmt::format("engine step: {}", e.what()));
+  }
+}
+
+}  // namespace
+
 std::vector<RequestEvent> RequestChannel::wait(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, timeout, [&] { return !events_.empty(); });
@@ -189,12 +204,7 @@ void EngineLoop::run() {
     admit(std::move(incoming));
     abort_cancelled(stopping && std::chrono::steady_clock::now() >= deadline);
     if (has_work() && !failed_.load()) {
-      Status s;
-      try {
-        s = step();
-      } catch (const std::exception& e) {  // out of memory, a bug: this thread must not die
-        s = internal_error(fmt::format("engine step: {}", e.what()));
-      }
+      const Status s = guarded([this] { return step(); });
       if (!s.ok()) {
         // A failed step concerns the whole batch: every request in it fails, and no more are
         // taken (the engine's state after a failed forward is not trusted).
@@ -478,20 +488,18 @@ void EngineLoop::run_front() {
     control_.abort_all = abort_all;
     // Stopping, submit() takes nothing more, so incoming_ stays empty from here.
     const bool stop = stopping && remote_.empty() && active_[0].empty();
-    Status s;
-    try {
-      s = exchange_with_ranks(stop);
-    } catch (const std::exception& e) {  // out of memory, a bug: this thread must not die
-      s = internal_error(fmt::format("engine step: {}", e.what()));
-    }
+    const Status s = guarded([this, stop] { return exchange_with_ranks(stop); });
     if (!s.ok()) {
       // A broken rank group or a failed step: the step's ranks can no longer agree, so the loop
       // ends, every request fails, and the server stops (the launcher stops the other ranks).
       DSA_LOG_ERROR("engine step failed: {}", s.to_string());
+      {
+        // Before the requests' finishes: a reader woken by one sees why.
+        std::lock_guard lock(mu_);
+        failure_ = s;
+      }
       failed_.store(true);
       fail_all(s);
-      std::lock_guard lock(mu_);
-      failure_ = s;
       break;
     }
     for (int64_t id : to_release_[0]) (void)solo_->release(id);

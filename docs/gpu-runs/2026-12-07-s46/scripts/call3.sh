@@ -3,7 +3,8 @@
 # the bf16 control, by depth), and `dsa serve` over one rank process on cuda at world size 1. The
 # GPU image has no cpp-httplib / prometheus-cpp, so the server binary is carried: build-serve/dsa,
 # built by CI's clone of 0aefc07 on the CPU machine (CUDA backend for sm_90a, NCCL), with its
-# libraries in build-serve/libs (NCCL and cuBLAS are the device's). Carry [".deps", "build-serve"].
+# libraries in build-serve/libs (NCCL, cuBLAS, OpenSSL and zlib are the device's), packed as
+# build-serve/serve.tar.xz to fit the 64 MiB a call carries. Carry [".deps", "build-serve"].
 set -u
 W=/tmp/call3; mkdir -p "$W"
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
@@ -20,6 +21,7 @@ bundle
 echo "== dsa serve over one rank process on cuda ($(el) s)"
 nccl=$(dirname "$(find / -name 'libnccl.so.2' -not -path '*/proc/*' 2>/dev/null | head -1)")
 cublas=$(dirname "$(find / -name 'libcublasLt.so.13' -not -path '*/proc/*' 2>/dev/null | head -1)")
+tar xJf build-serve/serve.tar.xz -C build-serve
 export LD_LIBRARY_PATH="$PWD/build-serve/libs:$nccl:$cublas:${LD_LIBRARY_PATH:-}"
 dsa=build-serve/dsa
 body='{"prompt": "And the king said unto", "max_tokens": 24, "temperature": 0}'

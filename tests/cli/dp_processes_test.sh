@@ -135,7 +135,9 @@ rc1=$?
 expect "two nodes with different flags: both exit 1 (got $rc0, $rc1), the hash mismatch named" \
   '[ "$rc0" -eq 1 ] && [ "$rc1" -eq 1 ] && grep -q "runs with other flags" "$tmp/nm0.err" && grep -q "runs with other flags" "$tmp/nm1.err"'
 # A node that dies mid-run (its launcher SIGKILLed, its ranks with it: PR_SET_PDEATHSIG): node 0
-# stops within seconds and names the lost rank; nothing hangs.
+# stops within seconds and names the lost rank; nothing hangs. How rank 0's socket learns of the
+# loss depends on where it was: an orderly close, a reset on read, or a failed send of a result
+# (CI, 2026-12-07: not the close), and each message names rank 1.
 addr=127.0.0.1:$(free_port)
 nlong=(--model "$model" --prompts-file "$tmp/three" --max-new-tokens 400 --ignore-eos --dp 2
   --nnodes 2 --dist-init-addr "$addr")
@@ -154,7 +156,7 @@ wait "$node0"
 rc=$?
 took=$(($(date +%s) - t0))
 expect "node 1 killed mid-run: node 0 exits 1 in ${took} s (< 60, got rc $rc), naming the lost rank" \
-  '[ "$rc" -eq 1 ] && [ "$took" -lt 60 ] && grep -q "rank 1 closed its connection" "$tmp/nk0.err"'
+  '[ "$rc" -eq 1 ] && [ "$took" -lt 60 ] && grep -Eq "rank 1 (closed its connection|could not be read from)|sending the result to rank 1" "$tmp/nk0.err"'
 refused "--dp-size = 3 with --nnodes = 2: the ranks are split evenly over the nodes" \
   --prompt Hi --dp 3 --nnodes 2 --dist-init-addr 127.0.0.1:9
 refused "--nnodes = 2 needs --dist-init-addr" --prompt Hi --dp 2 --nnodes 2

@@ -155,7 +155,7 @@ kill -9 "$node1"
 wait "$node0"
 rc=$?
 took=$(($(date +%s) - t0))
-expect "node 1 killed mid-run: node 0 exits 1 in ${took} s (< 60, got rc $rc), naming the lost rank" \
+expect "node 1 killed mid-run: node 0 exits 1 in ${took} s (< 60, got rc $rc), naming the lost rank: $(tail -1 "$tmp/nk0.err")" \
   '[ "$rc" -eq 1 ] && [ "$took" -lt 60 ] && grep -Eq "rank 1 (closed its connection|could not be read from)|sending the result to rank 1" "$tmp/nk0.err"'
 refused "--dp-size = 3 with --nnodes = 2: the ranks are split evenly over the nodes" \
   --prompt Hi --dp 3 --nnodes 2 --dist-init-addr 127.0.0.1:9

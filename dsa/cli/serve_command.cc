@@ -29,6 +29,7 @@
 #include "dsa/model/weight_stream.h"
 #include "dsa/server/engine_loop.h"
 #include "dsa/server/http_server.h"
+#include "dsa/server/rank_wire.h"
 #include "dsa/server/server_metrics.h"
 
 namespace dsa::cli {
@@ -273,6 +274,7 @@ StatusOr<int> run(const ServeArgs& a) {
       loaded = internal_error(fmt::format("loading the model: {}", e.what()));
     }
     std::unique_lock lock(mu);
+    bool ranks_serve = false;  // the ranks agreed that every one loaded
     if (group) {
       // Every rank takes this collective after its load, so none starts serving (or waits in a
       // step) beside a rank that failed or a front that was stopped meanwhile.
@@ -287,6 +289,7 @@ StatusOr<int> run(const ServeArgs& a) {
         loaded = failed_precondition(
             "another rank failed to load its model (its error is on stderr above)");
       }
+      ranks_serve = loaded.ok() && *all == LoadOutcome::kLoaded;
     }
     if (!loaded.ok()) {
       load_error = loaded;
@@ -294,7 +297,17 @@ StatusOr<int> run(const ServeArgs& a) {
       return;
     }
     models = std::move(loaded_models);
-    if (state == State::kAbandoned) return;  // a signal arrived while loading
+    if (state == State::kAbandoned) {  // a signal arrived while loading
+      if (ranks_serve) {
+        // It came while the ranks agreed, after this rank voted to serve: the others wait in
+        // their first exchange, and this one tells them to stop.
+        lock.unlock();
+        server::wire::FrontControl stop;
+        stop.stop = true;
+        (void)server::wire::exchange(*group, server::wire::encode(stop));
+      }
+      return;
+    }
     const engine::EngineOptions eo = serve_engine_options(setup, &tok);
     const server::EngineLoopOptions limits{
         .max_running = int64_t(models[0]->metadata_config().max_requests) * setup.dp_size,

@@ -493,13 +493,24 @@ void EngineLoop::run_front() {
       // A broken rank group or a failed step: the step's ranks can no longer agree, so the loop
       // ends, every request fails, and the server stops (the launcher stops the other ranks).
       DSA_LOG_ERROR("engine step failed: {}", s.to_string());
+      std::vector<Submission> late;
       {
-        // Before the requests' finishes: a reader woken by one sees why.
+        // Under the lock, so that submit() takes nothing after this (it checks failed_ under it),
+        // and before the requests' finishes, so that a reader woken by one sees why.
         std::lock_guard lock(mu_);
         failure_ = s;
+        failed_.store(true);
+        late.swap(incoming_);  // submitted while the exchange was failing: answered below
       }
-      failed_.store(true);
       fail_all(s);
+      for (Submission& l : late) {
+        RequestEvent e;
+        e.kind = RequestEvent::Kind::kFinished;
+        e.finish = engine::FinishReason::kError;
+        e.error = s;
+        e.prompt_tokens = l.prompt_tokens;
+        finish_channel(*l.channel, std::move(e));
+      }
       break;
     }
     for (int64_t id : to_release_[0]) (void)solo_->release(id);
@@ -521,9 +532,10 @@ Status EngineLoop::exchange_with_ranks(bool stop) {
     DSA_RETURN_IF_ERROR(take_report(r, *report));
   }
   if (stop) return ok_status();
-  DSA_ASSIGN_OR_RETURN(const bool work, wire::any_rank_has_work(*procs_, solo_->has_work()));
-  any_work_ = work;
-  if (!work) return ok_status();
+  DSA_ASSIGN_OR_RETURN(const wire::Vote vote, wire::vote(*procs_, solo_->has_work(), false));
+  // Events a rank holds (a refusal, an abort's finish) go out at the next exchange, at once.
+  any_work_ = vote.work || vote.events;
+  if (!vote.work) return ok_status();
   DSA_RETURN_IF_ERROR(solo_->step());
   ++steps_[0];
   return ok_status();

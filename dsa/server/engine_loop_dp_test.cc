@@ -305,8 +305,15 @@ TEST(EngineLoopRankProcesses, ARankThatNeverJoinsFailsTheRequestsInsteadOfHangin
   auto c = loop->submit(long_request(heldout_prompts({9})[0]), false, "x");
   ASSERT_TRUE(c.ok());
   loop->start();
+  // Submitted while the front waits in the exchange that fails: answered too, not left queued.
+  std::this_thread::sleep_for(200ms);
+  auto late = loop->submit(long_request(heldout_prompts({7})[0]), true, "late");
+  ASSERT_TRUE(late.ok());
   auto [rest, finished] = collect(**c);
   EXPECT_EQ(finished.finish, engine::FinishReason::kError);
+  auto [late_rest, late_finished] = collect(**late);
+  EXPECT_EQ(late_finished.finish, engine::FinishReason::kError);
+  EXPECT_EQ(loop->in_flight(), 0);
   EXPECT_TRUE(loop->failed());
   const Status why = loop->failure();
   EXPECT_FALSE(why.ok());

@@ -115,8 +115,9 @@ Status RankFollower::run() {
     // The front stops only once no request of any rank is in flight: nothing is left unsent.
     if (control.stop) return ok_status();
     apply(control);
-    DSA_ASSIGN_OR_RETURN(const bool work, wire::any_rank_has_work(group_, engine_->has_work()));
-    if (work) {
+    DSA_ASSIGN_OR_RETURN(const wire::Vote vote,
+                         wire::vote(group_, engine_->has_work(), !events_.empty()));
+    if (vote.work) {
       if (Status s = engine_->step(); !s.ok()) {
         return s.with_context(fmt::format("dp rank {}: step {}", me, steps_ + 1));
       }

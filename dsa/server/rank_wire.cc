@@ -181,12 +181,14 @@ RankEvent read_event(const json& j, const std::string& where) {
 // The message's object, its kind and version checked; what the Reader throws becomes a Status.
 template <typename T, typename F>
 StatusOr<T> decode(std::string_view bytes, const char* kind, F&& read) {
-  const json j = json::from_cbor(bytes.begin(), bytes.end(), true, false);
-  if (j.is_discarded() || !j.is_object()) {
-    return invalid_argument(
-        fmt::format("rank message: {} bytes are not a {} (not a CBOR object)", bytes.size(), kind));
-  }
   try {
+    // Inside the try: the parser throws for some malformed inputs (an array length beyond the
+    // address space) even with exceptions off.
+    const json j = json::from_cbor(bytes.begin(), bytes.end(), true, false);
+    if (j.is_discarded() || !j.is_object()) {
+      return invalid_argument(fmt::format("rank message: {} bytes are not a {} (not a CBOR object)",
+                                          bytes.size(), kind));
+    }
     const Reader r(j, kind);
     if (r.integer("version") != kVersion || r.field("kind") != kind) {
       return invalid_argument(
@@ -278,10 +280,10 @@ StatusOr<std::vector<std::string>> exchange(dist::Collective& group, std::string
   return dist::all_gather_text(group, mine);
 }
 
-StatusOr<bool> any_rank_has_work(dist::Collective& group, bool mine) {
-  int64_t work[] = {mine ? 1 : 0};
-  DSA_RETURN_IF_ERROR(group.all_reduce(work, dist::ReduceOp::kMax));
-  return work[0] != 0;
+StatusOr<Vote> vote(dist::Collective& group, bool work, bool events) {
+  int64_t v[] = {work ? 1 : 0, events ? 1 : 0};
+  DSA_RETURN_IF_ERROR(group.all_reduce(v, dist::ReduceOp::kMax));
+  return Vote{v[0] != 0, v[1] != 0};
 }
 
 }  // namespace dsa::server::wire

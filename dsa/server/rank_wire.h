@@ -70,8 +70,13 @@ StatusOr<RankReport> decode_report(std::string_view bytes);
 // The exchange every rank makes once per iteration of its loop, in the same order on every rank:
 // every rank's text to every rank ([world size], rank r's at r), then the vote.
 StatusOr<std::vector<std::string>> exchange(dist::Collective& group, std::string_view mine);
-// Whether any rank has work (a max all-reduce): if so every rank steps.
-StatusOr<bool> any_rank_has_work(dist::Collective& group, bool mine);
+// After the exchange, one max all-reduce: whether any rank has work (then every rank steps), and
+// whether any rank holds events for the front that were made after its report (a refusal, an
+// abort's finish: then the front makes the next exchange at once instead of waiting idle).
+struct Vote {
+  bool work = false, events = false;
+};
+StatusOr<Vote> vote(dist::Collective& group, bool work, bool events);
 
 // How long the front waits between exchanges while no rank has work: the other ranks wait in the
 // exchange meanwhile, and the group's watchdog must not take an idle server for a dead rank.

@@ -152,6 +152,9 @@ TEST(RankWire, CorruptMessagesAreRefusedByName) {
     EXPECT_FALSE(decode_control(good.substr(0, n)).ok()) << "prefix of " << n << " bytes";
   }
   expect_refused(decode_control("not cbor at all"), "not a control");
+  // An array length beyond the address space: nlohmann's parser throws even with exceptions off.
+  expect_refused(decode_control(std::string("\x9b\x7f\xff\xff\xff\xff\xff\xff\xff", 9)),
+                 "rank message");
   // A report is not a control, and the other way round.
   expect_refused(decode_control(encode(RankReport{})), "not a control of version");
   EXPECT_FALSE(decode_report(good).ok());

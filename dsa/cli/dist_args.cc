@@ -9,7 +9,8 @@ namespace dsa::cli {
 void add_dist_options(CLI::App& cmd, DistArgs& a) {
   cmd.add_option("--nnodes", a.nnodes,
                  "Nodes of a multi-node run, each running the same command with its own "
-                 "--node-rank (more than 1 is not wired to the engine yet: refused)")
+                 "--node-rank; each node's launcher starts --dp-size / --nnodes ranks, node 0's "
+                 "rank 0 writes the output (generate) or serves HTTP (serve)")
       ->capture_default_str();
   cmd.add_option("--node-rank", a.node_rank, "This node's rank, in [0, --nnodes)")
       ->capture_default_str();

@@ -256,12 +256,7 @@ void EngineLoop::admit_on_solo(Submission s) {
 void EngineLoop::admit_as(Submission s, StatusOr<engine::DpRequestId> id) {
   if (!id.ok()) {
     DSA_LOG_WARN("{}: refused by the engine: {}", s.channel->tag_, id.status().to_string());
-    RequestEvent e;
-    e.kind = RequestEvent::Kind::kFinished;
-    e.finish = engine::FinishReason::kError;
-    e.error = id.status();
-    e.prompt_tokens = s.prompt_tokens;
-    finish_channel(*s.channel, std::move(e));
+    finish_channel(*s.channel, error_event(id.status(), s.prompt_tokens));
     return;
   }
   s.channel->rank_ = id->rank;
@@ -294,11 +289,7 @@ void EngineLoop::abort_cancelled(bool all) {
 
 void EngineLoop::fail_all(const Status& why) {
   for (auto& [id, c] : remote_) {
-    RequestEvent e;
-    e.kind = RequestEvent::Kind::kFinished;
-    e.finish = engine::FinishReason::kError;
-    e.error = why;
-    finish_channel(*c, std::move(e));
+    finish_channel(*c, error_event(why));
   }
   remote_.clear();
   for (size_t r = 0; r < ranks_.size(); ++r) {
@@ -311,11 +302,7 @@ void EngineLoop::fail_all(const Status& why) {
       std::shared_ptr<RequestChannel> c = it->second;
       active.erase(it);  // first: on_finish (called by abort) then leaves the channel alone
       (void)ranks_[r]->abort(id);  // frees its pages if the engine can still do so
-      RequestEvent e;
-      e.kind = RequestEvent::Kind::kFinished;
-      e.finish = engine::FinishReason::kError;
-      e.error = why;
-      finish_channel(*c, std::move(e));
+      finish_channel(*c, error_event(why));
     }
   }
 }
@@ -331,13 +318,7 @@ void EngineLoop::on_tokens(int32_t rank, const engine::RequestState& r,
   auto it = active.find(r.id);
   if (it == active.end() || !it->second->stream()) return;
   RequestChannel& c = *it->second;
-  const size_t stable = r.stable_text_size();
-  if (stable <= c.text_sent_) return;  // nothing final yet (a partial character, a stop prefix)
-  RequestEvent e;
-  e.text = r.text.text().substr(c.text_sent_, stable - c.text_sent_);
-  e.num_tokens = int32_t(tokens.size());
-  c.text_sent_ = stable;
-  c.push(std::move(e));
+  if (std::optional<RequestEvent> e = delta_event(r, tokens, &c.text_sent_)) c.push(std::move(*e));
 }
 
 // ", dp rank 1" in the log with --dp-size > 1 (request ids are per rank).
@@ -354,15 +335,7 @@ void EngineLoop::on_finish(int32_t rank, const engine::RequestState& r) {
   to_release_[size_t(rank)].push_back(r.id);
   const engine::RequestFigures f = engine::request_figures(r, limits_.num_draft_tokens);
   if (metrics_ != nullptr) metrics_->request_finished(r, f);
-  const std::string& text = r.text.text();
-  RequestEvent e;
-  e.kind = RequestEvent::Kind::kFinished;
-  e.finish = r.finish;
-  e.error = r.error;
-  e.full_text = text;
-  e.text = text.substr(std::min(c->text_sent_, text.size()));
-  e.prompt_tokens = r.prompt_len();
-  e.completion_tokens = int32_t(r.output.size());
+  RequestEvent e = finished_event(r, c->text_sent_);
   log_finish(*c, r.id, rank, e, f.ttft_s, f.tpot_s, f.accept_length_mean);
   finish_channel(*c, std::move(e));
 }
@@ -503,14 +476,7 @@ void EngineLoop::run_front() {
         late.swap(incoming_);  // submitted while the exchange was failing: answered below
       }
       fail_all(s);
-      for (Submission& l : late) {
-        RequestEvent e;
-        e.kind = RequestEvent::Kind::kFinished;
-        e.finish = engine::FinishReason::kError;
-        e.error = s;
-        e.prompt_tokens = l.prompt_tokens;
-        finish_channel(*l.channel, std::move(e));
-      }
+      for (Submission& l : late) finish_channel(*l.channel, error_event(s, l.prompt_tokens));
       break;
     }
     for (int64_t id : to_release_[0]) (void)solo_->release(id);

@@ -23,14 +23,9 @@ void RankFollower::on_tokens(const engine::RequestState& r, std::span<const int3
   auto it = tracked_.find(r.id);
   if (it == tracked_.end() || !it->second.stream) return;
   Tracked& t = it->second;
-  const size_t stable = r.stable_text_size();
-  if (stable <= t.text_sent) return;  // nothing final yet (a partial character, a stop prefix)
-  wire::RankEvent e;
-  e.front_id = t.front_id;
-  e.event.text = r.text.text().substr(t.text_sent, stable - t.text_sent);
-  e.event.num_tokens = int32_t(tokens.size());
-  t.text_sent = stable;
-  events_.push_back(std::move(e));
+  if (std::optional<RequestEvent> delta = delta_event(r, tokens, &t.text_sent)) {
+    events_.push_back({.front_id = t.front_id, .event = std::move(*delta)});
+  }
 }
 
 void RankFollower::on_finish(const engine::RequestState& r) {
@@ -40,17 +35,9 @@ void RankFollower::on_finish(const engine::RequestState& r) {
   tracked_.erase(it);
   to_release_.push_back(r.id);
   const engine::RequestFigures f = engine::request_figures(r, num_draft_tokens_);
-  const std::string& text = r.text.text();
   wire::RankEvent e;
   e.front_id = t.front_id;
-  RequestEvent& v = e.event;
-  v.kind = RequestEvent::Kind::kFinished;
-  v.finish = r.finish;
-  v.error = r.error;
-  v.full_text = text;
-  v.text = text.substr(std::min(t.text_sent, text.size()));
-  v.prompt_tokens = r.prompt_len();
-  v.completion_tokens = int32_t(r.output.size());
+  e.event = finished_event(r, t.text_sent);
   e.ttft_s = f.ttft_s;
   e.e2e_s = f.e2e_s;
   e.tpot_s = f.tpot_s;
@@ -69,13 +56,7 @@ void RankFollower::apply(const wire::FrontControl& c) {
     }
     // Refused here (the front checked the request, but this rank's engine is the judge): the
     // front answers the client with this error.
-    wire::RankEvent e;
-    e.front_id = p.front_id;
-    e.event.kind = RequestEvent::Kind::kFinished;
-    e.event.finish = engine::FinishReason::kError;
-    e.event.error = id.status();
-    e.event.prompt_tokens = prompt_tokens;
-    events_.push_back(std::move(e));
+    events_.push_back({.front_id = p.front_id, .event = error_event(id.status(), prompt_tokens)});
   }
   std::vector<int64_t> aborts;
   for (const auto& [engine_id, t] : tracked_) {

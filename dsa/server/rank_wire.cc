@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 
 #include "dsa/core/status.h"
@@ -26,5 +28,16 @@ struct RequestEvent {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
 };
+
+// The events of a request's life, built the same way wherever its engine runs (the server's own
+// ranks, engine_loop.h, or another rank process, rank_follower.h).
+// The text that became final since `*text_sent` bytes were sent, as a delta of `tokens`' group,
+// moving *text_sent on; nullopt when nothing is final yet (a partial character, a stop prefix).
+std::optional<RequestEvent> delta_event(const engine::RequestState& r,
+                                        std::span<const int32_t> tokens, size_t* text_sent);
+// The finish of a request whose first `text_sent` bytes went out as deltas.
+RequestEvent finished_event(const engine::RequestState& r, size_t text_sent);
+// A request that failed (`why`) before or without its engine: a refusal, a broken rank group.
+RequestEvent error_event(const Status& why, int32_t prompt_tokens = 0);
 
 }  // namespace dsa::server

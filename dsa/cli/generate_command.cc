@@ -343,26 +343,18 @@ StatusOr<int> run(const GenerateArgs& a) {
   }
   // --dp-size N: N instances of the same weights, one per rank (generate_dp.h); the caches
   // share --mem-fraction-static, each rank planning its share of what is left when it loads.
-  // With one process per GPU each rank has a device of its own; CPU ranks share the host's memory
-  // whether they are threads or processes.
-  if (!(rank && setup.backend == kernels::Backend::kCuda)) {
-    mo.mem_fraction_static /= double(setup.dp_size);
-  }
   // --ep-size N (= N): the ranks' MoE collectives. In-process ranks share one LocalDeviceGroup,
-  // made before the models that use it (and destroyed after them); a rank process uses its
-  // process group's (SocketGroup's host-memory ones on the cpu).
+  // made before the models that use it (and destroyed after them); a rank process adapts its
+  // options to its process (rank_process.h).
   std::unique_ptr<dist::LocalDeviceGroup> ep_group;
-  if (setup.ep_size > 1 && !rank) {
-    DSA_ASSIGN_OR_RETURN(ep_group,
-                         dist::LocalDeviceGroup::create(setup.ep_size, engine::kDpWatchdog));
-  } else if (setup.ep_size > 1) {
-    auto* device_group = dynamic_cast<dist::DeviceCollective*>(rank->group.get());
-    if (device_group == nullptr) {
-      return internal_error("--ep-size: this rank's process group has no MoE collectives");
+  if (rank) {
+    DSA_RETURN_IF_ERROR(adapt_to_rank_process(setup, *rank->group, &mo));
+  } else {
+    mo.mem_fraction_static /= double(setup.dp_size);
+    if (setup.ep_size > 1) {
+      DSA_ASSIGN_OR_RETURN(ep_group,
+                           dist::LocalDeviceGroup::create(setup.ep_size, engine::kDpWatchdog));
     }
-    mo.ep_rank = rank->env.rank;
-    mo.ep_size = setup.ep_size;
-    mo.ep_group = device_group;
   }
   std::vector<std::unique_ptr<model::DsaModel>> models;
   for (int32_t r = 0; r < (rank ? 1 : setup.dp_size); ++r) {

@@ -10,6 +10,7 @@
 #include "dsa/cli/command_line.h"
 #include "dsa/cli/rank_process.h"
 #include "dsa/dist/bootstrap.h"
+#include "dsa/dist/device_collective.h"
 #include "dsa/dist/launcher.h"
 #include "dsa/dist/socket_group.h"
 #include "dsa/dist/tcp.h"
@@ -78,6 +79,21 @@ Status launch_node_ranks(const EngineSetup& setup) {
   lc.nnodes = setup.dist.nnodes;
   lc.argv = argv;
   return dist::launch_local_ranks(lc);
+}
+
+Status adapt_to_rank_process(const EngineSetup& setup, dist::Collective& group,
+                             model::ModelOptions* mo) {
+  if (setup.backend != kernels::Backend::kCuda) mo->mem_fraction_static /= double(setup.dp_size);
+  if (setup.ep_size > 1) {
+    auto* device_group = dynamic_cast<dist::DeviceCollective*>(&group);
+    if (device_group == nullptr) {
+      return internal_error("--ep-size: this rank's process group has no MoE collectives");
+    }
+    mo->ep_rank = group.rank();
+    mo->ep_size = setup.ep_size;
+    mo->ep_group = device_group;
+  }
+  return ok_status();
 }
 
 StatusOr<std::string> export_init_addr(const EngineSetup& setup) {

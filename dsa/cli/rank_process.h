@@ -11,6 +11,7 @@
 #include "dsa/core/status.h"
 #include "dsa/dist/collective.h"
 #include "dsa/dist/rank_env.h"
+#include "dsa/model/dsa_model.h"
 
 namespace dsa::cli {
 
@@ -45,5 +46,12 @@ StatusOr<std::unique_ptr<dist::Collective>> make_rank_group(const dist::RankEnvi
                                                             const EngineSetup& setup,
                                                             const std::string& init_addr,
                                                             uint64_t flags_hash);
+
+// A rank process's model options, from the command's (`mo`): on the cpu the ranks share the host's
+// memory, so each plans 1 / --dp-size of --mem-fraction-static (on cuda each GPU is its own), and
+// with --ep-size the MoE's collectives are the process group's (SocketGroup's host-memory ones on
+// the cpu).
+Status adapt_to_rank_process(const EngineSetup& setup, dist::Collective& group,
+                             model::ModelOptions* mo);
 
 }  // namespace dsa::cli

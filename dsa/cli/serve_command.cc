@@ -153,7 +153,8 @@ Status load_dp_models(const EngineSetup& setup, const std::filesystem::path& dir
 Status load_rank_model(const EngineSetup& setup, const std::filesystem::path& dir,
                        const kernels::OpTable& ops, dist::Collective& group,
                        std::vector<std::unique_ptr<model::DsaModel>>* out) {
-  DSA_ASSIGN_OR_RETURN(const model::ModelOptions mo, rank_model_options(setup, group));
+  model::ModelOptions mo = setup.model;
+  DSA_RETURN_IF_ERROR(adapt_to_rank_process(setup, group, &mo));
   DSA_ASSIGN_OR_RETURN(std::unique_ptr<model::DsaModel> m, model::DsaModel::load(dir, mo, ops));
   out->push_back(std::move(m));
   return ok_status();

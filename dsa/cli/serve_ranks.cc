@@ -5,7 +5,6 @@
 #include <cstdio>
 
 #include "dsa/cli/rank_process.h"
-#include "dsa/dist/device_collective.h"
 #include "dsa/server/rank_follower.h"
 
 namespace dsa::cli {
@@ -43,23 +42,6 @@ StatusOr<LoadOutcome> agree_on_load(dist::Collective& group, LoadOutcome mine) {
   return LoadOutcome(worst[0]);
 }
 
-StatusOr<model::ModelOptions> rank_model_options(const EngineSetup& setup,
-                                                 dist::Collective& group) {
-  model::ModelOptions mo = setup.model;
-  // Each GPU is a rank's own; the cpu ranks share the host's memory.
-  if (setup.backend != kernels::Backend::kCuda) mo.mem_fraction_static /= double(setup.dp_size);
-  if (setup.ep_size > 1) {
-    auto* device_group = dynamic_cast<dist::DeviceCollective*>(&group);
-    if (device_group == nullptr) {
-      return internal_error("--ep-size: this rank's process group has no MoE collectives");
-    }
-    mo.ep_rank = group.rank();
-    mo.ep_size = setup.ep_size;
-    mo.ep_group = device_group;
-  }
-  return mo;
-}
-
 engine::EngineOptions serve_engine_options(const EngineSetup& setup, const model::Tokenizer* tok) {
   engine::EngineOptions eo;
   eo.prefill_chunk = setup.prefill_chunk;
@@ -77,14 +59,15 @@ Status run_serve_follower(const EngineArgs& args, const EngineSetup& setup,
   StatusOr<std::unique_ptr<model::DsaModel>> model = internal_error("not loaded");
   {
     StatusOr<const kernels::OpTable*> ops = kernels::ops_for(setup.backend);
-    StatusOr<model::ModelOptions> mo = rank_model_options(setup, group);
+    model::ModelOptions mo = setup.model;
+    const Status adapted = adapt_to_rank_process(setup, group, &mo);
     if (!ops.ok()) {
       model = ops.status();
-    } else if (!mo.ok()) {
-      model = mo.status();
+    } else if (!adapted.ok()) {
+      model = adapted;
     } else {
       try {
-        model = model::DsaModel::load(args.model_dir, *mo, **ops);
+        model = model::DsaModel::load(args.model_dir, mo, **ops);
       } catch (const std::exception& e) {
         model = internal_error(fmt::format("loading the model: {}", e.what()));
       }

@@ -37,8 +37,4 @@ Status run_serve_follower(const EngineArgs& args, const EngineSetup& setup,
 // The engine options of every rank of `dsa serve` (the front's and the followers').
 engine::EngineOptions serve_engine_options(const EngineSetup& setup, const model::Tokenizer* tok);
 
-// The model options of one rank process: the memory fraction (each GPU its own; cpu ranks share
-// the host's memory), and with --ep-size the group's MoE collectives.
-StatusOr<model::ModelOptions> rank_model_options(const EngineSetup& setup, dist::Collective& group);
-
 }  // namespace dsa::cli

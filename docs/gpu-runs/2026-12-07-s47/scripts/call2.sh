@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stop 47, call 2 (same warm machine as call 1, so build-gpu is reused): issue 16's FP8 GEMM table
 # on this GPU (linear_bench fp8), the README prompt d = 0 against d = 3 (issue 15's "done when"),
-# and `dsa serve` over one rank process on cuda at world size 1 against the plain server. The GPU
+# the decode step kernel by kernel (scripts/trace_step.sh, CUPTI), and `dsa serve` over one rank process on cuda at world size 1 against the plain server. The GPU
 # image has no cpp-httplib / prometheus-cpp, so the server binary is carried: build-serve/serve.tar.xz
 # holds dsa built by CI's clone of b3a60e1 on the CPU machine (CUDA for sm_90a, NCCL, server) and
 # its libraries less NCCL, cuBLAS, OpenSSL and zlib (the device's). Carry [".deps", "build-serve"].
@@ -47,6 +47,9 @@ b=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0
 grep -E "starting|ready|rank" "$W/ranks1.log" | head -4; cat "$W/ranks1.metrics"
 LD_LIBRARY_PATH="$PWD/build-serve/libs:$nccl:$cublas" timeout 60 $sdsa serve --model models/tiny-dsa --device cuda --port 0 --dp 2 > "$W/dp2.log" 2>&1; echo "dp 2 on one GPU: rc=$? $(grep -m1 -E 'GPU|rank 1' "$W/dp2.log")"
 bundle
+echo "== the decode step kernel by kernel, README prompt, d = 0 and 3 ($(el) s)"
+timeout 120 scripts/trace_step.sh build-gpu "$W/trace" > "$W/trace.log" 2>&1; echo "trace rc=$?"
+cat "$W/trace.log"; rm -f "$W"/trace/*.so; gzip -f "$W"/trace/*.csv; bundle
 echo "== linear_bench fp8 ($(el) s)"
 b=$(find build-gpu -name linear_bench -type f -executable | head -1)
 timeout 200 "$b" fp8 1 4 32 128 4096 > "$W/linear_bench.log" 2>&1; echo "linear rc=$?"

@@ -24,7 +24,7 @@ for d in ${DRAFTS:-0 3}; do
   [ "$d" -gt 0 ] && flags+=(--speculative-algorithm NEXTN --speculative-num-steps "$d")
   # shellcheck disable=SC2206  # EXTRA_FLAGS is a list of words
   flags+=(${EXTRA_FLAGS:-})
-  CUDA_INJECTION64_PATH="$PWD/$so" KERNEL_TRACE_OUT="$out/trace_d$d.csv" \
+  CUDA_INJECTION64_PATH="$(realpath "$so")" KERNEL_TRACE_OUT="$out/trace_d$d.csv" \
     "$build/dsa/cli/dsa" generate --model models/tiny-dsa --prompt "And the king said unto" \
     "${flags[@]}" >"$out/generate_d$d.json" 2>"$out/generate_d$d.err"
   echo "d $d: rc=$? $(grep -o '"accept_length_mean":[0-9.]*' "$out/generate_d$d.json") \

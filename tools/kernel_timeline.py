@@ -8,16 +8,18 @@ each position its mean start offset, duration and the idle gap before it (device
 kernel or copy running), the graph it belongs to ('-' = launched outside a graph) and the name;
 then the totals: step time = busy + idle, and per graph the span, busy time and kernel count.
 
-Usage: kernel_timeline.py TRACE.csv [--step-graph ID] [--skip N] [--top N]
+Usage: kernel_timeline.py TRACE.csv[.gz] [--step-graph ID] [--skip N] [--top N]
 """
 import argparse
 import collections
 import csv
+import gzip
 import re
 import statistics
 
 
 def short(name):
+    name = name.replace("(anonymous namespace)", "anon")
     name = re.sub(r"\(.*", "", name)
     name = re.sub(r"<.*", "", name)
     name = re.sub(r"^void ", "", name)
@@ -26,7 +28,7 @@ def short(name):
 
 def load(path):
     rows = []
-    with open(path) as f:
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         for r in csv.DictReader(f):
             rows.append(dict(kind=r["kind"], start=int(r["start_ns"]), end=int(r["end_ns"]),
                              graph=int(r["graph_id"]), corr=int(r["correlation"]), name=short(r["name"]) if r["kind"] == "kernel"

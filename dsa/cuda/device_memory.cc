@@ -7,6 +7,7 @@
 
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/graph.h"
+#include "dsa/cuda/pinned_copy.h"
 #include "dsa/cuda/stream.h"
 
 namespace dsa::cuda {
@@ -51,6 +52,9 @@ void device_free(void* p) {
 
 Status memcpy_async(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return ok_status();
+  // Between device and page-locked host memory a small copy is a kernel (pinned_copy.h: no idle
+  // gap around it in a chain of PDL launches).
+  if (pinned_copy_applies(dst, src, bytes)) return pinned_copy_async(dst, src, bytes);
   DSA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, current_stream()));
   return ok_status();
 }

@@ -1,7 +1,9 @@
 // Raw device memory behind the runtime's backend buffers (runtime/backend_memory.cc dispatches
 // here for Backend::kCuda). No CUDA types in this header, so host code that only forwards pointers
-// can include it. Copies use cudaMemcpyDefault (unified addressing infers the direction, so either
-// side may be host or device memory) and run on cuda::current_stream().
+// can include it. Copies run on cuda::current_stream(): between device memory and page-locked host
+// memory, up to kPinnedCopyMaxBytes, as one PDL kernel (pinned_copy.h); otherwise with
+// cudaMemcpyDefault (unified addressing infers the direction, so either side may be host or device
+// memory).
 #pragma once
 
 #include <cstddef>

@@ -25,7 +25,7 @@ bundle
 timeout 60 scripts/trace_step.sh build-gpu "$W/trace" > "$W/trace.log" 2>&1; echo "trace rc=$?"; cat "$W/trace.log"
 rm -f "$W"/trace/*.so; gzip -f "$W"/trace/*.csv; bundle
 echo "== whole-model gpu tests ($(el) s)"
-left=$(( 580 - $(el) ))
+left=$(( ${CALL_CAP:-580} - $(el) ))
 (cd build-gpu && DSA_CHECKED=1 timeout $left ctest -L gpu -R 'TinyModelCuda|EngineGraphs|GraphReplay|StepCommit|AcceptanceCuda|Sampl|Overlap|PinnedCopy' -j 4 --output-on-failure) > "$W/ctest.log" 2>&1
 grep -E "tests passed|tests failed|Failed|\*\*\*" "$W/ctest.log" | head -20
 bundle; echo "all done $(el) s"

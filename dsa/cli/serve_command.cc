@@ -185,6 +185,10 @@ StatusOr<int> run(const ServeArgs& a) {
   // One process per rank (serve_ranks.h): this process is the launcher, the front (global rank
   // 0, which serves HTTP) or a follower.
   std::unique_ptr<dist::Collective> group;
+  // Before any thread starts, so every thread inherits the blocked mask: the front's before its
+  // process group, whose NCCL threads would otherwise take a SIGTERM with the default action
+  // (the front was killed by it on the H100, stop 47).
+  std::unique_ptr<Signals> signals;
   if (setup.dp_processes) {
     DSA_ASSIGN_OR_RETURN(const std::optional<dist::RankEnvironment> env, dist::rank_environment());
     if (!env) {
@@ -197,6 +201,8 @@ StatusOr<int> run(const ServeArgs& a) {
     if (env->rank > 0) {
       std::signal(SIGINT, SIG_IGN);
       std::signal(SIGTERM, SIG_IGN);
+    } else {
+      signals = std::make_unique<Signals>();
     }
     DSA_ASSIGN_OR_RETURN(group, join_rank_group(*env, setup, engine_flags_hash(a.engine, setup)));
     if (env->rank > 0) {
@@ -210,7 +216,7 @@ StatusOr<int> run(const ServeArgs& a) {
           ? a.served_model_name
           : std::filesystem::absolute(dir).lexically_normal().filename().string();
 
-  Signals signals;  // before any thread starts, so every thread inherits the blocked mask
+  if (!signals) signals = std::make_unique<Signals>();
   server::ServerMetrics metrics(setup.num_draft_tokens);
   server::HttpOptions ho;
   ho.host = a.host;
@@ -372,12 +378,12 @@ StatusOr<int> run(const ServeArgs& a) {
       if (state == State::kFailed) break;
       // The rank processes' loop ends on its own when a rank or the group fails.
       if (state == State::kReady && loop->failed()) break;
-      if (signals.count() > 0) {
+      if (signals->count() > 0) {
         if (state == State::kLoading) state = State::kAbandoned;
         break;
       }
     }
-    signals.wait(1, Clock::now() + std::chrono::milliseconds(50));
+    signals->wait(1, Clock::now() + std::chrono::milliseconds(50));
   }
   State at_stop;
   {
@@ -389,7 +395,7 @@ StatusOr<int> run(const ServeArgs& a) {
     http.stop();
     http.join();
     if (at_stop == State::kFailed) return load_error;
-    DSA_LOG_INFO("dsa serve: {} while loading: exiting", signals.last_name());
+    DSA_LOG_INFO("dsa serve: {} while loading: exiting", signals->last_name());
     return 0;
   }
 
@@ -403,16 +409,16 @@ StatusOr<int> run(const ServeArgs& a) {
     if (loop->failed()) {
       DSA_LOG_ERROR("dsa serve: the ranks' engine loop failed: stopping");
     } else {
-      DSA_LOG_INFO("dsa serve: {}: finishing {} requests (grace {} s)", signals.last_name(),
+      DSA_LOG_INFO("dsa serve: {}: finishing {} requests (grace {} s)", signals->last_name(),
                    loop->in_flight(), a.shutdown_grace_s);
     }
     loop->shutdown(Clock::now() + grace);
   }
   std::thread second([&] {
-    if (signals.wait(2, Clock::now() + grace) >= 2) loop->shutdown(Clock::now());
+    if (signals->wait(2, Clock::now() + grace) >= 2) loop->shutdown(Clock::now());
   });
   engine_thread.join();
-  signals.wake();
+  signals->wake();
   second.join();
   // Every request has its final event; give the HTTP threads a moment to write it out.
   const auto flush_until = Clock::now() + std::chrono::seconds(2);

@@ -60,7 +60,61 @@ cudaError_t launch_copy(void* dst, const void* src, size_t bytes) {
                 pinned_copy_kernel<T>, static_cast<const T*>(src), static_cast<T*>(dst), units);
 }
 
+// The runs of one launch: where each starts and, as a prefix sum, where it ends in the flattened
+// index space the threads stride over.
+struct Runs {
+  uint32_t offset[kMaxWordRuns];
+  uint32_t end[kMaxWordRuns];
+  uint32_t count;
+};
+
+__global__ void copy_word_runs_kernel(const int32_t* __restrict__ src, int32_t* __restrict__ dst,
+                                      const Runs runs) {
+  pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  pdl_trigger();
+  const uint32_t total = runs.count ? runs.end[runs.count - 1] : 0;
+  const uint32_t stride = gridDim.x * blockDim.x;
+  uint32_t k = 0;  // a thread's indices only grow: its run only moves forward
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+    while (i >= runs.end[k]) ++k;
+    const uint32_t at = runs.offset[k] + (i - (k ? runs.end[k - 1] : 0));
+    dst[at] = src[at];
+  }
+}
+
 }  // namespace
+
+Status copy_word_runs_async(int32_t* dst, const int32_t* src, const WordRun* runs, size_t count) {
+  size_t words = 0;
+  for (size_t i = 0; i < count; ++i) words += runs[i].words;
+  if (words == 0) return ok_status();
+  if (!pinned_copy_applies(dst, src, sizeof(int32_t))) {
+    for (size_t i = 0; i < count; ++i) {
+      if (runs[i].words == 0) continue;
+      DSA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst + runs[i].offset, src + runs[i].offset,
+                                               runs[i].words * sizeof(int32_t), cudaMemcpyDefault,
+                                               current_stream()));
+    }
+    return ok_status();
+  }
+  for (size_t first = 0; first < count; first += kMaxWordRuns) {
+    Runs r{};
+    uint32_t total = 0;
+    for (size_t i = first; i < std::min(count, first + kMaxWordRuns); ++i) {
+      if (runs[i].words == 0) continue;
+      r.offset[r.count] = runs[i].offset;
+      total += runs[i].words;
+      r.end[r.count++] = total;
+    }
+    if (total == 0) continue;
+    const size_t blocks = std::clamp<size_t>((total + kThreads - 1) / kThreads, 1, kMaxBlocks);
+    DSA_CUDA_RETURN_IF_ERROR(
+        launch(LaunchShape{dim3(unsigned(blocks)), dim3(kThreads), 0, current_stream()},
+               copy_word_runs_kernel, src, dst, r));
+  }
+  DSA_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return ok_status();
+}
 
 bool pinned_copy_applies(void* dst, const void* src, size_t bytes) {
   if (bytes == 0 || bytes > kPinnedCopyMaxBytes || !kernel_copy_enabled()) return false;

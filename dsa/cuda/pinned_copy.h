@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "dsa/core/status.h"
 
@@ -26,5 +27,18 @@ bool pinned_copy_applies(void* dst, const void* src, size_t bytes);
 // The copy as one PDL kernel on the current stream: both pointers must be device-accessible
 // (device memory or page-locked host memory under unified addressing). Any size and alignment.
 Status pinned_copy_async(void* dst, const void* src, size_t bytes);
+
+// `words` 32-bit words at `offset` words into both the source and the destination.
+struct WordRun {
+  uint32_t offset = 0;
+  uint32_t words = 0;
+};
+// Runs one kernel takes; more are split over several launches.
+inline constexpr size_t kMaxWordRuns = 32;
+
+// dst[r.offset, + r.words) = src[the same] for each run, as one PDL kernel per kMaxWordRuns runs
+// where pinned_copy_applies(dst, src) holds (a staged block, laid out at capacity, of which a
+// forward uses a few hundred bytes); otherwise one cudaMemcpyAsync per run.
+Status copy_word_runs_async(int32_t* dst, const int32_t* src, const WordRun* runs, size_t count);
 
 }  // namespace dsa::cuda

@@ -130,6 +130,43 @@ TEST(PinnedCopyCuda, InsideAGraphReadsAtReplay) {
   cudaStreamDestroy(s);
 }
 
+// copy_word_runs_async: the runs' words and no other, in one kernel per kMaxWordRuns runs from
+// page-locked memory (70 runs: three launches; empty and adjacent runs among them), and the same
+// through the copy engine from pageable memory.
+TEST(PinnedCopyCuda, WordRunsCopyTheirWordsOnly) {
+  DSA_SKIP_WITHOUT_GPU();
+  testing::Rng rng(testing::test_seed());
+  const size_t n = 20000;
+  Buffers b(n * 4);
+  int32_t* pinned = reinterpret_cast<int32_t*>(b.pinned);
+  int32_t* device = reinterpret_cast<int32_t*>(b.device);
+  std::vector<int32_t> pageable(n);
+  for (size_t i = 0; i < n; ++i) pinned[i] = pageable[i] = int32_t(rng.randint(0, 1 << 30));
+  std::vector<WordRun> runs;
+  std::vector<bool> covered(n, false);
+  uint32_t at = 0;
+  while (runs.size() < 70) {
+    const uint32_t gap = uint32_t(rng.randint(0, 3)), len = uint32_t(rng.randint(0, 300));
+    if (at + gap + len > n) break;
+    runs.push_back({at + gap, len});
+    for (uint32_t i = at + gap; i < at + gap + len; ++i) covered[i] = true;
+    at += gap + len;
+  }
+  ASSERT_GT(runs.size(), 2 * kMaxWordRuns);
+  for (const bool from_pinned : {true, false}) {
+    SCOPED_TRACE(from_pinned ? "page-locked source (kernel)" : "pageable source (copy engine)");
+    ASSERT_EQ(cudaMemset(device, 0xFF, n * 4), cudaSuccess);
+    const int32_t* src = from_pinned ? pinned : pageable.data();
+    ASSERT_TRUE(copy_word_runs_async(device, src, runs.data(), runs.size()).ok());
+    std::vector<int32_t> got(n);
+    ASSERT_EQ(cudaStreamSynchronize(current_stream()), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(got.data(), device, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], covered[i] ? pageable[i] : -1) << "word " << i;
+    }
+  }
+}
+
 TEST(PinnedCopyCuda, TheCopyEngineKeepsTheRest) {
   DSA_SKIP_WITHOUT_GPU();
   const size_t n = 1000;

@@ -45,6 +45,14 @@ Status host_copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pit
   }
   return ok_status();
 }
+Status host_copy_runs(int32_t* dst, const int32_t* src, const WordRun* runs, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    if (runs[i].words) {
+      std::memmove(dst + runs[i].offset, src + runs[i].offset, runs[i].words * sizeof(int32_t));
+    }
+  }
+  return ok_status();
+}
 Status host_zero(void* dst, size_t bytes) {
   if (bytes) std::memset(dst, 0, bytes);
   return ok_status();
@@ -133,6 +141,7 @@ const MemoryOps& memory_ops(kernels::Backend backend) {
                               host_release,
                               host_copy,
                               host_copy_2d,
+                              host_copy_runs,
                               host_zero,
                               host_fill,
                               host_sync,
@@ -157,6 +166,7 @@ const MemoryOps& memory_ops(kernels::Backend backend) {
       [](void*) {},
       [](void*, const void*, size_t) { return no_cuda(); },
       [](void*, size_t, const void*, size_t, size_t, size_t) { return no_cuda(); },
+      [](int32_t*, const int32_t*, const WordRun*, size_t) { return no_cuda(); },
       [](void*, size_t) { return no_cuda(); },
       [](void*, uint8_t, size_t) { return no_cuda(); },
       [] { return no_cuda(); },

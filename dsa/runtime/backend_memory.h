@@ -12,6 +12,12 @@
 
 namespace dsa::runtime {
 
+// `words` 32-bit words at `offset` words into a copy's source and destination alike.
+struct WordRun {
+  uint32_t offset = 0;
+  uint32_t words = 0;
+};
+
 struct MemoryOps {
   kernels::Backend backend;
   StatusOr<void*> (*alloc)(size_t bytes);  // zero-filled, at least 256-byte aligned
@@ -20,6 +26,10 @@ struct MemoryOps {
   // `height` rows of `width` bytes from rows `src_pitch` apart to rows `dst_pitch` apart.
   Status (*copy_2d)(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
                     size_t height);
+  // dst[r.offset, r.offset + r.words) = src[the same] for each of `count` runs, as one operation
+  // where the backend can (CUDA: one kernel from page-locked host memory, cuda/pinned_copy.h):
+  // the used parts of a block laid out at capacity, without the rest.
+  Status (*copy_runs)(int32_t* dst, const int32_t* src, const WordRun* runs, size_t count);
   Status (*zero)(void* dst, size_t bytes);
   Status (*fill)(void* dst, uint8_t byte, size_t bytes);  // every byte `byte` (test poison)
   Status (*sync)();  // every copy and op issued so far has completed

@@ -12,29 +12,69 @@ namespace dsa::runtime {
 
 namespace {
 
+// How much of a field one forward uses: what the builder writes for it (metadata_builder.cc).
+// Kernels read no further (a graph's launches are fixed at its rows_pad, B_pad and sample count),
+// so upload() copies only this much; the rest of the backend's field keeps older values.
+enum class Extent {
+  kRows,             // [rows_pad]
+  kRequests,         // [B_pad]
+  kRequestsPlusOne,  // [B_pad + 1]: prefix sums
+  kPagedRequests,    // [paged_requests]: EXTEND's paged sub-batch
+  kPagedRows,        // [paged_requests x paged_rows_per_req]
+  kRebuilt,          // the schedule: rebuilt by the forward's first node (inv. 15), not copied
+};
+
 struct Field {
   std::vector<int32_t> ForwardMetadata::*host;
   const int32_t* MetadataArrays::*view;
+  Extent extent;
 };
 constexpr Field kFields[] = {
-    {&ForwardMetadata::row_len, &MetadataArrays::row_len},
-    {&ForwardMetadata::row_topk_len, &MetadataArrays::row_topk_len},
-    {&ForwardMetadata::row_req, &MetadataArrays::row_req},
-    {&ForwardMetadata::row_page, &MetadataArrays::row_page},
-    {&ForwardMetadata::positions, &MetadataArrays::positions},
-    {&ForwardMetadata::write_slot, &MetadataArrays::write_slot},
-    {&ForwardMetadata::ks, &MetadataArrays::ks},
-    {&ForwardMetadata::ke, &MetadataArrays::ke},
-    {&ForwardMetadata::sample_row, &MetadataArrays::sample_row},
-    {&ForwardMetadata::req_slot, &MetadataArrays::req_slot},
-    {&ForwardMetadata::req_kv_len, &MetadataArrays::req_kv_len},
-    {&ForwardMetadata::cu_q, &MetadataArrays::cu_q},
-    {&ForwardMetadata::cu_kv, &MetadataArrays::cu_kv},
-    {&ForwardMetadata::pg_req_slot, &MetadataArrays::pg_req_slot},
-    {&ForwardMetadata::pg_row_len, &MetadataArrays::pg_row_len},
-    {&ForwardMetadata::pg_row, &MetadataArrays::pg_row},
-    {&ForwardMetadata::schedule, &MetadataArrays::schedule},
+    {&ForwardMetadata::row_len, &MetadataArrays::row_len, Extent::kRows},
+    {&ForwardMetadata::row_topk_len, &MetadataArrays::row_topk_len, Extent::kRows},
+    {&ForwardMetadata::row_req, &MetadataArrays::row_req, Extent::kRows},
+    {&ForwardMetadata::row_page, &MetadataArrays::row_page, Extent::kRows},
+    {&ForwardMetadata::positions, &MetadataArrays::positions, Extent::kRows},
+    {&ForwardMetadata::write_slot, &MetadataArrays::write_slot, Extent::kRows},
+    {&ForwardMetadata::ks, &MetadataArrays::ks, Extent::kRows},
+    {&ForwardMetadata::ke, &MetadataArrays::ke, Extent::kRows},
+    {&ForwardMetadata::sample_row, &MetadataArrays::sample_row, Extent::kRows},
+    {&ForwardMetadata::req_slot, &MetadataArrays::req_slot, Extent::kRequests},
+    {&ForwardMetadata::req_kv_len, &MetadataArrays::req_kv_len, Extent::kRequests},
+    {&ForwardMetadata::cu_q, &MetadataArrays::cu_q, Extent::kRequestsPlusOne},
+    {&ForwardMetadata::cu_kv, &MetadataArrays::cu_kv, Extent::kRequestsPlusOne},
+    {&ForwardMetadata::pg_req_slot, &MetadataArrays::pg_req_slot, Extent::kPagedRequests},
+    {&ForwardMetadata::pg_row_len, &MetadataArrays::pg_row_len, Extent::kPagedRows},
+    {&ForwardMetadata::pg_row, &MetadataArrays::pg_row, Extent::kPagedRows},
+    {&ForwardMetadata::schedule, &MetadataArrays::schedule, Extent::kRebuilt},
 };
+
+// The words of `f` that `m` uses, bounded by the field's capacity.
+size_t used_words(const ForwardMetadata& m, const Field& f) {
+  const MetadataHeader& h = m.header;
+  int64_t n = 0;
+  switch (f.extent) {
+    case Extent::kRows:
+      n = h.rows_pad;
+      break;
+    case Extent::kRequests:
+      n = h.batch_pad;
+      break;
+    case Extent::kRequestsPlusOne:
+      n = int64_t{h.batch_pad} + 1;
+      break;
+    case Extent::kPagedRequests:
+      n = h.paged_requests;
+      break;
+    case Extent::kPagedRows:
+      n = int64_t{h.paged_requests} * h.paged_rows_per_req;
+      break;
+    case Extent::kRebuilt:
+      n = 0;
+      break;
+  }
+  return size_t(std::clamp<int64_t>(n, 0, int64_t((m.*f.host).size())));
+}
 
 size_t page_table_size(const kernels::PageTable& pt) { return size_t(pt.num_rows) * pt.width; }
 // A row version no table has (PagedCacheManager counts from 0 up): the first upload copies all.
@@ -141,35 +181,45 @@ Status MetadataMirror::upload(const ForwardMetadata& m, const PagedCacheManager&
   int32_t* s = static_cast<int32_t*>(staging_[slot]);
   slot_upload_[slot] = int64_t(uploads_++);
   next_slot_ = int32_t((slot + 1) % size_t(slots_));
-  size_t offset = 0;
+  // Each region's used part only (Field::extent): at a decode a few hundred bytes of a block laid
+  // out at capacity (~50 KB for the tiny model, 12 row regions of rows_cap).
+  runs_.clear();
+  size_t offset = 0, words = 0;
+  const auto stage = [&](const int32_t* from, size_t used, size_t capacity) {
+    if (used > 0) {
+      std::memcpy(s + offset, from, used * sizeof(int32_t));
+      runs_.push_back({uint32_t(offset), uint32_t(used)});
+      words += used;
+    }
+    offset += capacity;
+  };
   for (const Field& f : kFields) {
     const std::vector<int32_t>& v = m.*f.host;
-    std::memcpy(s + offset, v.data(), v.size() * sizeof(int32_t));
-    offset += v.size();
+    stage(v.data(), used_words(m, f), v.size());
   }
-  std::memcpy(s + offset, tokens.data(), size_t(rows) * sizeof(int32_t));
-  offset += size_t(config_.row_capacity());
-  if (!hidden_rows.empty()) {
-    std::memcpy(s + offset, hidden_rows.data(), hidden_rows.size() * sizeof(int32_t));
+  const size_t cap = size_t(config_.row_capacity());
+  stage(tokens.data(), size_t(rows), cap);
+  // The hand-off's row lists: the given entries, -1 for the rest of the forward's rows.
+  for (std::span<const int32_t> list : {hidden_rows, token_rows}) {
+    std::copy(list.begin(), list.end(), s + offset);
+    std::fill(s + offset + list.size(), s + offset + size_t(rows), -1);
+    if (rows > 0) runs_.push_back({uint32_t(offset), uint32_t(rows)});
+    words += size_t(rows);
+    offset += cap;
   }
-  std::fill(s + offset + hidden_rows.size(), s + offset + size_t(rows), -1);
-  offset += size_t(config_.row_capacity());
-  if (!token_rows.empty()) {
-    std::memcpy(s + offset, token_rows.data(), token_rows.size() * sizeof(int32_t));
-  }
-  std::fill(s + offset + token_rows.size(), s + offset + size_t(rows), -1);
-  size_t bytes = fixed_words_ * sizeof(int32_t);
-  if (!hidden.empty()) {
-    const size_t hb = size_t(rows * hidden_size_) * sizeof(bf16);
-    std::memcpy(s + fixed_words_, hidden.data(), hb);
-    bytes += hb;
-  }
+  size_t bytes = words * sizeof(int32_t);
   // The one copy of the step's inputs, then the rows of the page table changed since the last
   // upload (SPEC.md §6.7's patch list): one copy per run of consecutive changed rows, none in a
   // step that opened, grew or closed no request. Stream order puts them after every forward
   // launched before, which read the rows as they were.
   const MemoryOps& mem = memory_ops(backend_);
-  DSA_RETURN_IF_ERROR(mem.copy(block_.data(), s, bytes));
+  DSA_RETURN_IF_ERROR(mem.copy_runs(block_.data(), s, runs_.data(), runs_.size()));
+  if (!hidden.empty()) {
+    const size_t hb = size_t(rows * hidden_size_) * sizeof(bf16);
+    std::memcpy(s + fixed_words_, hidden.data(), hb);
+    DSA_RETURN_IF_ERROR(mem.copy(block_.data() + fixed_words_, s + fixed_words_, hb));
+    bytes += hb;
+  }
   staged_bytes_ += int64_t(bytes);
   int32_t* patch = s + (slot == 0 ? total_words_ : fixed_words_);
   // Versions are per manager: another one (a test's) starts from a whole copy.

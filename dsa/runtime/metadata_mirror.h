@@ -1,8 +1,11 @@
 // One forward's inputs where the backend's ops read them (SPEC.md §5, replay step 1): the
 // metadata arrays (§4.4), the page table, the token ids and, for the MTP layer, the hidden rows.
-// The host builder stays the one writer (ForwardMetadata); upload() packs everything into one
-// staging block (page-locked for CUDA) and issues ONE asynchronous copy into a backend block whose
-// layout is fixed when the mirror is created, from the MetadataConfig's capacities. The page table
+// The host builder stays the one writer (ForwardMetadata); upload() packs the part of each region
+// the forward uses (its rows_pad rows, B_pad requests, paged sub-batch: what the builder wrote,
+// all that kernels read) into one staging block (page-locked for CUDA) and issues ONE
+// asynchronous copy of those runs (MemoryOps::copy_runs; on CUDA one kernel) into a backend block
+// whose layout is fixed when the mirror is created, from the MetadataConfig's capacities. Past
+// the used part a region keeps older values, which nothing reads. The page table
 // is not in that copy: the backend's copy of it lives after the block's other regions and only
 // the rows the page manager changed since the last upload are copied into it (one copy per run of
 // consecutive rows; SPEC.md §6.7's patch list), so a step that admits or retires nothing moves no
@@ -34,6 +37,7 @@
 #include "dsa/core/dtype.h"
 #include "dsa/kernels/common/paged_cache.h"
 #include "dsa/kernels/op_table.h"
+#include "dsa/runtime/backend_memory.h"
 #include "dsa/runtime/buffer.h"
 #include "dsa/runtime/forward_metadata.h"
 #include "dsa/runtime/page_pool.h"
@@ -133,9 +137,10 @@ class MetadataMirror {
   kernels::Backend backend_;
   MetadataConfig config_;
   int64_t hidden_size_;
-  size_t fixed_words_ = 0;  // metadata fields + tokens + hidden_rows + token_rows, at capacity
-  size_t total_words_ = 0;  // + hidden rows at capacity
-  size_t table_words_ = 0;  // the page table: after total_words_ in the backend block
+  size_t fixed_words_ = 0;     // metadata fields + tokens + hidden_rows + token_rows, at capacity
+  size_t total_words_ = 0;     // + hidden rows at capacity
+  size_t table_words_ = 0;     // the page table: after total_words_ in the backend block
+  std::vector<WordRun> runs_;  // upload()'s copy: the used part of each region
   std::vector<uint64_t> synced_;  // per page-table row, the version the backend block holds
   const PagedCacheManager* synced_from_ = nullptr;  // whose versions synced_ holds
   int64_t staged_bytes_ = 0, table_patches_ = 0;

@@ -1,5 +1,6 @@
 // The forward's staging (runtime/metadata_mirror.h) on the CPU backend: one copy at fixed
-// addresses, the schedule rebuilt from the uploaded row_len, short inputs refused.
+// addresses of the part of each region the forward uses, the schedule rebuilt from the uploaded
+// row_len, short inputs refused.
 #include "dsa/runtime/metadata_mirror.h"
 
 #include <gtest/gtest.h>
@@ -45,9 +46,13 @@ TEST(MetadataMirror, OneCopyAtFixedAddressesAndTheScheduleRebuilt) {
     EXPECT_EQ(got.schedule, before.schedule);
     EXPECT_EQ(got.page_table.data, before.page_table.data);
     EXPECT_EQ(mirror.tokens(), tokens_at);
-    EXPECT_EQ(std::memcmp(got.row_len, meta.row_len.data(), meta.row_len.size() * 4), 0);
-    EXPECT_EQ(std::memcmp(got.write_slot, meta.write_slot.data(), meta.write_slot.size() * 4), 0);
-    EXPECT_EQ(std::memcmp(got.sample_row, meta.sample_row.data(), meta.sample_row.size() * 4), 0);
+    // The forward's rows and requests (what the builder wrote; the rest is not copied).
+    const size_t rows = size_t(meta.header.rows_pad), reqs = size_t(meta.header.batch_pad);
+    EXPECT_EQ(std::memcmp(got.row_len, meta.row_len.data(), rows * 4), 0);
+    EXPECT_EQ(std::memcmp(got.write_slot, meta.write_slot.data(), rows * 4), 0);
+    EXPECT_EQ(std::memcmp(got.sample_row, meta.sample_row.data(), rows * 4), 0);
+    EXPECT_EQ(std::memcmp(got.req_kv_len, meta.req_kv_len.data(), reqs * 4), 0);
+    EXPECT_EQ(std::memcmp(got.cu_q, meta.cu_q.data(), (reqs + 1) * 4), 0);
     EXPECT_EQ(std::memcmp(got.page_table.data, pages.page_table().data,
                           size_t(c.num_rows) * c.page_table_width * 4),
               0);
@@ -59,6 +64,47 @@ TEST(MetadataMirror, OneCopyAtFixedAddressesAndTheScheduleRebuilt) {
     EXPECT_EQ(std::memcmp(got.schedule, meta.schedule.data(), meta.schedule.size() * 4), 0);
     ASSERT_TRUE(pages.close_request(*a).ok() && pages.close_request(*b).ok());
   }
+}
+
+// A small forward after a large one copies only its own rows and requests: exactly the words of
+// its used parts (12 row regions, 2 request regions and 2 prefix sums; no schedule, which the
+// forward rebuilds, and no paged sub-batch outside EXTEND), where the block at capacity is far
+// larger; past them the regions keep the large forward's values, which its launches never read.
+TEST(MetadataMirror, OnlyTheUsedPartOfEachRegionIsCopied) {
+  const MetadataConfig c = testing::small_config(3);
+  PagedCacheManager pages(c.num_pages, c.num_rows, c.page_table_width);
+  MetadataMirror mirror(kernels::Backend::kCpu, c, 8);
+  auto a = pages.open_request(), b = pages.open_request();
+  ASSERT_TRUE(a.ok() && b.ok() && pages.reserve(*a, 70).ok() && pages.reserve(*b, 9).ok());
+  ForwardBatch big;
+  big.mode = ForwardMode::kTargetVerify;
+  big.batch_pad = 4;
+  big.requests = {{*a, 66, 4, 0, -1}, {*b, 5, 4, 0, -1}};
+  ForwardMetadata verify(c);
+  ASSERT_TRUE(build_forward_metadata(big, c, pages.page_table(), verify).ok());
+  const std::vector<int32_t> tokens(16, 5);
+  ASSERT_TRUE(mirror.upload(verify, pages, tokens).ok());
+  ForwardBatch small;
+  small.mode = ForwardMode::kDecode;
+  small.batch_pad = 2;
+  small.requests = {{*b, 9, 1, 0, -1}};
+  ForwardMetadata decode(c);
+  ASSERT_TRUE(build_forward_metadata(small, c, pages.page_table(), decode).ok());
+  const int64_t before = mirror.staged_bytes();
+  const std::vector<int32_t> two = {8, 0};
+  ASSERT_TRUE(mirror.upload(decode, pages, two).ok());
+  const int64_t words = 12 * 2 + 2 * 2 + 2 * 3;
+  EXPECT_EQ(mirror.staged_bytes() - before, words * 4);
+  EXPECT_LT(words * 4, int64_t(decode.row_len.size()) * 4);  // one row region at capacity
+  const MetadataArrays& got = mirror.arrays();
+  EXPECT_EQ(std::memcmp(got.row_len, decode.row_len.data(), 2 * 4), 0);
+  EXPECT_EQ(std::memcmp(got.positions, decode.positions.data(), 2 * 4), 0);
+  EXPECT_EQ(std::memcmp(got.cu_kv, decode.cu_kv.data(), 3 * 4), 0);
+  EXPECT_EQ(mirror.tokens()[0], 8);
+  EXPECT_EQ(mirror.hidden_rows()[1], -1);
+  // Row 2 on is the verify's still.
+  EXPECT_EQ(std::memcmp(got.positions + 2, verify.positions.data() + 2, 14 * 4), 0);
+  EXPECT_EQ(mirror.tokens()[2], 5);
 }
 
 TEST(MetadataMirror, TooFewTokensOrHiddenRowsAreInvalidArgument) {

@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -89,12 +90,16 @@ Status copy_word_runs_async(int32_t* dst, const int32_t* src, const WordRun* run
   for (size_t i = 0; i < count; ++i) words += runs[i].words;
   if (words == 0) return ok_status();
   if (!pinned_copy_applies(dst, src, sizeof(int32_t))) {
+    // The copy engine: one copy of the span from the first run to the end of the last (the words
+    // between them are copied too, as equal as the source holds them), not one per run.
+    size_t lo = SIZE_MAX, hi = 0;
     for (size_t i = 0; i < count; ++i) {
       if (runs[i].words == 0) continue;
-      DSA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst + runs[i].offset, src + runs[i].offset,
-                                               runs[i].words * sizeof(int32_t), cudaMemcpyDefault,
-                                               current_stream()));
+      lo = std::min<size_t>(lo, runs[i].offset);
+      hi = std::max<size_t>(hi, size_t{runs[i].offset} + runs[i].words);
     }
+    DSA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst + lo, src + lo, (hi - lo) * sizeof(int32_t),
+                                             cudaMemcpyDefault, current_stream()));
     return ok_status();
   }
   for (size_t first = 0; first < count; first += kMaxWordRuns) {

@@ -38,7 +38,8 @@ inline constexpr size_t kMaxWordRuns = 32;
 
 // dst[r.offset, + r.words) = src[the same] for each run, as one PDL kernel per kMaxWordRuns runs
 // where pinned_copy_applies(dst, src) holds (a staged block, laid out at capacity, of which a
-// forward uses a few hundred bytes); otherwise one cudaMemcpyAsync per run.
+// forward uses a few hundred bytes); otherwise one cudaMemcpyAsync of the span from the first run
+// to the end of the last, which also copies the words between the runs.
 Status copy_word_runs_async(int32_t* dst, const int32_t* src, const WordRun* runs, size_t count);
 
 }  // namespace dsa::cuda

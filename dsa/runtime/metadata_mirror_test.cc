@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "dsa/runtime/metadata_builder.h"
@@ -15,6 +16,20 @@
 
 namespace dsa::runtime {
 namespace {
+
+// The host build of a forward of `mode` over `requests`, padded to `batch_pad` (fails the test on
+// a builder error).
+ForwardMetadata built(const MetadataConfig& c, const PagedCacheManager& pages, ForwardMode mode,
+                      int32_t batch_pad, std::vector<RequestInput> requests) {
+  ForwardBatch fb;
+  fb.mode = mode;
+  fb.batch_pad = batch_pad;
+  fb.requests = std::move(requests);
+  ForwardMetadata meta(c);
+  const Status s = build_forward_metadata(fb, c, pages.page_table(), meta);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return meta;
+}
 
 // Staging: one copy puts every array, the page table, tokens and hidden rows at addresses fixed
 // when the mirror was allocated (inv. 18), with the values of the host build; the schedule is
@@ -30,12 +45,8 @@ TEST(MetadataMirror, OneCopyAtFixedAddressesAndTheScheduleRebuilt) {
     auto a = pages.open_request(), b = pages.open_request();
     ASSERT_TRUE(a.ok() && b.ok());
     ASSERT_TRUE(pages.reserve(*a, 70 + round).ok() && pages.reserve(*b, 5).ok());
-    ForwardBatch fb;
-    fb.mode = ForwardMode::kTargetVerify;
-    fb.batch_pad = 4;
-    fb.requests = {{*a, 66 + round, 4, 0, -1}, {*b, 1, 4, 0, -1}};
-    ForwardMetadata meta(c);
-    ASSERT_TRUE(build_forward_metadata(fb, c, pages.page_table(), meta).ok());
+    const ForwardMetadata meta = built(c, pages, ForwardMode::kTargetVerify, 4,
+                                       {{*a, 66 + round, 4, 0, -1}, {*b, 1, 4, 0, -1}});
     std::vector<int32_t> tokens(16);
     for (int32_t i = 0; i < 16; ++i) tokens[size_t(i)] = 100 * round + i;
     std::vector<bf16> hidden(16 * 8);
@@ -76,20 +87,11 @@ TEST(MetadataMirror, OnlyTheUsedPartOfEachRegionIsCopied) {
   MetadataMirror mirror(kernels::Backend::kCpu, c, 8);
   auto a = pages.open_request(), b = pages.open_request();
   ASSERT_TRUE(a.ok() && b.ok() && pages.reserve(*a, 70).ok() && pages.reserve(*b, 9).ok());
-  ForwardBatch big;
-  big.mode = ForwardMode::kTargetVerify;
-  big.batch_pad = 4;
-  big.requests = {{*a, 66, 4, 0, -1}, {*b, 5, 4, 0, -1}};
-  ForwardMetadata verify(c);
-  ASSERT_TRUE(build_forward_metadata(big, c, pages.page_table(), verify).ok());
+  const ForwardMetadata verify =
+      built(c, pages, ForwardMode::kTargetVerify, 4, {{*a, 66, 4, 0, -1}, {*b, 5, 4, 0, -1}});
   const std::vector<int32_t> tokens(16, 5);
   ASSERT_TRUE(mirror.upload(verify, pages, tokens).ok());
-  ForwardBatch small;
-  small.mode = ForwardMode::kDecode;
-  small.batch_pad = 2;
-  small.requests = {{*b, 9, 1, 0, -1}};
-  ForwardMetadata decode(c);
-  ASSERT_TRUE(build_forward_metadata(small, c, pages.page_table(), decode).ok());
+  const ForwardMetadata decode = built(c, pages, ForwardMode::kDecode, 2, {{*b, 9, 1, 0, -1}});
   const int64_t before = mirror.staged_bytes();
   const std::vector<int32_t> two = {8, 0};
   ASSERT_TRUE(mirror.upload(decode, pages, two).ok());
@@ -113,12 +115,7 @@ TEST(MetadataMirror, TooFewTokensOrHiddenRowsAreInvalidArgument) {
   MetadataMirror mirror(kernels::Backend::kCpu, c, 8);
   auto a = pages.open_request();
   ASSERT_TRUE(a.ok() && pages.reserve(*a, 10).ok());
-  ForwardBatch fb;
-  fb.mode = ForwardMode::kDecode;
-  fb.batch_pad = 2;
-  fb.requests = {{*a, 9, 1, 0, -1}};
-  ForwardMetadata meta(c);
-  ASSERT_TRUE(build_forward_metadata(fb, c, pages.page_table(), meta).ok());
+  const ForwardMetadata meta = built(c, pages, ForwardMode::kDecode, 2, {{*a, 9, 1, 0, -1}});
   const std::vector<int32_t> one = {3};
   Status s = mirror.upload(meta, pages, one);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
@@ -140,12 +137,7 @@ TEST(MetadataMirror, TheStagingRingWaitsOnlyWhenFull) {
   ASSERT_EQ(mirror.staging_slots(), 8);  // two steps of d + 1 forwards for d = 3
   auto a = pages.open_request();
   ASSERT_TRUE(a.ok() && pages.reserve(*a, 40).ok());
-  ForwardBatch fb;
-  fb.mode = ForwardMode::kDecode;
-  fb.batch_pad = 2;
-  fb.requests = {{*a, 9, 1, 0, -1}};
-  ForwardMetadata meta(c);
-  ASSERT_TRUE(build_forward_metadata(fb, c, pages.page_table(), meta).ok());
+  const ForwardMetadata meta = built(c, pages, ForwardMode::kDecode, 2, {{*a, 9, 1, 0, -1}});
   const std::vector<int32_t> rows = {0};
   for (int32_t i = 0; i < mirror.staging_slots(); ++i) {
     const std::vector<int32_t> tokens = {10 + i, 0};
@@ -179,12 +171,7 @@ TEST(MetadataMirror, OnlyChangedPageTableRowsAreCopied) {
   MetadataMirror mirror(kernels::Backend::kCpu, c, 8);
   auto keep = pages.open_request();
   ASSERT_TRUE(keep.ok() && pages.reserve(*keep, 40).ok());
-  ForwardBatch fb;
-  fb.mode = ForwardMode::kDecode;
-  fb.batch_pad = 2;
-  fb.requests = {{*keep, 9, 1, 0, -1}};
-  ForwardMetadata meta(c);
-  ASSERT_TRUE(build_forward_metadata(fb, c, pages.page_table(), meta).ok());
+  const ForwardMetadata meta = built(c, pages, ForwardMode::kDecode, 2, {{*keep, 9, 1, 0, -1}});
   const std::vector<int32_t> tokens = {1, 0};
   const size_t table_bytes = size_t(c.num_rows) * size_t(c.page_table_width) * 4;
   const auto table_matches = [&] {

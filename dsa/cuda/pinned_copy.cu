@@ -34,7 +34,12 @@ Kind kind_of(const void* p) {
     (void)cudaGetLastError();  // not an error of the stream: the copy engine takes it instead
     return Kind::kOther;
   }
-  if (a.type == cudaMemoryTypeDevice) return Kind::kDevice;
+  if (a.type == cudaMemoryTypeDevice) {
+    // Another GPU's memory stays with the copy engine: this device's kernel may not reach it.
+    int current = -1;
+    return cudaGetDevice(&current) == cudaSuccess && current == a.device ? Kind::kDevice
+                                                                         : Kind::kOther;
+  }
   // Page-locked host memory is device-accessible at its own address under unified addressing;
   // anything else (a separate device alias) stays with the copy engine.
   if (a.type == cudaMemoryTypeHost && a.devicePointer == p) return Kind::kPinnedHost;
@@ -89,7 +94,7 @@ Status copy_word_runs_async(int32_t* dst, const int32_t* src, const WordRun* run
   size_t words = 0;
   for (size_t i = 0; i < count; ++i) words += runs[i].words;
   if (words == 0) return ok_status();
-  if (!pinned_copy_applies(dst, src, sizeof(int32_t))) {
+  if (!pinned_copy_applies(dst, src, words * sizeof(int32_t))) {
     // The copy engine: one copy of the span from the first run to the end of the last (the words
     // between them are copied too, as equal as the source holds them), not one per run.
     size_t lo = SIZE_MAX, hi = 0;
@@ -117,7 +122,6 @@ Status copy_word_runs_async(int32_t* dst, const int32_t* src, const WordRun* run
         launch(LaunchShape{dim3(unsigned(blocks)), dim3(kThreads), 0, current_stream()},
                copy_word_runs_kernel, src, dst, r));
   }
-  DSA_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return ok_status();
 }
 
@@ -142,8 +146,7 @@ Status pinned_copy_async(void* dst, const void* src, size_t bytes) {
   } else {
     err = launch_copy<uint8_t>(dst, src, bytes);
   }
-  DSA_CUDA_RETURN_IF_ERROR(err);
-  DSA_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  DSA_CUDA_RETURN_IF_ERROR(err);  // cudaLaunchKernelEx returns the launch's own error
   return ok_status();
 }
 

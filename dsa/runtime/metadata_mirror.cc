@@ -16,8 +16,9 @@ namespace {
 // Kernels read no further (a graph's launches are fixed at its rows_pad, B_pad and sample count),
 // so upload() copies only this much; the rest of the backend's field keeps older values.
 enum class Extent {
-  kRows,             // [rows_pad]
-  kRequests,         // [B_pad]
+  kRows,      // [rows_pad]
+  kSamples,   // [max(rows_pad, num_samples)]: sample_row, which the head reads to num_samples
+  kRequests,  // [B_pad]
   kRequestsPlusOne,  // [B_pad + 1]: prefix sums
   kPagedRequests,    // [paged_requests]: EXTEND's paged sub-batch
   kPagedRows,        // [paged_requests x paged_rows_per_req]
@@ -38,7 +39,7 @@ constexpr Field kFields[] = {
     {&ForwardMetadata::write_slot, &MetadataArrays::write_slot, Extent::kRows},
     {&ForwardMetadata::ks, &MetadataArrays::ks, Extent::kRows},
     {&ForwardMetadata::ke, &MetadataArrays::ke, Extent::kRows},
-    {&ForwardMetadata::sample_row, &MetadataArrays::sample_row, Extent::kRows},
+    {&ForwardMetadata::sample_row, &MetadataArrays::sample_row, Extent::kSamples},
     {&ForwardMetadata::req_slot, &MetadataArrays::req_slot, Extent::kRequests},
     {&ForwardMetadata::req_kv_len, &MetadataArrays::req_kv_len, Extent::kRequests},
     {&ForwardMetadata::cu_q, &MetadataArrays::cu_q, Extent::kRequestsPlusOne},
@@ -56,6 +57,9 @@ size_t used_words(const ForwardMetadata& m, const Field& f) {
   switch (f.extent) {
     case Extent::kRows:
       n = h.rows_pad;
+      break;
+    case Extent::kSamples:
+      n = std::max(h.rows_pad, h.num_samples);
       break;
     case Extent::kRequests:
       n = h.batch_pad;

@@ -1,7 +1,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +18,12 @@ constexpr int kThreads = 256;
 constexpr size_t kMaxBlocks = 132 * 4;
 
 enum class Kind { kDevice, kPinnedHost, kOther };
+
+// A grid-stride launch over `units` items: one thread each, at most kMaxBlocks blocks.
+LaunchShape copy_shape(size_t units) {
+  const size_t blocks = std::clamp<size_t>((units + kThreads - 1) / kThreads, 1, kMaxBlocks);
+  return LaunchShape{dim3(unsigned(blocks)), dim3(kThreads), 0, current_stream()};
+}
 
 bool kernel_copy_enabled() {
   static const bool enabled = [] {
@@ -61,9 +66,8 @@ __global__ void pinned_copy_kernel(const T* __restrict__ src, T* __restrict__ ds
 template <typename T>
 cudaError_t launch_copy(void* dst, const void* src, size_t bytes) {
   const size_t units = bytes / sizeof(T);
-  const size_t blocks = std::clamp<size_t>((units + kThreads - 1) / kThreads, 1, kMaxBlocks);
-  return launch(LaunchShape{dim3(unsigned(blocks)), dim3(kThreads), 0, current_stream()},
-                pinned_copy_kernel<T>, static_cast<const T*>(src), static_cast<T*>(dst), units);
+  return launch(copy_shape(units), pinned_copy_kernel<T>, static_cast<const T*>(src),
+                static_cast<T*>(dst), units);
 }
 
 // The runs of one launch: where each starts and, as a prefix sum, where it ends in the flattened
@@ -117,10 +121,7 @@ Status copy_word_runs_async(int32_t* dst, const int32_t* src, const WordRun* run
       r.end[r.count++] = total;
     }
     if (total == 0) continue;
-    const size_t blocks = std::clamp<size_t>((total + kThreads - 1) / kThreads, 1, kMaxBlocks);
-    DSA_CUDA_RETURN_IF_ERROR(
-        launch(LaunchShape{dim3(unsigned(blocks)), dim3(kThreads), 0, current_stream()},
-               copy_word_runs_kernel, src, dst, r));
+    DSA_CUDA_RETURN_IF_ERROR(launch(copy_shape(total), copy_word_runs_kernel, src, dst, r));
   }
   return ok_status();
 }

@@ -54,7 +54,8 @@ Status memcpy_async(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return ok_status();
   // Between device and page-locked host memory a small copy is a kernel (pinned_copy.h: no idle
   // gap around it in a chain of PDL launches).
-  if (pinned_copy_applies(dst, src, bytes)) return pinned_copy_async(dst, src, bytes);
+  const PinnedCopy direction = pinned_copy_direction(dst, src, bytes);
+  if (direction != PinnedCopy::kCopyEngine) return pinned_copy_async(dst, src, bytes, direction);
   DSA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, current_stream()));
   return ok_status();
 }

@@ -7,10 +7,12 @@
 //
 // The contract that makes it safe, for every kernel launched through cuda::launch:
 //   * `pdl_wait()` is the kernel's first statement, before any global memory read or write and
-//     before any early return. griddepcontrol.wait returns once the predecessor grid has completed
-//     and its writes are visible; since the predecessor itself waited on its own predecessor
-//     before completing, completion is transitive down the chain. A kernel that returned early
-//     without waiting would break that chain for its successor, hence "before any return".
+//     before any early return. (One exception: a host-to-device copy kernel reads its page-locked
+//     source, which the host filled, before it; cuda/pinned_copy.h.) griddepcontrol.wait returns
+//     once the predecessor grid has completed and its writes are visible; since the predecessor
+//     itself waited on its own predecessor before completing, completion is transitive down the
+//     chain. A kernel that returned early without waiting would break that chain for its successor,
+//     hence "before any return".
 //   * `pdl_trigger()` follows it: it lets the successor be scheduled as soon as every CTA of this
 //     grid has reached it (the successor's CTAs then sit in their own pdl_wait()). All of this
 //     grid's CTAs are resident by then, so the successor cannot starve it.

@@ -13,6 +13,7 @@
 
 #include "dsa/cuda/device_memory.h"
 #include "dsa/cuda/pinned_copy.h"
+#include "dsa/cuda/slow_fill_test_kernel.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/testing/device_copy.h"
 #include "dsa/testing/gpu_skip.h"
@@ -175,6 +176,47 @@ TEST(PinnedCopyCuda, WordRunsCopyTheirWordsOnly) {
       ASSERT_EQ(got[i], copied ? pageable[i] : -1) << "word " << i;
     }
   }
+}
+
+// The kernel ahead lets the copy start at once (pdl_trigger first) and writes only after ~300 us.
+// Host to device, the copy reads its source early (pinned_copy.h) but must write after that
+// kernel's words: the copy's words are left. Device to host it must read after them: the
+// kernel's words come back. Both the plain copy and the word runs.
+TEST(PinnedCopyCuda, ASlowKernelAheadIsWaitedFor) {
+  DSA_SKIP_WITHOUT_GPU();
+  const size_t n = 4096;
+  Buffers b(n * 4);
+  int32_t* pinned = reinterpret_cast<int32_t*>(b.pinned);
+  int32_t* device = reinterpret_cast<int32_t*>(b.device);
+  const auto read_device = [&] {
+    std::vector<int32_t> got(n);
+    EXPECT_EQ(cudaStreamSynchronize(current_stream()), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(got.data(), device, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    return got;
+  };
+  for (size_t i = 0; i < n; ++i) pinned[i] = int32_t(1000 + i);
+  ASSERT_EQ(pinned_copy_direction(device, pinned, n * 4), PinnedCopy::kToDevice);
+  ASSERT_TRUE(test_kernels::launch_slow_fill(device, n, 7, 300).ok());
+  ASSERT_TRUE(memcpy_async(device, pinned, n * 4).ok());
+  std::vector<int32_t> got = read_device();
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], int32_t(1000 + i)) << "word " << i;
+
+  const std::vector<WordRun> runs = {{3, 100}, {200, 1}, {1000, 3000}};
+  ASSERT_TRUE(test_kernels::launch_slow_fill(device, n, 7, 300).ok());
+  ASSERT_TRUE(copy_word_runs_async(device, pinned, runs.data(), runs.size()).ok());
+  got = read_device();
+  for (size_t i = 0; i < n; ++i) {
+    const bool copied = std::any_of(runs.begin(), runs.end(), [&](const WordRun& r) {
+      return i >= r.offset && i < size_t{r.offset} + r.words;
+    });
+    ASSERT_EQ(got[i], copied ? int32_t(1000 + i) : 7) << "word " << i;
+  }
+
+  ASSERT_EQ(pinned_copy_direction(pinned, device, n * 4), PinnedCopy::kToHost);
+  ASSERT_TRUE(test_kernels::launch_slow_fill(device, n, 9, 300).ok());
+  ASSERT_TRUE(memcpy_async(pinned, device, n * 4).ok());
+  ASSERT_TRUE(synchronize_stream().ok());
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(pinned[i], 9) << "word " << i;
 }
 
 TEST(PinnedCopyCuda, TheCopyEngineKeepsTheRest) {

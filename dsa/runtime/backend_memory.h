@@ -8,15 +8,12 @@
 #include <cstdint>
 
 #include "dsa/core/status.h"
+#include "dsa/core/word_run.h"
 #include "dsa/kernels/op_table.h"
 
 namespace dsa::runtime {
 
-// `words` 32-bit words at `offset` words into a copy's source and destination alike.
-struct WordRun {
-  uint32_t offset = 0;
-  uint32_t words = 0;
-};
+using dsa::WordRun;
 
 struct MemoryOps {
   kernels::Backend backend;

@@ -1,7 +1,5 @@
 // The CUDA backend's memory (built only with nvcc): cudaMalloc'd buffers, copies on the current
 // stream.
-#include <cstddef>
-
 #include "dsa/cuda/device_memory.h"
 #include "dsa/cuda/pinned_copy.h"
 #include "dsa/runtime/backend_memory.h"
@@ -15,12 +13,6 @@ StatusOr<void*> device_alloc(size_t bytes) {
   if (p) DSA_RETURN_IF_ERROR(cuda::memset_async(p, 0, bytes));
   return p;
 }
-Status device_copy_runs(int32_t* dst, const int32_t* src, const WordRun* runs, size_t count) {
-  // The same layout as cuda::WordRun: handed over as is (checked below).
-  return cuda::copy_word_runs_async(dst, src, reinterpret_cast<const cuda::WordRun*>(runs), count);
-}
-static_assert(sizeof(WordRun) == sizeof(cuda::WordRun) &&
-              offsetof(WordRun, words) == offsetof(cuda::WordRun, words));
 Status device_zero(void* dst, size_t bytes) { return cuda::memset_async(dst, 0, bytes); }
 Status device_fill(void* dst, uint8_t byte, size_t bytes) {
   return cuda::memset_async(dst, byte, bytes);
@@ -34,7 +26,7 @@ const MemoryOps& cuda_memory_ops() {
                                cuda::device_free,
                                cuda::memcpy_async,
                                cuda::memcpy_2d_async,
-                               device_copy_runs,
+                               cuda::copy_word_runs_async,
                                device_zero,
                                device_fill,
                                cuda::synchronize_stream,

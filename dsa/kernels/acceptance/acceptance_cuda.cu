@@ -83,6 +83,9 @@ __global__ void __launch_bounds__(sd::kThreads)
   const int32_t j = static_cast<int32_t>(blockIdx.x), b = static_cast<int32_t>(blockIdx.y);
   const int32_t d = p.drafts_per_request;
   const int64_t row = int64_t{b} * (d + 1) + j;
+  const float* x = p.logits + row * (p.row_stride != 0 ? p.row_stride : p.vocab);
+  // The row's head before the params: at temperature 0 the two loads overlap (sample_row.cuh).
+  const sd::RowHead head = sd::load_row_head(x, p.vocab);
   const int32_t shift = p.shift_accepted != nullptr ? p.shift_accepted[b] : 0;
   const int64_t first = int64_t{p.first_position[b]} + shift;
   const bool shift_ok = shift >= 0 && shift <= d;
@@ -99,8 +102,7 @@ __global__ void __launch_bounds__(sd::kThreads)
       cuda::report_device_error(err, StatusCode::kInvalidArgument, cuda::OpId::kAcceptance, b, bad);
     }
   } else {
-    const int64_t stride = p.row_stride != 0 ? p.row_stride : p.vocab;
-    y = sd::sample_row(p.logits + row * stride, p.vocab, rp, sm);
+    y = sd::sample_row(x, p.vocab, rp, sm, &head);
   }
   if (threadIdx.x == 0) {
     p.emitted[row] = y;

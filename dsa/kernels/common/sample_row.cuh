@@ -293,9 +293,33 @@ __device__ inline int32_t gumbel_argmax(const RowKeys& rk, uint64_t cut, double 
   return block_argmax(best, sm).id;
 }
 
+// The first 4 kThreads 16-byte words of a row (a vocabulary of up to 8192 whole), loaded by a
+// kernel before its per-request params, so that at temperature 0 the two loads' latencies overlap
+// (the greedy scan starts from it). Empty where the row is not 16-byte aligned.
+struct RowHead {
+  float4 q[4];
+};
+
+__device__ __forceinline__ int32_t aligned_quads(const float* x, int32_t V) {
+  return (reinterpret_cast<uintptr_t>(x) & 15) == 0 ? V / 4 : 0;
+}
+
+__device__ __forceinline__ RowHead load_row_head(const float* x, int32_t V) {
+  RowHead h;
+  const int32_t nv = aligned_quads(x, V), tid = static_cast<int32_t>(threadIdx.x);
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    if (tid + u * kThreads < nv) h.q[u] = __ldg(x4 + tid + u * kThreads);
+  }
+  return h;
+}
+
 // The token of row x[0, V) under rp (which passed row_param_error), -1 when no token is eligible;
-// the same value in every thread. Every branch is block-uniform.
-__device__ inline int32_t sample_row(const float* x, int32_t V, const RowParams& rp, Smem& sm) {
+// the same value in every thread. Every branch is block-uniform. `head`, where given, is
+// load_row_head(x, V).
+__device__ inline int32_t sample_row(const float* x, int32_t V, const RowParams& rp, Smem& sm,
+                                     const RowHead* head = nullptr) {
   const int tid = static_cast<int>(threadIdx.x);
   if (rp.temperature == 0.f) {
     Cand best{-INFINITY, -1};
@@ -306,13 +330,17 @@ __device__ inline int32_t sample_row(const float* x, int32_t V, const RowParams&
     // better() is a strict total order, so any split of the scan picks the same token: 16-byte
     // loads, four in flight per thread (one scalar load at a time left a 517 KB row of V3.2's
     // vocabulary at ~5 GB/s, 115 us per row), then the unaligned tail one by one.
-    const int32_t nv = (reinterpret_cast<uintptr_t>(x) & 15) == 0 ? V / 4 : 0;
+    const int32_t nv = aligned_quads(x, V);
     const float4* x4 = reinterpret_cast<const float4*>(x);
     for (int32_t i = tid; i < nv; i += 4 * kThreads) {
       float4 q[4];
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
-        if (i + u * kThreads < nv) q[u] = __ldg(x4 + i + u * kThreads);
+        if (head != nullptr && i == tid) {
+          q[u] = head->q[u];
+        } else if (i + u * kThreads < nv) {
+          q[u] = __ldg(x4 + i + u * kThreads);
+        }
       }
 #pragma unroll
       for (int u = 0; u < 4; ++u) {

@@ -104,23 +104,24 @@ enum class StepCommitError : int32_t {
 // position or the slot) in *value.
 DSA_HD StepCommitError commit_request(const StepCommitParams& p, int32_t b, int32_t* value) {
   const int32_t d = p.drafts_per_request, n = d + 1;
-  int32_t shift = 0;
+  // Every read that depends on no other first, so that on the GPU their latencies overlap (the
+  // kernel is a chain of dependent loads between two forwards of the step).
+  const bool chain = p.target == StepCommitTarget::kChainDecode;
+  const int32_t count = chain ? 1 : n, first_row = b * count;
+  const int32_t shift = p.shift_accepted != nullptr ? p.shift_accepted[b] : 0;
+  const int32_t a = p.target != StepCommitTarget::kVerify ? p.accepted[b] : 0;
+  const int32_t built = p.rows.positions[first_row];
+  const int32_t slot = p.req_slot[b];
   if (p.shift_accepted != nullptr) {
-    shift = p.shift_accepted[b];
     *value = shift;
     if (shift < 0 || shift > d) return StepCommitError::kShift;
   }
-  int32_t a = 0;
   if (p.target != StepCommitTarget::kVerify) {
-    a = p.accepted[b];
     *value = a;
     if (a < 0 || a > d) return StepCommitError::kAccepted;
   }
   // The rows: one per request for a draft decode, n otherwise, moved by shift (and a).
-  const bool chain = p.target == StepCommitTarget::kChainDecode;
-  const int32_t count = chain ? 1 : n, first_row = b * count;
-  const int32_t cached = p.rows.positions[first_row] + shift + (chain ? a : 0);
-  const int32_t slot = p.req_slot[b];
+  const int32_t cached = built + shift + (chain ? a : 0);
   if (slot < 1 || slot >= p.page_table.num_rows) {
     for (int32_t j = 0; j < count; ++j) p.rows.write_slot[first_row + j] = -1;
     *value = slot;

@@ -7,3 +7,12 @@
 #else
 #define DSA_HD inline
 #endif
+
+// `#pragma unroll` in DSA_HD code: nvcc unrolls (so a small array indexed by the loop stays in
+// registers); the host compiler (nvcc's host pass too), which would warn about the pragma, sees
+// nothing.
+#if defined(__CUDA_ARCH__)
+#define DSA_HD_UNROLL _Pragma("unroll")
+#else
+#define DSA_HD_UNROLL
+#endif

@@ -30,18 +30,33 @@ struct RowArrays {
 DSA_HD void fill_request_rows(RowArrays a, const PageTable& pt, int32_t b, int32_t req_slot,
                               int32_t cached_len, int32_t new_len, int32_t first_row,
                               int32_t kv_begin, int32_t topk) {
-  for (int32_t j = 0; j < new_len; ++j) {
-    const int32_t r = first_row + j;
-    const int32_t pos = cached_len + j;
-    const int32_t len = pos + 1 > 0 ? pos + 1 : 0;  // defensive clamp; real cached_len >= 0
-    a.row_len[r] = len;
-    a.row_topk_len[r] = len < topk ? len : topk;
-    a.row_req[r] = b;
-    a.row_page[r] = req_slot;
-    a.positions[r] = pos;
-    a.write_slot[r] = slot_of_position(pt, req_slot, pos, kPageSize);
-    a.ks[r] = kv_begin >= 0 ? kv_begin : 0;
-    a.ke[r] = kv_begin >= 0 ? kv_begin + len : 0;
+  // Eight rows at a time: their page-table reads first, then their stores, so that on the GPU
+  // (the step commit, one thread per request) the reads are in flight together rather than each
+  // behind the previous row's stores.
+  constexpr int32_t kChunk = 8;
+  for (int32_t j0 = 0; j0 < new_len; j0 += kChunk) {
+    int32_t slot[kChunk];
+    DSA_HD_UNROLL
+    for (int32_t u = 0; u < kChunk; ++u) {
+      slot[u] =
+          j0 + u < new_len ? slot_of_position(pt, req_slot, cached_len + j0 + u, kPageSize) : -1;
+    }
+    DSA_HD_UNROLL
+    for (int32_t u = 0; u < kChunk; ++u) {
+      const int32_t j = j0 + u;
+      if (j >= new_len) continue;
+      const int32_t r = first_row + j;
+      const int32_t pos = cached_len + j;
+      const int32_t len = pos + 1 > 0 ? pos + 1 : 0;  // defensive clamp; real cached_len >= 0
+      a.row_len[r] = len;
+      a.row_topk_len[r] = len < topk ? len : topk;
+      a.row_req[r] = b;
+      a.row_page[r] = req_slot;
+      a.positions[r] = pos;
+      a.write_slot[r] = slot[u];
+      a.ks[r] = kv_begin >= 0 ? kv_begin : 0;
+      a.ke[r] = kv_begin >= 0 ? kv_begin + len : 0;
+    }
   }
 }
 

@@ -40,6 +40,9 @@ namespace dsa::kernels {
 
 enum class StepCommitTarget { kDraftExtend, kChainDecode, kVerify };
 
+// The most drafts per request (d): validate() refuses more.
+inline constexpr int32_t kStepCommitMaxDrafts = 7;
+
 struct StepCommitParams {
   StepCommitTarget target = StepCommitTarget::kDraftExtend;
   // The acceptance op's outputs (kernels/acceptance/acceptance.h), still where it wrote them
@@ -166,11 +169,23 @@ DSA_HD void gather_request_tokens(const StepCommitParams& p, int32_t b) {
     return;
   }
   if (p.kept_tokens == nullptr) return;
+  // Every row's list entry, then every kept token, then the stores: on the GPU each pass's loads
+  // are in flight together, not two dependent loads per row one row after another.
   const int32_t n = p.drafts_per_request + 1;
-  for (int32_t j = 0; j < n; ++j) {
-    const int64_t r = int64_t{b} * n + j;
-    const int32_t k = p.token_rows[r];
-    if (k >= 0 && k < p.kept_count) p.tokens[r] = p.kept_tokens[k];
+  const int64_t first = int64_t{b} * n;
+  // Unrolled at the bound, so the arrays stay in registers.
+  constexpr int32_t kRows = kStepCommitMaxDrafts + 1;
+  int32_t k[kRows];
+  int32_t t[kRows];
+  DSA_HD_UNROLL
+  for (int32_t j = 0; j < kRows; ++j) k[j] = j < n ? p.token_rows[first + j] : -1;
+  DSA_HD_UNROLL
+  for (int32_t j = 0; j < kRows; ++j) {
+    t[j] = k[j] >= 0 && k[j] < p.kept_count ? p.kept_tokens[k[j]] : 0;
+  }
+  DSA_HD_UNROLL
+  for (int32_t j = 0; j < kRows; ++j) {
+    if (k[j] >= 0 && k[j] < p.kept_count) p.tokens[first + j] = t[j];
   }
 }
 

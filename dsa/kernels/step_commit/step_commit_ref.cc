@@ -11,7 +11,8 @@ constexpr std::string_view kOp = "step_commit";
 
 Status validate(const StepCommitParams& p) {
   DSA_RETURN_IF_ERROR(require_in(kOp, "requests", p.requests, 0, INT32_MAX / 8));
-  DSA_RETURN_IF_ERROR(require_in(kOp, "drafts_per_request", p.drafts_per_request, 1, 7));
+  DSA_RETURN_IF_ERROR(
+      require_in(kOp, "drafts_per_request", p.drafts_per_request, 1, kStepCommitMaxDrafts));
   const bool chain = p.target == StepCommitTarget::kChainDecode;
   const bool token_rows_target =
       p.target == StepCommitTarget::kVerify || p.target == StepCommitTarget::kDraftExtend;

@@ -16,8 +16,10 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "dsa/core/checked_mode.h"
+#include "dsa/core/env_switch.h"
 #include "dsa/cuda/cuda_check.h"
 #include "dsa/cuda/error_word.h"
 #include "dsa/cuda/launch.h"
@@ -71,33 +73,6 @@ __device__ __noinline__ void count_request(RequestDrafts g, int32_t d, int32_t* 
   for (int32_t j = a + 1; j <= d; ++j) out[j] = -1;
 }
 
-// The cluster form's count (kCluster below), from the first CTA's shared memory: the request's
-// drafts, read before the sampling, and every CTA's y_j, written there through distributed shared
-// memory. The same rule as count_request, which reads them from global memory after the barrier,
-// one dependent load at a time (~4 us of the d = 3 verify's acceptance on the H100).
-struct ClusterCount {
-  int32_t draft[kAcceptClusterMaxDrafts];
-  int32_t bad_index[kAcceptClusterMaxDrafts];
-  int32_t y[kAcceptClusterMaxDrafts + 1];
-};
-
-__device__ __noinline__ void count_from_shared(const ClusterCount& c, int32_t d, int32_t* out,
-                                               int32_t* accepted, int32_t b,
-                                               cuda::DeviceErrorWord* err) {
-  bool bad_index = false;
-  for (int32_t j = 0; j < d; ++j) bad_index = bad_index || c.bad_index[j] != 0;
-  if (bad_index) {
-    cuda::report_device_error(err, StatusCode::kInvalidArgument, cuda::OpId::kAcceptance, b, 6);
-    *accepted = 0;
-    for (int32_t j = 0; j <= d; ++j) out[j] = -1;
-    return;
-  }
-  int32_t a = 0;
-  while (a < d && c.y[a] != -1 && c.y[a] == c.draft[a]) ++a;
-  *accepted = a;
-  for (int32_t j = a + 1; j <= d; ++j) out[j] = -1;
-}
-
 // Request b's params are checked by every one of its CTAs (the same verdict); only row 0 reports,
 // so the error word names the request once. kCluster: the request's CTAs are one cluster and the
 // first counts (header); every CTA reaches the cluster barrier (no early return).
@@ -113,18 +88,6 @@ __global__ void __launch_bounds__(sd::kThreads)
   const float* x = p.logits + row * (p.row_stride != 0 ? p.row_stride : p.vocab);
   // The row's head before the params: at temperature 0 the two loads overlap (sample_row.cuh).
   const sd::RowHead head = sd::load_row_head(x, p.vocab);
-  __shared__ ClusterCount count;
-  if constexpr (kCluster) {
-    // The first CTA's threads t < d read draft t + 1 now, while the rows load: the count after
-    // the barrier then reads shared memory only.
-    const int32_t t = static_cast<int32_t>(threadIdx.x);
-    if (j == 0 && t < d) {
-      const RequestDrafts g = request_drafts(p, b);
-      const bool ok = g.index == nullptr || draft_index_ok(g.index[t], g.bound);
-      count.bad_index[t] = ok ? 0 : 1;
-      count.draft[t] = ok ? request_draft(g.drafts, g.index, g.slots, t) : -1;
-    }
-  }
   const int32_t shift = p.shift_accepted != nullptr ? p.shift_accepted[b] : 0;
   const int64_t first = int64_t{p.first_position[b]} + shift;
   const bool shift_ok = shift >= 0 && shift <= d;
@@ -148,17 +111,14 @@ __global__ void __launch_bounds__(sd::kThreads)
     if (d == 0) p.accepted[b] = 0;  // no count launch at d = 0 (header)
   }
   if constexpr (kCluster) {
-    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    if (threadIdx.x == 0) cluster.map_shared_rank(&count, 0)->y[j] = y;
-    // The barrier's release / acquire at cluster scope: every y_j of the request is in the first
-    // CTA's shared memory, which counts over them.
-    cluster.sync();
+    // The barrier's release / acquire at cluster scope: every y_j of the request is visible to
+    // the first CTA, which counts over them in place.
+    cooperative_groups::this_cluster().sync();
     if (blockIdx.x == 0 && threadIdx.x == 0) {
       const int32_t r =
           static_cast<int32_t>(blockIdx.y);  // read again: nothing held over the sampling
-      count_from_shared(count, p.drafts_per_request,
-                        p.emitted + int64_t{r} * (p.drafts_per_request + 1), p.accepted + r, r,
-                        err);
+      count_request(request_drafts(p, r), p.drafts_per_request,
+                    p.emitted + int64_t{r} * (p.drafts_per_request + 1), p.accepted + r, r, err);
     }
   }
 }
@@ -182,11 +142,15 @@ Status accept_drafts_cuda(const AcceptanceParams& p) {
     return invalid_argument("acceptance: requests = " + std::to_string(p.requests) +
                             ": the CUDA backend takes at most 65535 per call");
   }
+  // DSA_ACCEPT_CLUSTER=off counts in a second launch at every d (for measuring the cluster form
+  // against it).
+  DSA_ASSIGN_OR_RETURN(const std::string_view cluster_form,
+                       env_choice("DSA_ACCEPT_CLUSTER", {"on", "off"}, "on"));
   const bool checked = checked_mode();
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
   const int32_t d = p.drafts_per_request;
   const dim3 grid(static_cast<unsigned>(d + 1), static_cast<unsigned>(p.requests));
-  if (d >= 1 && d <= kAcceptClusterMaxDrafts) {
+  if (d >= 1 && d <= kAcceptClusterMaxDrafts && cluster_form == "on") {
     DSA_CUDA_RETURN_IF_ERROR(
         cuda::launch(cuda::LaunchShape{grid, dim3(sd::kThreads), size_t(0), cuda::current_stream(),
                                        static_cast<unsigned>(d + 1)},

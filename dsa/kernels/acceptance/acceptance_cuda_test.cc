@@ -26,6 +26,7 @@
 #include "dsa/testing/gpu_skip.h"
 #include "dsa/testing/poison.h"
 #include "dsa/testing/random.h"
+#include "dsa/testing/scoped_env.h"
 
 namespace dsa::kernels {
 namespace {
@@ -162,6 +163,25 @@ TEST(AcceptanceCuda, FuzzedBatchesMatchTheReference) {
       check(random_batch(rng, B, d, V), "V " + std::to_string(V) + " d " + std::to_string(d));
     }
   }
+}
+
+// DSA_ACCEPT_CLUSTER=off: the count launch at every d, the kept and shifted form included.
+TEST(AcceptanceCuda, CountLaunchAtEveryDraftCount) {
+  DSA_SKIP_WITHOUT_GPU();
+  const testing::ScopedEnv form("DSA_ACCEPT_CLUSTER", "off");
+  Rng rng(testing::test_seed() + 6);
+  for (int32_t d : {1, 3, 7}) {
+    const AcceptBatch a = random_batch(rng, 40, d, 6144);
+    const std::string what = "count launch d " + std::to_string(d);
+    check(a, what);
+    const acceptance_test::KeptForm k = acceptance_test::kept_form(a, rng);
+    EXPECT_LE(compare(a, run_cuda(a, nullptr, 0, &k), run_ref(a), what + " kept"), 1) << what;
+  }
+  const testing::ScopedEnv bad("DSA_ACCEPT_CLUSTER", "maybe");
+  Status st;
+  run_cuda(random_batch(rng, 2, 3, 64), &st);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.to_string().find("DSA_ACCEPT_CLUSTER"), std::string::npos) << st.to_string();
 }
 
 // A padded LM head's width as the row stride (V3.2: 129280 columns, here a smaller tokenizer).

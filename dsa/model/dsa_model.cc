@@ -109,6 +109,7 @@ DsaModel::DsaModel(ModelConfig config, ModelWeights weights, const ModelOptions&
       ws_(ops.backend),
       graphs_(ops.backend, options.buckets) {
   ws_.set_poison(options.poison_workspace);
+  mirror_.set_poison(options.poison_workspace);
 }
 
 StatusOr<std::unique_ptr<DsaModel>> DsaModel::load(const std::filesystem::path& dir,

@@ -92,7 +92,8 @@ struct ModelOptions {
   // (tests of the device path); CUDA always does.
   bool random_weights_in_backend = false;
   // Tests: fill the workspace's uninitialised takes with a NaN byte pattern (runtime/workspace.h)
-  // instead of leaving them, so a buffer some consumer reads unwritten changes the outputs.
+  // instead of leaving them, so a buffer some consumer reads unwritten changes the outputs; and
+  // each metadata region past the part a forward uses (runtime/metadata_mirror.h set_poison).
   bool poison_workspace = false;
   // --profile-device-time: the GPU time of every forward and decode step, by timing markers on
   // the stream (runtime/device_timeline.h; device_time()). Off: nothing recorded.

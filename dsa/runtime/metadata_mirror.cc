@@ -189,11 +189,14 @@ Status MetadataMirror::upload(const ForwardMetadata& m, const PagedCacheManager&
   // out at capacity (~50 KB for the tiny model, 12 row regions of rows_cap).
   runs_.clear();
   size_t offset = 0, words = 0;
+  // Poisoned (set_poison): the rest of the region too, as kMirrorPoisonWord.
   const auto stage = [&](const int32_t* from, size_t used, size_t capacity) {
-    if (used > 0) {
+    const size_t copied = poison_ ? capacity : used;
+    if (copied > 0) {
       std::memcpy(s + offset, from, used * sizeof(int32_t));
-      runs_.push_back({uint32_t(offset), uint32_t(used)});
-      words += used;
+      std::fill(s + offset + used, s + offset + copied, kMirrorPoisonWord);
+      runs_.push_back({uint32_t(offset), uint32_t(copied)});
+      words += copied;
     }
     offset += capacity;
   };
@@ -207,8 +210,10 @@ Status MetadataMirror::upload(const ForwardMetadata& m, const PagedCacheManager&
   for (std::span<const int32_t> list : {hidden_rows, token_rows}) {
     std::copy(list.begin(), list.end(), s + offset);
     std::fill(s + offset + list.size(), s + offset + size_t(rows), -1);
-    if (rows > 0) runs_.push_back({uint32_t(offset), uint32_t(rows)});
-    words += size_t(rows);
+    const size_t copied = poison_ ? cap : size_t(rows);
+    std::fill(s + offset + size_t(rows), s + offset + copied, kMirrorPoisonWord);
+    if (copied > 0) runs_.push_back({uint32_t(offset), uint32_t(copied)});
+    words += copied;
     offset += cap;
   }
   size_t bytes = words * sizeof(int32_t);

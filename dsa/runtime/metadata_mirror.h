@@ -67,6 +67,10 @@ struct CommitTokens {
   int32_t vocab = 0;
 };
 
+// The word set_poison() leaves past each region's used part: as an index, length or position it is
+// out of every range (a large negative number), not a sentinel such as -1 that readers skip.
+inline constexpr int32_t kMirrorPoisonWord = int32_t(0xA5A5A5A5u);
+
 class MetadataMirror {
  public:
   // hidden_size: row width of the MTP hidden input (0 = none).
@@ -87,6 +91,11 @@ class MetadataMirror {
                 std::span<const int32_t> tokens, std::span<const bf16> hidden = {},
                 std::span<const int32_t> hidden_rows = {},
                 std::span<const int32_t> token_rows = {});
+  // Tests (ModelOptions::poison_workspace): every upload also writes kMirrorPoisonWord past the
+  // used part of each region (the whole block is copied), so a forward equals its unpoisoned
+  // twin only if no backend op reads a region past what the forward uses.
+  void set_poison(bool on) { poison_ = on; }
+
   // The owner has synchronised the stream: every copy from the staging ring has completed.
   void synchronised() { completed_ = uploads_; }
   // Uploads so far, and: the first `count` of them have been read by the backend (the owner waited
@@ -155,6 +164,7 @@ class MetadataMirror {
   int32_t next_slot_ = 0;
   uint64_t uploads_ = 0, completed_ = 0;
   int64_t ring_waits_ = 0;
+  bool poison_ = false;
   Buffer<int32_t> block_;
   MetadataArrays arrays_;
   int32_t* schedule_ = nullptr;

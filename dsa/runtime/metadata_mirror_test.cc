@@ -109,6 +109,37 @@ TEST(MetadataMirror, OnlyTheUsedPartOfEachRegionIsCopied) {
   EXPECT_EQ(mirror.tokens()[2], 5);
 }
 
+// Poisoned (ModelOptions::poison_workspace's half here): the used part as before and every word
+// past it kMirrorPoisonWord, the whole block copied; the page table untouched by the poison.
+TEST(MetadataMirror, PoisonFillsEveryRegionPastItsUsedPart) {
+  const MetadataConfig c = testing::small_config(3);
+  PagedCacheManager pages(c.num_pages, c.num_rows, c.page_table_width);
+  MetadataMirror mirror(kernels::Backend::kCpu, c, 8);
+  mirror.set_poison(true);
+  auto b = pages.open_request();
+  ASSERT_TRUE(b.ok() && pages.reserve(*b, 9).ok());
+  const ForwardMetadata decode = built(c, pages, ForwardMode::kDecode, 2, {{*b, 9, 1, 0, -1}});
+  const std::vector<int32_t> two = {8, 0};
+  ASSERT_TRUE(mirror.upload(decode, pages, two).ok());
+  const MetadataArrays& got = mirror.arrays();
+  const size_t cap = decode.positions.size();
+  ASSERT_GT(cap, 2u);
+  EXPECT_EQ(std::memcmp(got.positions, decode.positions.data(), 2 * 4), 0);
+  EXPECT_EQ(std::memcmp(got.cu_kv, decode.cu_kv.data(), 3 * 4), 0);
+  for (size_t r = 2; r < cap; ++r) {
+    ASSERT_EQ(got.positions[r], kMirrorPoisonWord) << "positions row " << r;
+    ASSERT_EQ(got.write_slot[r], kMirrorPoisonWord) << "write_slot row " << r;
+    ASSERT_EQ(mirror.tokens()[r], kMirrorPoisonWord) << "token row " << r;
+    ASSERT_EQ(mirror.hidden_rows()[r], kMirrorPoisonWord) << "hidden row " << r;
+  }
+  for (size_t i = 3; i < decode.cu_kv.size(); ++i) ASSERT_EQ(got.cu_kv[i], kMirrorPoisonWord) << i;
+  EXPECT_EQ(mirror.hidden_rows()[1],
+            -1);  // a forward row without a listed entry: -1, as unpoisoned
+  const kernels::PageTable pt = pages.page_table();
+  EXPECT_EQ(std::memcmp(got.page_table.data, pt.data, size_t(pt.num_rows) * size_t(pt.width) * 4),
+            0);
+}
+
 TEST(MetadataMirror, TooFewTokensOrHiddenRowsAreInvalidArgument) {
   const MetadataConfig c = testing::small_config(3);
   PagedCacheManager pages(c.num_pages, c.num_rows, c.page_table_width);

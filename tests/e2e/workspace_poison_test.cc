@@ -1,8 +1,10 @@
 // The workspace audit's proof on the CPU backend (runtime/workspace.h, issue 15): the tiny model
-// with its uninitialised takes poisoned (0xFF: NaN in bf16 and fp32, -1 in int32) and without must
-// agree bit for bit — hidden states of every row (padded ones included), logits of every sample,
-// generated tokens — in every forward mode: EXTEND (ragged and paged sub-batch, a second chunk),
-// DECODE, TARGET_VERIFY, MTP DRAFT_EXTEND and MTP DECODE at d = 3, IDLE, with bucket-padded
+// with its uninitialised takes poisoned (0xFF: NaN in bf16 and fp32, -1 in int32), and every
+// metadata region past the part a forward uses poisoned too (runtime/metadata_mirror.h: the
+// upload copies that part only; a model whose upload left one used row out fails here), and without
+// must agree bit for bit — hidden states of every row (padded ones included), logits of every
+// sample, generated tokens — in every forward mode: EXTEND (ragged and paged sub-batch, a second
+// chunk), DECODE, TARGET_VERIFY, MTP DRAFT_EXTEND and MTP DECODE at d = 3, IDLE, with bucket-padded
 // requests. A take switched to uninitialised whose consumer relied on zeros makes the poisoned run
 // differ (checked on the LM head's sample gather, which skips padded requests). And the count of
 // zero-filled takes per forward: each is a memset node of a captured CUDA graph.

@@ -142,8 +142,12 @@ Status accept_drafts_cuda(const AcceptanceParams& p) {
     return invalid_argument("acceptance: requests = " + std::to_string(p.requests) +
                             ": the CUDA backend takes at most 65535 per call");
   }
-  // DSA_ACCEPT_CLUSTER=off counts in a second launch at every d (for measuring the cluster form
-  // against it).
+  // DSA_ACCEPT_CLUSTER=off counts in a second launch at every d, for measuring the cluster form
+  // against it. On the H100 (docs/gpu-runs/2026-12-07-s48, calls 5 and 6) neither wins clearly:
+  // after the cluster launch the next sampling launch (the draft extend's greedy draft, ~90 us
+  // later) runs 8.5 us instead of 4.9, which the count launch gives back at the verify; the d = 3
+  // device step at batch 1 was ~1% shorter without clusters, but one launch more per step costs
+  // the host, and batch 8 and 32 were even.
   DSA_ASSIGN_OR_RETURN(const std::string_view cluster_form,
                        env_choice("DSA_ACCEPT_CLUSTER", {"on", "off"}, "on"));
   const bool checked = checked_mode();

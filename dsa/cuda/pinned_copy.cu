@@ -74,12 +74,16 @@ __global__ void pinned_copy_kernel(const T* __restrict__ src, T* __restrict__ ds
   const size_t stride = size_t{gridDim.x} * blockDim.x;
   size_t i = size_t{blockIdx.x} * blockDim.x + threadIdx.x;
   T first{};
-  if (kFromHost && i < units) first = src[i];
+  if constexpr (kFromHost) {
+    if (i < units) first = src[i];
+  }
   pdl_wait();  // first but for the host read above: the PDL contract (cuda/pdl.h)
   pdl_trigger();
-  if (kFromHost && i < units) {
-    dst[i] = first;
-    i += stride;
+  if constexpr (kFromHost) {
+    if (i < units) {
+      dst[i] = first;
+      i += stride;
+    }
   }
   for (; i < units; i += stride) dst[i] = src[i];
 }
@@ -115,12 +119,20 @@ __global__ void copy_word_runs_kernel(const int32_t* __restrict__ src, int32_t* 
   const uint32_t stride = gridDim.x * blockDim.x;
   uint32_t i = blockIdx.x * blockDim.x + threadIdx.x, k = 0;
   int32_t first = 0;
-  if (kFromHost && i < total) first = src[run_word(runs, i, k)];
+  uint32_t first_at = 0;
+  if constexpr (kFromHost) {
+    if (i < total) {
+      first_at = run_word(runs, i, k);
+      first = src[first_at];
+    }
+  }
   pdl_wait();  // first but for the host read above: the PDL contract (cuda/pdl.h)
   pdl_trigger();
-  if (kFromHost && i < total) {
-    dst[run_word(runs, i, k)] = first;
-    i += stride;
+  if constexpr (kFromHost) {
+    if (i < total) {
+      dst[first_at] = first;
+      i += stride;
+    }
   }
   for (; i < total; i += stride) {
     const uint32_t at = run_word(runs, i, k);
@@ -176,6 +188,11 @@ PinnedCopy pinned_copy_direction(void* dst, const void* src, size_t bytes) {
 }
 
 Status pinned_copy_async(void* dst, const void* src, size_t bytes, PinnedCopy direction) {
+  if (direction == PinnedCopy::kCopyEngine) {
+    return invalid_argument(
+        "pinned_copy_async: direction kCopyEngine: pinned_copy_direction found no kernel copy "
+        "for these pointers (memcpy_async takes the copy engine then)");
+  }
   if (bytes == 0) return ok_status();
   const uintptr_t align =
       reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | bytes;

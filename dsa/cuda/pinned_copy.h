@@ -8,8 +8,9 @@
 // speculative step's four metadata copies cost ~27 us each with their gaps
 // (docs/gpu-runs/2026-12-07-s47, tools/kernel_timeline.py). No CUDA types here.
 //
-// Host to device, the kernel reads its page-locked source when it starts, before it waits for
-// the kernels ahead (cuda/pdl.h's one exception): a read over PCIe takes 1-2 us, and it then
+// Host to device, each thread of the kernel reads its first unit of the page-locked source when it
+// starts, before it waits for the kernels ahead (cuda/pdl.h's one exception; a copy of more units
+// than threads reads the rest after the wait): a read over PCIe takes 1-2 us, and it then
 // overlaps the kernel ahead instead of following it (the copy in the step's transitions was
 // the last 4 us of each, call 1 of docs/gpu-runs/2026-12-07-s48). So device work issued before
 // such a copy must not write the host bytes it reads. dsa's page-locked sources are the staging
@@ -39,8 +40,10 @@ inline bool pinned_copy_applies(void* dst, const void* src, size_t bytes) {
   return pinned_copy_direction(dst, src, bytes) != PinnedCopy::kCopyEngine;
 }
 
-// The copy as one PDL kernel on the current stream, in the direction pinned_copy_direction gave
-// (kToDevice: the source is read before the wait, header). Any size and alignment.
+// The copy as one PDL kernel on the current stream: both pointers device-accessible (device
+// memory or page-locked host memory under unified addressing), `direction` what
+// pinned_copy_direction gave for them (kToDevice: each thread's first unit of the source is read
+// before the wait, header; kCopyEngine is InvalidArgument). Any size and alignment.
 Status pinned_copy_async(void* dst, const void* src, size_t bytes, PinnedCopy direction);
 
 // Runs one kernel takes; more are split over several launches.

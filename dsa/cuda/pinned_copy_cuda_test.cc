@@ -229,6 +229,9 @@ TEST(PinnedCopyCuda, TheCopyEngineKeepsTheRest) {
   EXPECT_FALSE(pinned_copy_applies(a.pinned, b.pinned, n));         // host to host
   EXPECT_FALSE(pinned_copy_applies(a.device, a.pinned, kPinnedCopyMaxBytes + 1));  // too large
   EXPECT_FALSE(pinned_copy_applies(b.device, b.pinned, 0));
+  // A kernel copy asked for where there is none: refused, nothing launched.
+  EXPECT_EQ(pinned_copy_async(b.device, a.device, n, PinnedCopy::kCopyEngine).code(),
+            StatusCode::kInvalidArgument);
   // And what the copy engine does is exact too: pageable in, a large page-locked copy out.
   ASSERT_TRUE(memcpy_async(b.device, pageable.data(), n).ok());
   ASSERT_TRUE(memset_async(a.device, 4, kPinnedCopyMaxBytes + 64).ok());

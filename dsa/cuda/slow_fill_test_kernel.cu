@@ -12,7 +12,7 @@ __global__ void slow_fill_kernel(int32_t* words, size_t count, int32_t value, in
   pdl_trigger();  // the successor may start now, long before the writes below
   if (threadIdx.x == 0) {
     const long long start = clock64();
-    // The SM clock runs at about 1.5-2 GHz: 2000 cycles per microsecond is a lower bound.
+    // The SM clock runs at 2 GHz at most: 2000 cycles take at least a microsecond.
     while (clock64() - start < 2000LL * spin_us) {
     }
   }

@@ -13,8 +13,6 @@
 
 namespace dsa::runtime {
 
-using dsa::WordRun;
-
 struct MemoryOps {
   kernels::Backend backend;
   StatusOr<void*> (*alloc)(size_t bytes);  // zero-filled, at least 256-byte aligned

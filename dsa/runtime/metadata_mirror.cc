@@ -275,8 +275,11 @@ Status MetadataMirror::validate_uploaded(const ForwardMetadata& m, const PagedCa
                                          ForwardMetadata* out) const {
   const MemoryOps& mem = memory_ops(backend_);
   for (const Field& f : kFields) {
+    // The used part as the backend holds it; past it the host build's, since the backend's is an
+    // older forward's (or, poisoned, kMirrorPoisonWord) and no op reads it.
     std::vector<int32_t>& v = out->*f.host;
-    DSA_RETURN_IF_ERROR(mem.copy(v.data(), arrays_.*f.view, v.size() * sizeof(int32_t)));
+    v = m.*f.host;
+    DSA_RETURN_IF_ERROR(mem.copy(v.data(), arrays_.*f.view, used_words(m, f) * sizeof(int32_t)));
   }
   DSA_RETURN_IF_ERROR(mem.sync());
   out->header = m.header;

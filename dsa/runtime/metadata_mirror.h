@@ -92,8 +92,10 @@ class MetadataMirror {
                 std::span<const int32_t> hidden_rows = {},
                 std::span<const int32_t> token_rows = {});
   // Tests (ModelOptions::poison_workspace): every upload also writes kMirrorPoisonWord past the
-  // used part of each region (the whole block is copied), so a forward equals its unpoisoned
-  // twin only if no backend op reads a region past what the forward uses.
+  // used part of each metadata region, token region and row list (those regions are copied
+  // whole; the host hidden rows and the page table are not poisoned), so a forward equals its
+  // unpoisoned twin only if no backend op reads a region past what the forward uses.
+  // staged_bytes() then counts the poison too.
   void set_poison(bool on) { poison_ = on; }
 
   // The owner has synchronised the stream: every copy from the staging ring has completed.
@@ -123,9 +125,10 @@ class MetadataMirror {
   // shift_emitted (or null): the previous, unread step's counts, for the same requests in order.
   // `tokens` (CommitTokens): the token gather the same launch runs after the patch, if any.
   // Checked mode (SPEC.md §4.6): the forward's metadata as the backend holds it after
-  // commit_step, read back (a synchronising copy) into `out` (built for the same config) with
-  // `m`'s header, its schedule rebuilt on the host from the patched lengths, and validated against
-  // every invariant the host build is checked for (FailedPrecondition naming the invariant).
+  // commit_step, its used part read back (a synchronising copy; the rest is `m`'s) into `out`
+  // (built for the same config) with `m`'s header, its schedule rebuilt on the host from the
+  // patched lengths, and validated against every invariant the host build is checked for
+  // (FailedPrecondition naming the invariant).
   Status validate_uploaded(const ForwardMetadata& m, const PagedCacheManager& pages,
                            ForwardMetadata* out) const;
   Status commit_step(const kernels::OpTable& ops, const ForwardMetadata& m,

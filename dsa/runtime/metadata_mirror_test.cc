@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -138,6 +139,30 @@ TEST(MetadataMirror, PoisonFillsEveryRegionPastItsUsedPart) {
   const kernels::PageTable pt = pages.page_table();
   EXPECT_EQ(std::memcmp(got.page_table.data, pt.data, size_t(pt.num_rows) * size_t(pt.width) * 4),
             0);
+}
+
+// Checked mode's read-back (validate_uploaded) of a poisoned upload: the used part is what the
+// backend holds, the rest the host build's, so valid metadata passes with the poison past it; and
+// a used row changed on the backend is still caught.
+TEST(MetadataMirror, CheckedReadBackIgnoresThePoisonPastTheUsedPart) {
+  const MetadataConfig c = testing::small_config(3);
+  PagedCacheManager pages(c.num_pages, c.num_rows, c.page_table_width);
+  MetadataMirror mirror(kernels::Backend::kCpu, c, 8);
+  mirror.set_poison(true);
+  auto a = pages.open_request();
+  ASSERT_TRUE(a.ok() && pages.reserve(*a, 70).ok());
+  const ForwardMetadata verify =
+      built(c, pages, ForwardMode::kTargetVerify, 2, {{*a, 66, 4, 0, -1}});
+  const std::vector<int32_t> tokens(8, 5);
+  ASSERT_TRUE(mirror.upload(verify, pages, tokens).ok());
+  ASSERT_EQ(mirror.arrays().sample_row[verify.sample_row.size() - 1], kMirrorPoisonWord);
+  ForwardMetadata back(c);
+  const Status ok = mirror.validate_uploaded(verify, pages, &back);
+  EXPECT_TRUE(ok.ok()) << ok.to_string();
+  const_cast<int32_t*>(mirror.arrays().sample_row)[0] = -5;  // a used entry, as a bad patch
+  const Status bad = mirror.validate_uploaded(verify, pages, &back);
+  EXPECT_EQ(bad.code(), StatusCode::kFailedPrecondition) << bad.to_string();
+  EXPECT_NE(bad.to_string().find("sample_row"), std::string::npos) << bad.to_string();
 }
 
 TEST(MetadataMirror, TooFewTokensOrHiddenRowsAreInvalidArgument) {

@@ -161,6 +161,9 @@ DSA_HD StepCommitError commit_request(const StepCommitParams& p, int32_t b, int3
 }
 
 // The folded token gather of request b (kept_tokens / draft_tokens above; nothing without them).
+// Requires what validate() checks (d <= kStepCommitMaxDrafts: the rows past it are not visited)
+// and that `tokens` overlaps neither `token_rows` nor `kept_tokens` (the mirror's tokens against
+// the draft slots or the sampler's tokens): every read is made before the first write.
 DSA_HD void gather_request_tokens(const StepCommitParams& p, int32_t b) {
   if (p.target == StepCommitTarget::kChainDecode) {
     if (p.draft_tokens == nullptr) return;

@@ -12,6 +12,9 @@ call_begin call_tests
 OUT=$W/check SKIP_V32=1 SKIP_BENCH=1 ENGINE_BENCH=0 SKIP_SAN=1 GPU_TEST_SECONDS=230 \
   timeout 420 scripts/gpu_check.sh 2>&1 | tail -20
 grep -hE "teacher-forced:|divergences over" "$W/check/ctest_e2e.log" | head -12
+t=$(find build-gpu -name pinned_copy_cuda_test -type f -executable | head -1)
+DSA_COPY_PREFETCH=0 timeout 60 "$t" >"$W/pinned_copy_late_read.log" 2>&1
+echo "pinned_copy_cuda_test, DSA_COPY_PREFETCH=0 (the late-read kernels): rc=$? $(grep -cE 'OK \]' "$W/pinned_copy_late_read.log") ok"
 e2e='GraphReplay|EngineGraphs|TinyModelCuda|NarrowCheckpointCuda'
 (cd build-gpu && DSA_POISON_WORKSPACE=1 timeout $((560 - $(el))) ctest -L gpu -R "$e2e" -j 4) \
   >"$W/ctest_e2e_poisoned.log" 2>&1

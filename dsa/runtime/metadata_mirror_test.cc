@@ -110,16 +110,28 @@ TEST(MetadataMirror, OnlyTheUsedPartOfEachRegionIsCopied) {
   EXPECT_EQ(mirror.tokens()[2], 5);
 }
 
+// A poisoned mirror (set_poison) of the small config, its page manager, and one request slot
+// with `reserved` positions' pages.
+struct PoisonedMirror {
+  explicit PoisonedMirror(int32_t reserved) {
+    mirror.set_poison(true);
+    auto r = pages.open_request();
+    EXPECT_TRUE(r.ok() && pages.reserve(*r, reserved).ok());
+    slot = r.ok() ? *r : -1;
+  }
+  const MetadataConfig c = testing::small_config(3);
+  PagedCacheManager pages{c.num_pages, c.num_rows, c.page_table_width};
+  MetadataMirror mirror{kernels::Backend::kCpu, c, 8};
+  int32_t slot = -1;
+};
+
 // Poisoned (ModelOptions::poison_workspace's half here): the used part as before and every word
 // past it kMirrorPoisonWord, the whole block copied; the page table untouched by the poison.
 TEST(MetadataMirror, PoisonFillsEveryRegionPastItsUsedPart) {
-  const MetadataConfig c = testing::small_config(3);
-  PagedCacheManager pages(c.num_pages, c.num_rows, c.page_table_width);
-  MetadataMirror mirror(kernels::Backend::kCpu, c, 8);
-  mirror.set_poison(true);
-  auto b = pages.open_request();
-  ASSERT_TRUE(b.ok() && pages.reserve(*b, 9).ok());
-  const ForwardMetadata decode = built(c, pages, ForwardMode::kDecode, 2, {{*b, 9, 1, 0, -1}});
+  PoisonedMirror p(9);
+  auto& [c, pages, mirror, slot] = p;
+  ASSERT_GE(slot, 0);
+  const ForwardMetadata decode = built(c, pages, ForwardMode::kDecode, 2, {{slot, 9, 1, 0, -1}});
   const std::vector<int32_t> two = {8, 0};
   ASSERT_TRUE(mirror.upload(decode, pages, two).ok());
   const MetadataArrays& got = mirror.arrays();
@@ -145,14 +157,11 @@ TEST(MetadataMirror, PoisonFillsEveryRegionPastItsUsedPart) {
 // backend holds, the rest the host build's, so valid metadata passes with the poison past it; and
 // a used row changed on the backend is still caught.
 TEST(MetadataMirror, CheckedReadBackIgnoresThePoisonPastTheUsedPart) {
-  const MetadataConfig c = testing::small_config(3);
-  PagedCacheManager pages(c.num_pages, c.num_rows, c.page_table_width);
-  MetadataMirror mirror(kernels::Backend::kCpu, c, 8);
-  mirror.set_poison(true);
-  auto a = pages.open_request();
-  ASSERT_TRUE(a.ok() && pages.reserve(*a, 70).ok());
+  PoisonedMirror p(70);
+  auto& [c, pages, mirror, slot] = p;
+  ASSERT_GE(slot, 0);
   const ForwardMetadata verify =
-      built(c, pages, ForwardMode::kTargetVerify, 2, {{*a, 66, 4, 0, -1}});
+      built(c, pages, ForwardMode::kTargetVerify, 2, {{slot, 66, 4, 0, -1}});
   const std::vector<int32_t> tokens(8, 5);
   ASSERT_TRUE(mirror.upload(verify, pages, tokens).ok());
   ASSERT_EQ(mirror.arrays().sample_row[verify.sample_row.size() - 1], kMirrorPoisonWord);

@@ -107,6 +107,8 @@ std::vector<CheckCase> check_cases(const OpTable& ops) {
       [o](uint64_t s) { return check_rmsnorm(o->rmsnorm, 37, 7168, s); });
   add("rmsnorm", kS, "T=37 D=256 gathered (50 rows, x_copy)",
       [o](uint64_t s) { return check_rmsnorm_gathered(o->rmsnorm, 37, 256, 50, true, s); });
+  add("rmsnorm_pair", kS, "T=37 D=256 gathered (50 and 101 rows)",
+      [o](uint64_t s) { return check_rmsnorm_pair(o->rmsnorm_pair, 37, 256, 50, s); });
   add("residual_add", kV, "T=37 D=7168",
       [o](uint64_t s) { return check_residual_add(o->residual_add, 37, 7168, s); });
   add("add_rmsnorm", kS, "T=37 D=100",

@@ -23,6 +23,7 @@ const OpTable& cpu_ops() {
       .sparse_mla_prefill = sparse_mla_prefill_ref,
       .embedding = embedding_ref,
       .rmsnorm = rmsnorm_ref,
+      .rmsnorm_pair = rmsnorm_pair_ref,
       .residual_add = residual_add_ref,
       .add_rmsnorm = add_rmsnorm_ref,
       .layernorm = layernorm_ref,

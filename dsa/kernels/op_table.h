@@ -56,6 +56,8 @@ struct OpTable {
   // Model ops (§8).
   Status (*embedding)(const EmbeddingParams&);
   Status (*rmsnorm)(const RmsNormParams&);
+  // Two norms of one shape in one launch (the MTP layer's enorm and hnorm).
+  Status (*rmsnorm_pair)(const RmsNormParams&, const RmsNormParams&);
   Status (*residual_add)(const ResidualAddParams&);
   // residual_add then rmsnorm of the updated h in one launch (bit-identical to the pair).
   Status (*add_rmsnorm)(const AddRmsNormParams&);

@@ -21,6 +21,7 @@ const OpTable& cuda_op_table() {
       .sparse_mla_prefill = sparse_mla_prefill_cuda,
       .embedding = embedding_cuda,
       .rmsnorm = rmsnorm_cuda,
+      .rmsnorm_pair = rmsnorm_pair_cuda,
       .residual_add = residual_add_cuda,
       .add_rmsnorm = add_rmsnorm_cuda,
       .layernorm = layernorm_cuda,

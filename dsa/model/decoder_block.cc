@@ -71,9 +71,11 @@ Status run_linear(const kernels::OpTable& ops, const WeightStore& store, const L
   return ops.linear(p);
 }
 
-Status gathered_rmsnorm(const BlockContext& c, const bf16* x, const int32_t* x_rows,
-                        int32_t x_row_bound, bool skip_minus_one, bf16* x_copy,
-                        const std::vector<bf16>& w, bf16* y, int32_t rows, int64_t y_stride) {
+kernels::RmsNormParams gathered_rmsnorm_params(const BlockContext& c, const bf16* x,
+                                               const int32_t* x_rows, int32_t x_row_bound,
+                                               bool skip_minus_one, bf16* x_copy,
+                                               const std::vector<bf16>& w, bf16* y, int32_t rows,
+                                               int64_t y_stride) {
   auto p =
       norm_params<kernels::RmsNormParams>(c, w, y, rows, int32_t(c.config.hidden_size), y_stride);
   p.x = x;
@@ -81,7 +83,14 @@ Status gathered_rmsnorm(const BlockContext& c, const bf16* x, const int32_t* x_r
   p.x_row_bound = x_row_bound;
   p.skip_minus_one = skip_minus_one;
   p.x_copy = x_copy;
-  return c.ops.rmsnorm(p);
+  return p;
+}
+
+Status gathered_rmsnorm(const BlockContext& c, const bf16* x, const int32_t* x_rows,
+                        int32_t x_row_bound, bool skip_minus_one, bf16* x_copy,
+                        const std::vector<bf16>& w, bf16* y, int32_t rows, int64_t y_stride) {
+  return c.ops.rmsnorm(gathered_rmsnorm_params(c, x, x_rows, x_row_bound, skip_minus_one, x_copy, w,
+                                               y, rows, y_stride));
 }
 
 Status norm_residual(const BlockContext& c, ResidualStream& r, const std::vector<bf16>& w, bf16* y,

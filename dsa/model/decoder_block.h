@@ -71,6 +71,13 @@ struct ResidualStream {
 Status gathered_rmsnorm(const BlockContext& ctx, const bf16* x, const int32_t* x_rows,
                         int32_t x_row_bound, bool skip_minus_one, bf16* x_copy,
                         const std::vector<bf16>& w, bf16* y, int32_t rows, int64_t y_stride);
+// The params gathered_rmsnorm launches with, for a caller that pairs two norms in one launch
+// (ops.rmsnorm_pair: the MTP layer's enorm and hnorm).
+kernels::RmsNormParams gathered_rmsnorm_params(const BlockContext& ctx, const bf16* x,
+                                               const int32_t* x_rows, int32_t x_row_bound,
+                                               bool skip_minus_one, bf16* x_copy,
+                                               const std::vector<bf16>& w, bf16* y, int32_t rows,
+                                               int64_t y_stride);
 
 // y = RMSNorm(h) with weight w, adding the pending branch into h first, or gathering h from the
 // embedding table first (then neither is pending).

@@ -330,12 +330,14 @@ Status DsaModel::mtp_body(const runtime::ForwardMetadata& meta) {
   // commit's row b n + a_b < B n is below it by construction.
   const BlockContext ctx = block_context(meta);
   DSA_ASSIGN_OR_RETURN(bf16 * cat, ws_.take_uninit<bf16>(sz(rows) * 2 * D));
-  DSA_RETURN_IF_ERROR(gathered_rmsnorm(ctx, store_.get(weights_.mtp_embed()), mirror_.tokens(),
-                                       int32_t(config_.vocab_size), false, nullptr, m.enorm, cat,
-                                       rows, 2 * D));
-  DSA_RETURN_IF_ERROR(gathered_rmsnorm(ctx, hidden_out_.data(), mirror_.hidden_rows(),
-                                       metadata_config_.row_capacity(), true, nullptr, m.hnorm,
-                                       cat + D, rows, 2 * D));
+  // Both norms in one launch (rmsnorm_pair): one kernel fewer per MTP forward.
+  DSA_RETURN_IF_ERROR(
+      ops_.rmsnorm_pair(gathered_rmsnorm_params(ctx, store_.get(weights_.mtp_embed()),
+                                                mirror_.tokens(), int32_t(config_.vocab_size),
+                                                false, nullptr, m.enorm, cat, rows, 2 * D),
+                        gathered_rmsnorm_params(ctx, hidden_out_.data(), mirror_.hidden_rows(),
+                                                metadata_config_.row_capacity(), true, nullptr,
+                                                m.hnorm, cat + D, rows, 2 * D)));
   DSA_ASSIGN_OR_RETURN(bf16 * h, ws_.take_uninit<bf16>(sz(rows) * D));
   DSA_RETURN_IF_ERROR(run_linear(ops_, store_, m.eh_proj, cat, rows, h));
   const int32_t mtp_layer = int32_t(config_.num_hidden_layers);

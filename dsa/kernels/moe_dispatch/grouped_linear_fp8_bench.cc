@@ -1,12 +1,14 @@
 // FP8 grouped linear benchmark at V3.2 expert shapes (SPEC.md §8.6, §8.8, §10): 256 experts,
-// k = 8, decode batches of T = 1, 8, 32, 128 rows; the gate/up shape (7168 -> 2048, x_row =
-// pair_row) and the down shape (2048 -> 7168, x = the T * k expert rows). Decode is bound by the
-// expert weights: bytes = the e4m3 codes and block scales of the experts in use + x + y once
-// each. Every expert has its own weights (256 x 14.7 MB = 3.8 GB per shape), and each timed call
-// takes the next of 8 prepared routings, so consecutive calls touch mostly other experts and the
-// weights come from HBM, not L2. One line per shape: µs (median of 50, the quantiser launch
-// included), touched weight MB, TB/s and its fraction of 4.28. Then the decode-equivalent
-// model's MoE at T = 1, 4, 8 (bench_equivalent).
+// k = 8, decode batches of T = 1, 8, 32, 128 rows and a prefill chunk of T = 4096; the gate/up
+// shape (7168 -> 2048, x_row = pair_row) and the down shape (2048 -> 7168, x = the T * k expert
+// rows). Decode is bound by the expert weights: bytes = the e4m3 codes and block scales of the
+// experts in use + x + y once each. Every expert has its own weights (256 x 14.7 MB = 3.8 GB per
+// shape), and each timed call takes the next of 8 prepared routings, so consecutive calls touch
+// mostly other experts and the weights come from HBM, not L2. One line per shape: µs (median of 50,
+// the quantiser launch included), touched weight MB, TB/s and its fraction of 4.28, and TFLOP/s and
+// its fraction of the fp8 MMA peak (SPEC.md §10: 1500; the figure that matters at T = 4096, where
+// the 32768 pairs make the products compute-bound). Then the decode-equivalent model's MoE at T =
+// 1, 4, 8 (bench_equivalent).
 //   usage: grouped_linear_fp8_bench
 #include <cuda_runtime.h>
 
@@ -145,14 +147,17 @@ Status bench_rows(int32_t rows, const Weights& w, const Weights& w_up, dsa::test
     const double bytes =
         weight_bytes + double(p.x_rows) * in * 2 + projections * double(S) * out * 2;
     const double tbps = bytes / (us * 1e-6) / 1e12;
+    const double flops = projections * 2.0 * double(S) * in * out;
+    const double tflops = flops / (us * 1e-6) / 1e12;
     std::printf(
         "grouped_fp8 %-4s T=%-4d %5d -> %-5d %9.2f us  experts %6.1f  weights %8.1f MB  %6.3f "
-        "TB/s %5.1f%% of 4.28\n",
+        "TB/s %5.1f%% of 4.28  %7.1f TFLOP/s %5.1f%% of fp8 peak\n",
         down     ? "down"
         : paired ? "g+up"
                  : "gate",
         rows, in, out, us, used, weight_bytes / 1e6, tbps,
-        100.0 * tbps * 1e12 / dsa::cuda::kH200Bandwidth);
+        100.0 * tbps * 1e12 / dsa::cuda::kH200Bandwidth, tflops,
+        100.0 * tflops * 1e12 / dsa::cuda::kH200Fp8Flops);
   }
   return dsa::ok_status();
 }
@@ -239,7 +244,7 @@ int main() {
   WeightSet gate, up;  // two sets: the paired launch must not find up's weights in L2
   Status st = make_weight_set(&gate);
   if (st.ok()) st = make_weight_set(&up);
-  for (int32_t rows : {1, 8, 32, 128}) {
+  for (int32_t rows : {1, 8, 32, 128, 4096}) {
     if (!st.ok()) break;
     st = bench_rows(rows, gate.w, up.w, rng);
   }

@@ -56,6 +56,23 @@ Status rmsnorm_ref(const RmsNormParams& p);
 // Checked mode reports bad entries through the device error word.
 Status rmsnorm_cuda(const RmsNormParams& p);
 
+// Two norms in one launch: the MTP layer's enorm of the embedding rows and hnorm of the last
+// forward's hidden rows, which write the two halves of one concatenated row (SPEC.md §6.5). At
+// decode shapes the forward is bound by launch latency, and the pair is one kernel fewer per MTP
+// forward. The result is rmsnorm(first) and rmsnorm(second), in either order: neither may read
+// what the other writes (validate_pair).
+//
+// Host checks (InvalidArgument naming the norm and the field): each norm's validate(), the same
+// num_tokens and dim, and neither norm's y (nor x_copy) overlapping the other's x.
+Status validate_pair(const RmsNormParams& first, const RmsNormParams& second);
+
+// CPU reference: rmsnorm_ref(first) then rmsnorm_ref(second), after validate_pair.
+Status rmsnorm_pair_ref(const RmsNormParams& first, const RmsNormParams& second);
+// CUDA backend: one launch (grid.y picks the norm) where both norms take the same path (both
+// gathered or both not, and the same NormShape), running rmsnorm_cuda's row code, so each y is
+// bit-identical to rmsnorm_cuda's; otherwise the two launches of rmsnorm_cuda.
+Status rmsnorm_pair_cuda(const RmsNormParams& first, const RmsNormParams& second);
+
 struct ResidualAddParams {
   bf16* h = nullptr;        // [T, D] bf16 residual stream, updated in place
   const bf16* x = nullptr;  // [T, D] bf16 branch output added to h

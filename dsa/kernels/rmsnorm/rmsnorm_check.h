@@ -10,6 +10,7 @@
 namespace dsa::kernels {
 
 using RmsNormFn = Status (*)(const RmsNormParams&);
+using RmsNormPairFn = Status (*)(const RmsNormParams&, const RmsNormParams&);
 using ResidualAddFn = Status (*)(const ResidualAddParams&);
 using AddRmsNormFn = Status (*)(const AddRmsNormParams&);
 
@@ -24,6 +25,12 @@ Status check_rmsnorm(RmsNormFn op, int32_t tokens, int32_t dim, uint64_t seed);
 // after each output row untouched, and with `with_copy` x_copy bit-equal to the gathered rows.
 Status check_rmsnorm_gathered(RmsNormFn op, int32_t tokens, int32_t dim, int32_t bound,
                               bool with_copy, uint64_t seed);
+
+// rmsnorm_pair: two gathered norms as check_rmsnorm_gathered builds them (the second over another
+// source of 2 bound + 1 rows, with x_copy), each into its own output, in one call of `op`; each
+// checked as check_rmsnorm_gathered checks it.
+Status check_rmsnorm_pair(RmsNormPairFn op, int32_t tokens, int32_t dim, int32_t bound,
+                          uint64_t seed);
 
 // Runs `op` on random (h, x) pairs of mixed magnitudes and requires bit equality with the exact
 // sum rounded to fp32 and then to bf16.

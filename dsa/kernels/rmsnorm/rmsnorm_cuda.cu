@@ -180,6 +180,28 @@ __global__ void __launch_bounds__(1024)
   norm_row_scalar(g.input(x, x_stride, dim), w, y, dim, y_stride, eps);
 }
 
+// One gathered norm of rmsnorm_pair_cuda's launch: what rmsnorm_gather_vec_kernel takes.
+struct GatheredNorm {
+  const bf16* x;
+  Gather g;
+  const bf16* w;
+  bf16* y;
+  int64_t x_stride, y_stride;
+  float eps;
+};
+
+// Two gathered norms of one shape, grid.y = 2: row blockIdx.x of norm blockIdx.y, by
+// rmsnorm_gather_vec_kernel's row code (so each y is bit-identical to that kernel's).
+template <int kVec>
+__global__ void __launch_bounds__(1024)
+    rmsnorm_gather_pair_vec_kernel(GatheredNorm first, GatheredNorm second, int32_t nvec) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
+  const GatheredNorm n = blockIdx.y == 0 ? first : second;
+  norm_row_vec<kVec>(n.g.input(n.x, n.x_stride, nvec * kVecElems), n.w, n.y, nvec, n.y_stride,
+                     n.eps, blockIdx.x, blockDim.x);
+}
+
 template <int kVec>
 __global__ void __launch_bounds__(1024)
     add_rmsnorm_vec_kernel(bf16* h, const bf16* add, bool add_vec, const bf16* __restrict__ w,
@@ -240,6 +262,15 @@ cudaError_t launch_rmsnorm_gather_vec(const RmsNormParams& p, const NormShape& s
 }
 
 template <int kVec>
+cudaError_t launch_rmsnorm_gather_pair_vec(int32_t rows, const NormShape& s,
+                                           const GatheredNorm& first, const GatheredNorm& second,
+                                           int32_t nvec) {
+  cuda::LaunchShape shape = launch_shape(rows, s);
+  shape.grid.y = 2;
+  return cuda::launch(shape, rmsnorm_gather_pair_vec_kernel<kVec>, first, second, nvec);
+}
+
+template <int kVec>
 cudaError_t launch_add_rmsnorm_vec(const AddRmsNormParams& p, const NormShape& s, int64_t ys) {
   return cuda::launch(launch_shape(p.num_tokens, s), add_rmsnorm_vec_kernel<kVec>, p.h, p.add,
                       cuda::is_aligned(p.add, 16), p.weight, p.y, p.dim / kVecElems, ys, p.eps);
@@ -252,6 +283,10 @@ constexpr cudaError_t (*kRmsNormGatherVec[])(const RmsNormParams&, const NormSha
                                              int64_t, int64_t) = {
     launch_rmsnorm_gather_vec<1>, launch_rmsnorm_gather_vec<2>, launch_rmsnorm_gather_vec<4>,
     launch_rmsnorm_gather_vec<8>};
+constexpr cudaError_t (*kRmsNormGatherPairVec[])(int32_t, const NormShape&, const GatheredNorm&,
+                                                 const GatheredNorm&, int32_t) = {
+    launch_rmsnorm_gather_pair_vec<1>, launch_rmsnorm_gather_pair_vec<2>,
+    launch_rmsnorm_gather_pair_vec<4>, launch_rmsnorm_gather_pair_vec<8>};
 constexpr cudaError_t (*kAddRmsNormVec[])(const AddRmsNormParams&, const NormShape&, int64_t) = {
     launch_add_rmsnorm_vec<1>, launch_add_rmsnorm_vec<2>, launch_add_rmsnorm_vec<4>,
     launch_add_rmsnorm_vec<8>};
@@ -284,6 +319,38 @@ Status rmsnorm_cuda(const RmsNormParams& p) {
                                           p.weight, p.y, p.dim, xs, ys, p.eps));
   }
   return cuda::launch_error("rmsnorm");
+}
+
+Status rmsnorm_pair_cuda(const RmsNormParams& first, const RmsNormParams& second) {
+  DSA_RETURN_IF_ERROR(validate_pair(first, second));
+  if (first.num_tokens == 0) return ok_status();
+  const auto shape_of = [](const RmsNormParams& p) {
+    const int64_t xs = p.x_stride == 0 ? p.dim : p.x_stride;
+    const int64_t ys = p.y_stride == 0 ? p.dim : p.y_stride;
+    return norm_shape(p.dim, xs, ys, p.x, p.y, p.weight, p.x_copy);
+  };
+  const NormShape s = shape_of(first), t = shape_of(second);
+  const bool one_launch = first.x_rows != nullptr && second.x_rows != nullptr && s.vec && t.vec &&
+                          s.threads == t.threads && s.slot == t.slot;
+  if (!one_launch) {
+    DSA_RETURN_IF_ERROR(rmsnorm_cuda(first));
+    return rmsnorm_cuda(second);
+  }
+  const bool checked = checked_mode();
+  DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
+  const auto norm = [err](const RmsNormParams& p) {
+    return GatheredNorm{p.x,
+                        Gather{p.x_rows, p.x_row_bound, p.skip_minus_one, p.x_copy, err},
+                        p.weight,
+                        p.y,
+                        p.x_stride == 0 ? p.dim : p.x_stride,
+                        p.y_stride == 0 ? p.dim : p.y_stride,
+                        p.eps};
+  };
+  DSA_CUDA_RETURN_IF_ERROR(kRmsNormGatherPairVec[s.slot](first.num_tokens, s, norm(first),
+                                                         norm(second), first.dim / kVecElems));
+  return cuda::end_launch("rmsnorm_pair", checked,
+                          "rmsnorm_pair: x_rows[row] outside [0, x_row_bound)");
 }
 
 Status add_rmsnorm_cuda(const AddRmsNormParams& p) {

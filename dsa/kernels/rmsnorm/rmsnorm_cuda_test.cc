@@ -462,6 +462,132 @@ TEST(RmsNormCuda, GatheredHostChecks) {
   EXPECT_TRUE(testing::is_poison(host(dy)[0])) << "written by a refused call";
 }
 
+// ---- rmsnorm_pair: two norms, one launch ----
+
+// The pair's GPU run: norm a (source xa) into y's first half, norm b (source xb, off_b elements
+// into its allocation) into the second, y = [T, 2D] poisoned first. `alone`: the two rmsnorm_cuda
+// launches instead of rmsnorm_pair_cuda.
+struct PairCase {
+  int32_t tokens, dim, bound_a, bound_b;
+  size_t off_b;  // 1: norm b's source off 16-byte alignment (the scalar path: two launches)
+  std::string what() const {
+    return "T=" + std::to_string(tokens) + " D=" + std::to_string(dim) +
+           " bounds=" + std::to_string(bound_a) + "," + std::to_string(bound_b) +
+           " off_b=" + std::to_string(off_b);
+  }
+};
+
+struct PairInputs {
+  std::vector<bf16> xa, xb, wa, wb;
+  std::vector<int32_t> ra, rb;
+};
+
+std::vector<bf16> run_pair_norms(const PairInputs& in, const PairCase& c, bool alone,
+                                 Status* status = nullptr) {
+  auto dxa = dev(in.xa), dxb = dev(in.xb), dwa = dev(in.wa), dwb = dev(in.wb);
+  auto dra = dev(in.ra, 1), drb = dev(in.rb, 1);
+  const int64_t ys = 2 * int64_t{c.dim};
+  auto dy = testing::poisoned<bf16>(std::max<size_t>(size_t(c.tokens) * ys, 1));
+  RmsNormParams a = params(dxa.data(), dwa.data(), dy.data(), c.tokens, c.dim, 0, ys, 1e-6f);
+  a.x_rows = dra.data();
+  a.x_row_bound = c.bound_a;
+  RmsNormParams b =
+      params(dxb.data() + c.off_b, dwb.data(), dy.data() + c.dim, c.tokens, c.dim, 0, ys, 1e-6f);
+  b.x_rows = drb.data();
+  b.x_row_bound = c.bound_b;
+  b.skip_minus_one = true;
+  Status st = alone ? rmsnorm_cuda(a) : rmsnorm_pair_cuda(a, b);
+  if (alone && st.ok()) st = rmsnorm_cuda(b);
+  if (status != nullptr) {
+    *status = st;
+  } else {
+    EXPECT_TRUE(st.ok()) << c.what() << (alone ? " alone" : " pair") << ": " << st.to_string();
+  }
+  std::vector<bf16> y = host(dy);
+  y.resize(size_t(c.tokens) * ys);
+  return y;
+}
+
+PairInputs pair_inputs(Rng& rng, const PairCase& c) {
+  PairInputs in;
+  in.xa = random_rows(rng, c.bound_a, c.dim);
+  in.xb = random_rows(rng, 1, int64_t(c.off_b));
+  const std::vector<bf16> rows = random_rows(rng, c.bound_b, c.dim);
+  in.xb.insert(in.xb.end(), rows.begin(), rows.end());
+  in.wa = rng.bf16_vector(size_t(c.dim), 0.5f);
+  in.wb = rng.bf16_vector(size_t(c.dim), 0.5f);
+  in.ra = gather_entries(rng, c.tokens, c.bound_a);
+  in.rb = gather_entries(rng, c.tokens, c.bound_b);
+  return in;
+}
+
+// The MTP layer's form (the tiny model's 256 over a 6144-row embedding, V3.2's 7168) with -1,
+// repeated and out-of-range entries (zero rows, unchecked), T = 1 to 130, and a pair whose norms
+// take different paths (two launches): every half bit-identical to rmsnorm_cuda of that norm
+// alone, and the whole row within 1 bf16 ulp of rmsnorm_pair_ref.
+TEST(RmsNormPairCuda, EachHalfBitIdenticalToItsNormAlone) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  const uint64_t seed = testing::test_seed();
+  const PairCase cases[] = {{1, 256, 6144, 16, 0},   {4, 256, 300, 16, 0}, {37, 7168, 50, 40, 0},
+                            {130, 512, 200, 140, 0}, {5, 100, 9, 9, 0},    {6, 256, 9, 9, 1},
+                            {0, 256, 4, 4, 0}};
+  int i = 0;
+  for (const PairCase& c : cases) {
+    Rng rng(seed + uint64_t(i++));
+    const PairInputs in = pair_inputs(rng, c);
+    const std::vector<bf16> pair = run_pair_norms(in, c, false);
+    const std::vector<bf16> alone = run_pair_norms(in, c, true);
+    EXPECT_EQ(testing::first_bit_difference(pair, alone), "") << c.what();
+    const int64_t ys = 2 * int64_t{c.dim};
+    std::vector<bf16> ref(size_t(c.tokens) * ys, testing::poison_value<bf16>());
+    RmsNormParams a = params(in.xa.data(), in.wa.data(), ref.data(), c.tokens, c.dim, 0, ys, 1e-6f);
+    a.x_rows = in.ra.data();
+    a.x_row_bound = c.bound_a;
+    RmsNormParams b = params(in.xb.data() + c.off_b, in.wb.data(), ref.data() + c.dim, c.tokens,
+                             c.dim, 0, ys, 1e-6f);
+    b.x_rows = in.rb.data();
+    b.x_row_bound = c.bound_b;
+    b.skip_minus_one = true;
+    const Status st = rmsnorm_pair_ref(a, b);
+    ASSERT_TRUE(st.ok()) << c.what() << ": " << st.to_string();
+    expect_close(pair, ref, c.tokens, int32_t(ys), ys, c.what().c_str());
+  }
+}
+
+// Checked mode: a bad entry in either norm is OutOfRange through the error word (the word cleared
+// after it), a good pair is OK; host checks refuse mismatched shapes before any launch.
+TEST(RmsNormPairCuda, CheckedModeAndHostChecks) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed());
+  const PairCase c{4, 256, 6, 6, 0};
+  PairInputs in = pair_inputs(rng, c);
+  ScopedCheckedMode checked(true);
+  in.ra = {0, 5, 3, 1};
+  in.rb = {2, -1, 4, 0};  // -1 is skipped in norm b
+  Status st;
+  run_pair_norms(in, c, false, &st);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  for (const bool in_b : {false, true}) {
+    PairInputs bad = in;
+    (in_b ? bad.rb : bad.ra)[2] = 6;  // = bound
+    run_pair_norms(bad, c, false, &st);
+    EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << (in_b ? "b: " : "a: ") << st.to_string();
+    EXPECT_NE(st.message().find("index 2 (value 6)"), std::string::npos) << st.to_string();
+    run_pair_norms(in, c, false, &st);
+    EXPECT_TRUE(st.ok()) << "the error word was left set: " << st.to_string();
+  }
+  auto dx = dev(std::vector<bf16>(8 * 256, float_to_bf16(1.f)));
+  auto dw = dev(std::vector<bf16>(256));
+  auto dy = testing::poisoned<bf16>(8 * 256);
+  const RmsNormParams a = params(dx.data(), dw.data(), dy.data(), 2, 256, 0, 0, 1e-6f);
+  RmsNormParams b = params(dx.data(), dw.data(), dy.data() + 512, 3, 256, 0, 0, 1e-6f);
+  st = rmsnorm_pair_cuda(a, b);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("num_tokens 2 and 3"), std::string::npos) << st.to_string();
+  EXPECT_TRUE(testing::is_poison(host(dy)[0])) << "written by a refused call";
+}
+
 // ---- residual add: bit-exact ----
 
 void check_residual(int32_t tokens, int32_t dim, size_t offset, uint64_t seed) {

@@ -101,6 +101,46 @@ Status rmsnorm_ref(const RmsNormParams& p) {
   return ok_status();
 }
 
+Status validate_pair(const RmsNormParams& first, const RmsNormParams& second) {
+  const RmsNormParams* norms[] = {&first, &second};
+  for (int i = 0; i < 2; ++i) {
+    Status st = validate(*norms[i]);
+    if (!st.ok()) return st.with_context(fmt::format("rmsnorm_pair: norm {}", i));
+  }
+  if (first.num_tokens != second.num_tokens || first.dim != second.dim) {
+    return invalid_argument(fmt::format(
+        "rmsnorm_pair: num_tokens {} and {}, dim {} and {}: the two norms must have the same "
+        "shape",
+        first.num_tokens, second.num_tokens, first.dim, second.dim));
+  }
+  if (first.num_tokens == 0) return ok_status();
+  // Each norm's x as read (its gathered rows' span, or its dense rows), against the other's
+  // outputs: the CUDA launch runs both at once.
+  const auto x_elems = [](const RmsNormParams& p) {
+    const int64_t xs = stride_or_dim(p.x_stride, p.dim);
+    return rows_span(p.x_rows != nullptr ? p.x_row_bound : p.num_tokens, xs, p.dim);
+  };
+  for (int i = 0; i < 2; ++i) {
+    const RmsNormParams& w = *norms[i];
+    const RmsNormParams& r = *norms[1 - i];
+    const int64_t y_elems = rows_span(w.num_tokens, stride_or_dim(w.y_stride, w.dim), w.dim);
+    const bool y_hits = overlaps(w.y, y_elems, r.x, x_elems(r));
+    const bool copy_hits =
+        w.x_copy != nullptr && overlaps(w.x_copy, int64_t{w.num_tokens} * w.dim, r.x, x_elems(r));
+    if (y_hits || copy_hits) {
+      return invalid_argument(fmt::format("rmsnorm_pair: norm {}'s {} overlaps norm {}'s x", i,
+                                          y_hits ? "y" : "x_copy", 1 - i));
+    }
+  }
+  return ok_status();
+}
+
+Status rmsnorm_pair_ref(const RmsNormParams& first, const RmsNormParams& second) {
+  DSA_RETURN_IF_ERROR(validate_pair(first, second));
+  DSA_RETURN_IF_ERROR(rmsnorm_ref(first));
+  return rmsnorm_ref(second);
+}
+
 Status validate(const ResidualAddParams& p) {
   DSA_RETURN_IF_ERROR(require_in(kAddOp, "num_tokens", p.num_tokens, 0, INT32_MAX));
   DSA_RETURN_IF_ERROR(require_in(kAddOp, "dim", p.dim, 1, INT32_MAX));

@@ -387,6 +387,90 @@ TEST_F(RmsNormRejects, GatherFields) {
   EXPECT_TRUE(validate(p).ok());
 }
 
+// ---- rmsnorm_pair ----
+
+// The MTP layer's form: two gathered norms writing the halves of one [T, 2D] row, the second with
+// skip_minus_one. rmsnorm_pair_ref equals the two norms run alone into their halves, bit for bit,
+// on fresh random rows with -1, repeated and out-of-range entries.
+TEST(RmsNormPair, EqualsEachNormAloneIntoItsHalf) {
+  ScopedCheckedMode unchecked(false);
+  Rng rng(testing::test_seed());
+  for (const int32_t tokens : {1, 4, 37}) {
+    const int32_t D = 256, bound_a = 300, bound_b = 40;
+    const auto xa = rng.bf16_vector(size_t(bound_a) * D, 3.f);
+    const auto xb = rng.bf16_vector(size_t(bound_b) * D, 3.f);
+    const auto wa = rng.bf16_vector(size_t(D)), wb = rng.bf16_vector(size_t(D));
+    const std::vector<int32_t> ra = gather_entries(rng, tokens, bound_a);
+    const std::vector<int32_t> rb = gather_entries(rng, tokens, bound_b);
+    const bf16 sentinel{0xFFFF};
+    std::vector<bf16> pair(size_t(tokens) * 2 * D, sentinel), alone(pair);
+    const auto norm = [&](const std::vector<bf16>& x, const std::vector<bf16>& w,
+                          const std::vector<int32_t>& rows, int32_t bound, bf16* y, bool skip) {
+      RmsNormParams p;
+      p.x = x.data();
+      p.weight = w.data();
+      p.y = y;
+      p.num_tokens = tokens;
+      p.dim = D;
+      p.y_stride = 2 * D;
+      p.x_rows = rows.data();
+      p.x_row_bound = bound;
+      p.skip_minus_one = skip;
+      return p;
+    };
+    const Status st = rmsnorm_pair_ref(norm(xa, wa, ra, bound_a, pair.data(), false),
+                                       norm(xb, wb, rb, bound_b, pair.data() + D, true));
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_TRUE(rmsnorm_ref(norm(xa, wa, ra, bound_a, alone.data(), false)).ok());
+    ASSERT_TRUE(rmsnorm_ref(norm(xb, wb, rb, bound_b, alone.data() + D, true)).ok());
+    EXPECT_EQ(testing::first_bit_difference(pair, alone), "") << "T = " << tokens;
+    EXPECT_EQ(std::count_if(pair.begin(), pair.end(), [](bf16 v) { return v.bits == 0xFFFF; }), 0)
+        << "T = " << tokens << ": a half left unwritten";
+  }
+}
+
+// Host checks of the pair: each norm's own (named by its place), the shapes, and one norm writing
+// what the other reads.
+TEST_F(RmsNormRejects, PairFields) {
+  std::vector<bf16> x2(8, float_to_bf16(1.f)), y2(8);
+  const auto second = [&] { return params(x2, w, y2, 2); };
+  EXPECT_TRUE(validate_pair(good(), second()).ok());
+  const auto expect_pair = [](const RmsNormParams& a, const RmsNormParams& b,
+                              const std::string& needle) {
+    for (const Status& s : {validate_pair(a, b), rmsnorm_pair_ref(a, b)}) {
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+      EXPECT_NE(s.message().find(needle), std::string::npos) << s.to_string();
+    }
+  };
+  auto b = second();
+  b.eps = 0.f;
+  expect_pair(good(), b, "norm 1");
+  expect_pair(good(), b, "eps = 0");
+  b = second();
+  b.num_tokens = 1;
+  expect_pair(good(), b, "num_tokens 2 and 1");
+  b = second();
+  b.dim = 3;
+  expect_pair(good(), b, "dim 4 and 3");
+  b = second();
+  b.y = x.data();  // the second norm writes the first one's x
+  expect_pair(good(), b, "norm 1's y overlaps norm 0's x");
+  auto a = good();
+  a.y = x2.data() + 4;  // the first norm's second row lands on the second one's x
+  expect_pair(a, second(), "norm 0's y overlaps norm 1's x");
+  const std::vector<int32_t> rows = {0, 1};
+  b = second();
+  b.x_rows = rows.data();
+  b.x_row_bound = 2;
+  b.x_copy = x.data();  // the second norm's gathered copy over the first one's x
+  expect_pair(good(), b, "norm 1's x_copy overlaps norm 0's x");
+  b = second();
+  b.num_tokens = 0;
+  a = good();
+  a.num_tokens = 0;
+  EXPECT_TRUE(rmsnorm_pair_ref(a, b).ok());
+}
+
 // ---- residual add ----
 
 // One fp32 add, one RNE rounding: 1 + 2^-8 is a bf16 tie and goes to the even 1.0;

@@ -145,6 +145,21 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
   next_ = 1 - next_;  // this launch is the last one from here on
   if (B == 0) return ok_status();
   s.unread = true;
+  if (d == 0 && std::all_of(params.begin(), params.end(), [](const kernels::SamplingParams& sp) {
+        return sp.temperature == 0.f;
+      })) {
+    // Plain decoding, every request greedy: the op's argmax kernel reads none of the packed
+    // inputs, so neither their packing nor their copy runs (one kernel fewer between two decodes).
+    kernels::AcceptanceParams a;
+    a.logits = logits;
+    a.requests = int32_t(B);
+    a.vocab = vocab;
+    a.row_stride = row_stride;
+    a.greedy = true;
+    a.accepted = s.out.data();
+    a.emitted = s.out.data() + B;
+    return ops.accept_drafts(a);
+  }
   // The packed image at this launch's B: seeds, then the 32-bit fields, then the drafts (a
   // layout only this file knows); only its used words are copied, from page-locked memory.
   uint64_t* host = static_cast<uint64_t*>(s.host);
@@ -262,6 +277,7 @@ Status BackendAcceptance::launch_greedy(const kernels::OpTable& ops, const float
   a.top_k = greedy_zero_.data();
   a.seed = greedy_seed_.data();
   a.first_position = greedy_zero_.data();
+  a.greedy = true;  // the argmax kernel, which reads none of the params above
   a.accepted = greedy_accepted_.data();
   a.emitted = tokens;
   return ops.accept_drafts(a);

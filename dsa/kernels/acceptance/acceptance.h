@@ -46,6 +46,11 @@ struct AcceptanceParams {
   // Optional: [B] the accepted counts of the speculative step still in flight (SPEC.md §6.7's
   // shift), each in [0, d]: request b's first position is first_position[b] + shift_accepted[b].
   const int32_t* shift_accepted = nullptr;
+  // Every row greedy whatever the params say: the MTP chain's drafts (SPEC.md §6.1), y_0 = the
+  // row's argmax (kNoToken when no entry is eligible). Only with d = 0; the sampling params and
+  // first_position are not read and may be null. The CUDA backend then runs a kernel of the greedy
+  // scan alone, with a few hundred bytes of shared memory instead of the sampler's 34 KB.
+  bool greedy = false;
   int32_t* accepted = nullptr;  // [B] out: a in [0, d]
   // [B, d + 1] out: g_1..g_a, y_a, then kNoToken (-1) for the d - a unused entries. y_a itself is
   // kNoToken only when its row has no eligible token (all NaN / -inf).
@@ -53,8 +58,9 @@ struct AcceptanceParams {
 };
 
 // Host checks (InvalidArgument naming the field and value): B >= 0, d >= 0, V >= 1,
-// row_stride 0 or >= V, B * (d + 1) <= 2^31 - 1, every pointer non-null when B > 0, draft_slots
-// and draft_index both set or both null, draft_index_bound >= 1 with them.
+// row_stride 0 or >= V, B * (d + 1) <= 2^31 - 1, every pointer non-null when B > 0 (the sampling
+// params and first_position only without `greedy`), draft_slots and draft_index both set or both
+// null, draft_index_bound >= 1 with them, `greedy` only with d = 0.
 Status validate(const AcceptanceParams& p);
 
 // CPU reference: per request the host rule above, reading no row past the first mismatch.

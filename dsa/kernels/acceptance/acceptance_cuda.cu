@@ -9,8 +9,9 @@
 //     after the cluster barrier (release / acquire at cluster scope) the first CTA counts over the
 //     request's entries in place, in the same launch. Above it a second launch, one thread per
 //     request, counts.
-// At d = 0 (the MTP chain's greedy drafts: one row per request, nothing to count) the sample
-// kernel writes accepted[b] = 0 and y_0 itself: one kernel per draft.
+// At d = 0 (plain sampling, one row per request, nothing to count) the sample kernel writes
+// accepted[b] = 0 and y_0 itself: one kernel per call. With `greedy` (the MTP chain's drafts, and
+// plain decoding when every request is greedy) a kernel of the argmax alone runs instead.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -123,6 +124,34 @@ __global__ void __launch_bounds__(sd::kThreads)
   }
 }
 
+// `greedy` (the MTP chain's drafts, d = 0): request b's one row, its argmax. No params read, and
+// only the argmax's scratch in shared memory: with the sampler's 34 KB (acceptance_sample_kernel)
+// a one-CTA launch between two forwards spent ~6 of its ~10 us outside the SM's active cycles
+// (ncu on the H100, docs/gpu-runs/2026-12-07-s49 call 4).
+__global__ void __launch_bounds__(sd::kThreads) acceptance_greedy_kernel(AcceptanceParams p) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
+  __shared__ sd::ArgmaxSmem sm;
+  const int64_t b = blockIdx.y;
+  const float* x = p.logits + b * (p.row_stride != 0 ? p.row_stride : p.vocab);
+  const sd::RowHead head = sd::load_row_head(x, p.vocab);
+  const int32_t y = sd::greedy_row(x, p.vocab, sm, &head);
+  if (threadIdx.x == 0) {
+    p.emitted[b] = y;
+    p.accepted[b] = 0;
+  }
+}
+
+// DSA_ACCEPT_GREEDY=generic runs `greedy` calls that carry their sampling params (the caller
+// sets them to temperature 0) on the sampling kernel, for measuring the two against each other.
+// Read at each call, as DSA_ACCEPT_CLUSTER below, so a test can switch it (a getenv beside a
+// launch).
+StatusOr<bool> greedy_kernel_enabled() {
+  DSA_ASSIGN_OR_RETURN(const std::string_view form,
+                       env_choice("DSA_ACCEPT_GREEDY", {"own", "generic"}, "own"));
+  return form == "own";
+}
+
 __global__ void acceptance_count_kernel(AcceptanceParams p, cuda::DeviceErrorWord* err) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
@@ -151,6 +180,17 @@ Status accept_drafts_cuda(const AcceptanceParams& p) {
   DSA_ASSIGN_OR_RETURN(const std::string_view cluster_form,
                        env_choice("DSA_ACCEPT_CLUSTER", {"on", "off"}, "on"));
   const bool checked = checked_mode();
+  DSA_ASSIGN_OR_RETURN(const bool own_greedy, greedy_kernel_enabled());
+  // A greedy call without its params (they may be null) has no generic form to run.
+  const bool has_params = p.temperature != nullptr && p.top_p != nullptr && p.top_k != nullptr &&
+                          p.seed != nullptr && p.first_position != nullptr;
+  if (p.greedy && (own_greedy || !has_params)) {
+    DSA_CUDA_RETURN_IF_ERROR(
+        cuda::launch(cuda::LaunchShape{dim3(1, static_cast<unsigned>(p.requests)),
+                                       dim3(sd::kThreads), size_t(0), cuda::current_stream()},
+                     acceptance_greedy_kernel, p));
+    return cuda::end_launch("acceptance_greedy_kernel", checked, "accept_drafts_cuda");
+  }
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
   const int32_t d = p.drafts_per_request;
   const dim3 grid(static_cast<unsigned>(d + 1), static_cast<unsigned>(p.requests));

@@ -184,6 +184,70 @@ TEST(AcceptanceCuda, CountLaunchAtEveryDraftCount) {
   EXPECT_NE(st.to_string().find("DSA_ACCEPT_CLUSTER"), std::string::npos) << st.to_string();
 }
 
+// `greedy` (the MTP chain's drafts): the argmax kernel, params null or sampled ones it must not
+// read, against the reference bit for bit (an argmax has no near-ties to allow) at V = 1 .. V3.2's
+// 129280, edge rows every third row (ties, NaN / -inf, no eligible token), a wider row stride;
+// and DSA_ACCEPT_GREEDY=generic, the sampling kernel on the same calls with their params at
+// temperature 0, the same tokens; a bad value of the switch refused naming it.
+TEST(AcceptanceCuda, GreedyKernelEqualsTheReference) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 8);
+  const auto run = [](const AcceptBatch& a, bool with_params, int64_t stride, Status* st) {
+    auto l = dev(stride ? acceptance_test::strided_logits(a, stride, 1e30f) : a.logits);
+    auto t = dev(a.temperature), p = dev(a.top_p);
+    auto k = dev(a.top_k), first = dev(a.first_position);
+    auto sd = dev(a.seed);
+    auto acc = testing::poisoned<int32_t>(size_t(a.requests), 0x5A);
+    auto emit = testing::poisoned<int32_t>(size_t(a.requests), 0x5A);
+    AcceptanceParams q = a.params(l.data(), nullptr, t.data(), p.data(), k.data(), sd.data(),
+                                  first.data(), acc.data(), emit.data());
+    q.row_stride = stride;
+    q.greedy = true;
+    if (!with_params) {
+      q.temperature = q.top_p = nullptr;
+      q.top_k = q.first_position = nullptr;
+      q.seed = nullptr;
+    }
+    *st = accept_drafts_cuda(q);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    return Outputs{or_die(acc.download()), or_die(emit.download())};
+  };
+  for (const int32_t V : {1, 7, 37, 6144, 129280}) {
+    for (const int64_t stride : {int64_t{0}, int64_t{V} + 9}) {
+      AcceptBatch a = random_batch(rng, V > 10000 ? 9 : 33, 0, V, 3);
+      const Outputs ref = run_ref(a);  // at the batch's own params: sampled rows differ
+      Outputs want{std::vector<int32_t>(size_t(a.requests)), {}};
+      {
+        AcceptanceParams q = a.host_params(want.accepted.data(), nullptr);
+        want.emitted.resize(size_t(a.requests));
+        q.emitted = want.emitted.data();
+        q.greedy = true;
+        const Status st = accept_drafts_ref(q);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+      }
+      const std::string what = "V " + std::to_string(V) + " stride " + std::to_string(stride);
+      if (V >= 37) EXPECT_NE(want.emitted, ref.emitted) << what << ": no sampled request to ignore";
+      for (const bool with_params : {false, true}) {
+        Status st;
+        const Outputs got = run(a, with_params, stride, &st);
+        EXPECT_TRUE(st.ok()) << what << ": " << st.to_string();
+        EXPECT_EQ(got, want) << what << (with_params ? " (params set)" : " (params null)");
+      }
+      // The generic form reads the params: at temperature 0 it must give the same tokens.
+      std::fill(a.temperature.begin(), a.temperature.end(), 0.f);
+      const testing::ScopedEnv generic("DSA_ACCEPT_GREEDY", "generic");
+      Status st;
+      EXPECT_EQ(run(a, true, stride, &st), want) << what << " generic";
+      EXPECT_TRUE(st.ok()) << what << " generic: " << st.to_string();
+    }
+  }
+  const testing::ScopedEnv bad("DSA_ACCEPT_GREEDY", "fast");
+  Status st;
+  run(random_batch(rng, 2, 0, 64), false, 0, &st);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.to_string().find("DSA_ACCEPT_GREEDY"), std::string::npos) << st.to_string();
+}
+
 // A padded LM head's width as the row stride (V3.2: 129280 columns, here a smaller tokenizer).
 TEST(AcceptanceCuda, RowStride) {
   DSA_SKIP_WITHOUT_GPU();

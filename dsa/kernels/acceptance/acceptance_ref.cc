@@ -33,13 +33,22 @@ Status validate(const AcceptanceParams& p) {
     if (p.drafts == nullptr && p.drafts_per_request > 0) {
       return invalid_argument("acceptance: drafts is null");
     }
-    if (p.temperature == nullptr) return invalid_argument("acceptance: temperature is null");
-    if (p.top_p == nullptr) return invalid_argument("acceptance: top_p is null");
-    if (p.top_k == nullptr) return invalid_argument("acceptance: top_k is null");
-    if (p.seed == nullptr) return invalid_argument("acceptance: seed is null");
-    if (p.first_position == nullptr) return invalid_argument("acceptance: first_position is null");
+    if (!p.greedy) {
+      if (p.temperature == nullptr) return invalid_argument("acceptance: temperature is null");
+      if (p.top_p == nullptr) return invalid_argument("acceptance: top_p is null");
+      if (p.top_k == nullptr) return invalid_argument("acceptance: top_k is null");
+      if (p.seed == nullptr) return invalid_argument("acceptance: seed is null");
+      if (p.first_position == nullptr) {
+        return invalid_argument("acceptance: first_position is null");
+      }
+    }
     if (p.accepted == nullptr) return invalid_argument("acceptance: accepted is null");
     if (p.emitted == nullptr) return invalid_argument("acceptance: emitted is null");
+  }
+  if (p.greedy && p.drafts_per_request != 0) {
+    return invalid_argument(fmt::format(
+        "acceptance: greedy with drafts_per_request = {}: only the d = 0 drafts are all greedy",
+        p.drafts_per_request));
   }
   if ((p.draft_slots == nullptr) != (p.draft_index == nullptr)) {
     return invalid_argument("acceptance: draft_slots and draft_index: set both or neither");
@@ -55,6 +64,14 @@ Status accept_drafts_ref(const AcceptanceParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   const int64_t d = p.drafts_per_request, n = d + 1;
   const int64_t stride = p.row_stride != 0 ? p.row_stride : p.vocab;
+  if (p.greedy) {  // d = 0 (validate): each request's one row, at temperature 0
+    for (int32_t b = 0; b < p.requests; ++b) {
+      const std::span<const float> row(p.logits + b * stride, size_t(p.vocab));
+      p.emitted[b] = sample_token(row, SamplingParams{}, 0);
+      p.accepted[b] = 0;
+    }
+    return ok_status();
+  }
   for (int32_t b = 0; b < p.requests; ++b) {
     const SamplingParams sp{p.temperature[b], p.top_p[b], p.top_k[b], p.seed[b]};
     if (Status s = validate(sp); !s.ok()) {

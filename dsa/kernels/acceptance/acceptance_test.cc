@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -134,6 +136,53 @@ TEST(AcceptanceRef, BadRequestParamsNameTheRequest) {
   expect_bad([](AcceptBatch& a) { a.first_position[1] = -1; }, "first_position = -1");
   expect_bad([](AcceptBatch& a) { a.first_position[1] = std::numeric_limits<int32_t>::max() - 1; },
              "first_position = 2147483646");
+}
+
+// `greedy` (the MTP chain's drafts): each request's one row gives its argmax whatever its params
+// say (they are sampled ones here, and then null), ties to the lowest id, NaN / -inf never
+// chosen, kNoToken for a row with no eligible token; a = 0. Only with d = 0.
+TEST(AcceptanceRef, GreedyFlagTakesEachRowsArgmax) {
+  testing::Rng rng(testing::test_seed() + 5);
+  int no_token = 0;  // rows with no eligible entry, over every case
+  for (const int32_t V : {1, 7, 61, 6144}) {
+    const AcceptBatch a = random_batch(rng, 33, 0, V, 3);
+    for (const bool with_params : {true, false}) {
+      Outputs o{std::vector<int32_t>(33, -7), std::vector<int32_t>(33, -7)};
+      AcceptanceParams p = a.host_params(o.accepted.data(), o.emitted.data());
+      p.greedy = true;
+      if (!with_params) {
+        p.temperature = p.top_p = nullptr;
+        p.top_k = p.first_position = nullptr;
+        p.seed = nullptr;
+      }
+      const Status st = accept_drafts_ref(p);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      int sampled = 0;
+      for (int32_t b = 0; b < 33; ++b) {
+        const std::span<const float> row = a.rows(b);
+        int32_t want = kNoToken;  // the first maximum among the eligible entries
+        for (int32_t v = 0; v < V; ++v) {
+          const float x = row[size_t(v)];
+          if (std::isnan(x) || x == -std::numeric_limits<float>::infinity()) continue;
+          if (want == kNoToken || x > row[size_t(want)]) want = v;
+        }
+        EXPECT_EQ(o.emitted[size_t(b)], want) << "V " << V << " request " << b;
+        EXPECT_EQ(o.accepted[size_t(b)], 0);
+        sampled += a.temperature[size_t(b)] > 0.f;
+        no_token += want == kNoToken;
+      }
+      if (V == 6144) EXPECT_GT(sampled, 0) << "no request with sampled params to ignore";
+    }
+  }
+  EXPECT_GT(no_token, 0) << "no row without an eligible token among the edge rows";
+  AcceptBatch a = random_batch(rng, 2, 1, 16, 0);
+  std::vector<int32_t> acc(2), emit(4);
+  AcceptanceParams p = a.host_params(acc.data(), emit.data());
+  p.greedy = true;
+  const Status st = accept_drafts_ref(p);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("greedy with drafts_per_request = 1"), std::string::npos)
+      << st.to_string();
 }
 
 // A wider row stride reads only the first V columns: the same outputs as the compact rows, though

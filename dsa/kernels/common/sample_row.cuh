@@ -84,8 +84,16 @@ __device__ __forceinline__ bool better(const Cand& a, const Cand& b) {
   return a.id >= 0 && (b.id < 0 || a.s > b.s || (a.s == b.s && a.id < b.id));
 }
 
-// The best candidate of the block, in every thread.
-__device__ inline Cand block_argmax(Cand c, Smem& sm) {
+// What block_argmax needs of the block's scratch: Smem, or a kernel's own small scratch where
+// only the greedy scan runs (greedy_row), which then needs no 34 KB of shared memory.
+struct ArgmaxSmem {
+  double red_s[kWarps];
+  int32_t red_id[kWarps];
+};
+
+// The best candidate of the block, in every thread. S: Smem or ArgmaxSmem.
+template <typename S>
+__device__ inline Cand block_argmax(Cand c, S& sm) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int o = 16; o > 0; o >>= 1) {
     Cand other{__shfl_xor_sync(0xFFFFFFFFu, c.s, o), __shfl_xor_sync(0xFFFFFFFFu, c.id, o)};
@@ -315,13 +323,13 @@ __device__ __forceinline__ RowHead load_row_head(const float* x, int32_t V) {
   return h;
 }
 
-// The token of row x[0, V) under rp (which passed row_param_error), -1 when no token is eligible;
-// the same value in every thread. Every branch is block-uniform. `head`, where given, is
-// load_row_head(x, V).
-__device__ inline int32_t sample_row(const float* x, int32_t V, const RowParams& rp, Smem& sm,
+// The argmax of row x[0, V) (temperature 0), -1 when no token is eligible; the same value in every
+// thread. `head`, where given, is load_row_head(x, V). S: Smem or ArgmaxSmem.
+template <typename S>
+__device__ inline int32_t greedy_row(const float* x, int32_t V, S& sm,
                                      const RowHead* head = nullptr) {
   const int tid = static_cast<int>(threadIdx.x);
-  if (rp.temperature == 0.f) {
+  {
     Cand best{-INFINITY, -1};
     const auto consider = [&best](float l, int32_t v) {
       const Cand c{static_cast<double>(l), v};
@@ -355,6 +363,15 @@ __device__ inline int32_t sample_row(const float* x, int32_t V, const RowParams&
     for (int32_t v = 4 * nv + tid; v < V; v += kThreads) consider(x[v], v);
     return block_argmax(best, sm).id;
   }
+}
+
+// The token of row x[0, V) under rp (which passed row_param_error), -1 when no token is eligible;
+// the same value in every thread. Every branch is block-uniform. `head`, where given, is
+// load_row_head(x, V).
+__device__ inline int32_t sample_row(const float* x, int32_t V, const RowParams& rp, Smem& sm,
+                                     const RowHead* head = nullptr) {
+  if (rp.temperature == 0.f) return greedy_row(x, V, sm, head);
+  const int tid = static_cast<int>(threadIdx.x);
   bool any_inf = false;
   for (int32_t v = tid; v < V; v += kThreads) any_inf |= x[v] == INFINITY;
   RowKeys rk{x, V, static_cast<double>(rp.temperature), __syncthreads_or(any_inf) != 0, 0, 0};

@@ -2,8 +2,10 @@
 # Decode throughput of the tiny model through `dsa generate --device cuda` (SPEC.md §5 graphs):
 # batch 1, 8 and 32 concurrent requests, d = 0 and 3, CUDA graphs on (sampling on the device, then
 # on the host: --sampling-on) and off, greedy, 128 new
-# tokens per request, prompts cut from testdata/heldout.txt. Prints one table row per run: tokens/s,
-# ms per output token (per request, after its first token), mean accept length, and the host time
+# tokens per request, prompts cut from testdata/heldout.txt. Prints one table row per run: tokens/s
+# (the whole run, its first prefill included), the decode rate (batch / TPOT: the steady state,
+# without that prefill), ms per output token (per request, after its first token), mean accept
+# length, and the host time
 # per engine step spent staging and launching (what graphs remove) next to the step's total.
 # With BREAKDOWN=1 each row is followed by where a step's host time goes (ms per step: the
 # forwards' build / stage / launch / wait / collect / sample, the engine's schedule / accept /
@@ -25,8 +27,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prompts="$tmp/prompts.txt"
 awk 'length($0) > 40 { print substr($0, 1, 120) }' testdata/heldout.txt | head -32 >"$prompts"
-printf "%-6s %-3s %-7s %-8s %-7s %-7s %9s %9s %8s %8s %10s %10s %7s %7s\n" batch d graphs sampling \
-  overlap commit "tok/s" "TPOT ms" accept steps "host ms/st" "fwd ms/st" replays "nodes"
+printf "%-6s %-3s %-7s %-8s %-7s %-7s %9s %10s %9s %8s %8s %10s %10s %7s %7s\n" batch d graphs \
+  sampling overlap commit "tok/s" "decode t/s" "TPOT ms" accept steps "host ms/st" "fwd ms/st" \
+  replays "nodes"
 for batch in ${BATCHES:-1 8 32}; do
   head -"$batch" "$prompts" >"$tmp/batch.txt"
   for d in ${DRAFTS:-0 3}; do
@@ -55,7 +58,10 @@ b, d, g, w, j = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], json.loads(s
 o = f"{sys.argv[6]}:{j.get('overlapped_decodes', 0)}" if sys.argv[6] == "on" else "off"
 c = f"{j.get('device_commits', 0)}" if sys.argv[7] == "on" else "off"
 nodes = j['graph_nodes'] / j['graphs'] if j.get('graphs') else 0
-print(f"{b:<6} {d:<3} {g:<7} {w:<8} {o:<7} {c:<7} {j['tokens_per_s']:9.1f} {j['tpot_ms']:9.3f} "
+# decode t/s: the steady decode rate, batch requests at one output token per TPOT each; tok/s
+# counts the whole run, its first (cold) prefill included.
+dec = int(b) * 1000.0 / j['tpot_ms'] if j['tpot_ms'] > 0 else 0
+print(f"{b:<6} {d:<3} {g:<7} {w:<8} {o:<7} {c:<7} {j['tokens_per_s']:9.1f} {dec:10.1f} {j['tpot_ms']:9.3f} "
       f"{j['accept_length_mean']:8.3f} {j['steps']:8d} {j['host_ms_per_step']:10.3f} "
       f"{j['forward_ms_per_step']:10.3f} {j['graph_replays']:7d} {nodes:7.0f}")
 if os.environ.get("BREAKDOWN") == "1" and "host_breakdown_ms_per_step" in j:

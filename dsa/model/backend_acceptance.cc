@@ -30,6 +30,24 @@ void pack_acceptance_params(std::span<const kernels::SamplingParams> params,
   }
 }
 
+bool all_greedy(std::span<const kernels::SamplingParams> params) {
+  return std::all_of(params.begin(), params.end(),
+                     [](const kernels::SamplingParams& sp) { return sp.temperature == 0.f; });
+}
+
+kernels::AcceptanceParams all_greedy_params(const float* logits, int64_t row_stride, int32_t vocab,
+                                            int32_t requests, int32_t* accepted, int32_t* emitted) {
+  kernels::AcceptanceParams a;
+  a.logits = logits;
+  a.requests = requests;
+  a.vocab = vocab;
+  a.row_stride = row_stride;
+  a.greedy = true;
+  a.accepted = accepted;
+  a.emitted = emitted;
+  return a;
+}
+
 kernels::AcceptanceParams packed_acceptance_params(const float* logits, int64_t row_stride,
                                                    int32_t vocab, int32_t requests, int32_t d,
                                                    const uint64_t* seeds, const int32_t* words,
@@ -145,20 +163,11 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
   next_ = 1 - next_;  // this launch is the last one from here on
   if (B == 0) return ok_status();
   s.unread = true;
-  if (d == 0 && std::all_of(params.begin(), params.end(), [](const kernels::SamplingParams& sp) {
-        return sp.temperature == 0.f;
-      })) {
+  if (d == 0 && all_greedy(params)) {
     // Plain decoding, every request greedy: the op's argmax kernel reads none of the packed
     // inputs, so neither their packing nor their copy runs (one kernel fewer between two decodes).
-    kernels::AcceptanceParams a;
-    a.logits = logits;
-    a.requests = int32_t(B);
-    a.vocab = vocab;
-    a.row_stride = row_stride;
-    a.greedy = true;
-    a.accepted = s.out.data();
-    a.emitted = s.out.data() + B;
-    return ops.accept_drafts(a);
+    return ops.accept_drafts(
+        all_greedy_params(logits, row_stride, vocab, int32_t(B), s.out.data(), s.out.data() + B));
   }
   // The packed image at this launch's B: seeds, then the 32-bit fields, then the drafts (a
   // layout only this file knows); only its used words are copied, from page-locked memory.

@@ -45,6 +45,13 @@ kernels::AcceptanceParams packed_acceptance_params(const float* logits, int64_t 
                                                    const int32_t* drafts, int32_t* accepted,
                                                    int32_t* emitted);
 
+// Whether every request samples greedily (temperature 0): a d = 0 call then needs none of the
+// packed params (all_greedy_params), so the caller packs and copies nothing up.
+bool all_greedy(std::span<const kernels::SamplingParams> params);
+// The op's params for such a call: `greedy`, no sampling params, one row per request.
+kernels::AcceptanceParams all_greedy_params(const float* logits, int64_t row_stride, int32_t vocab,
+                                            int32_t requests, int32_t* accepted, int32_t* emitted);
+
 // One launch's results, to collect once (BackendAcceptance::readback / collect).
 struct AcceptTicket {
   int32_t slot = -1;  // the launch's slot (-1: none)

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Stop 49, call 6 (carry [".deps"]; about 230 s of device time left): plain greedy decoding on the
+# A next-stop call (carry [".deps"]; written for stop 49's last 230 s of device time, never run):
+# plain greedy decoding on the
 # argmax kernel with no params copy (OverlappedSampler, all_greedy): the whole-model gpu tests
 # that decode greedily on the GPU against the CPU and graph replay against eager; the README
 # prompt d = 0 / 3; the step kernel by kernel.
 set -u
 . scripts/device_call.sh
-call_begin call6_final
+call_begin call_greedy_decode
 call_build dsa tiny_model_cuda_test graph_replay_cuda_test engine_graphs_cuda_test
 e2e='GraphReplay|EngineGraphs|TinyModelCuda'
 (cd build-gpu && timeout 100 ctest -L gpu -R "$e2e" -j 4) >"$W/ctest_e2e.log" 2>&1

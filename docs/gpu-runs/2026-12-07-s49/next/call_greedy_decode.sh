@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # A next-stop call (carry [".deps"]; written for stop 49's last 230 s of device time, never run):
-# plain greedy decoding on the
-# argmax kernel with no params copy (OverlappedSampler, all_greedy): the whole-model gpu tests
-# that decode greedily on the GPU against the CPU and graph replay against eager; the README
-# prompt d = 0 / 3; the step kernel by kernel.
+# plain greedy decoding on the argmax kernel with no params copy (OverlappedSampler, all_greedy):
+# the whole-model gpu tests that decode greedily on the GPU against the CPU and graph replay
+# against eager; the README prompt d = 0 / 3; the step kernel by kernel.
 set -u
 . scripts/device_call.sh
 call_begin call_greedy_decode

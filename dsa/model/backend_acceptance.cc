@@ -35,6 +35,20 @@ bool all_greedy(std::span<const kernels::SamplingParams> params) {
                      [](const kernels::SamplingParams& sp) { return sp.temperature == 0.f; });
 }
 
+Status validate_greedy_call(std::span<const kernels::SamplingParams> params,
+                            std::span<const int32_t> positions) {
+  for (size_t b = 0; b < params.size(); ++b) {
+    if (Status st = kernels::validate(params[b]); !st.ok()) {
+      return invalid_argument(fmt::format("acceptance: request {}: {}", b, st.message()));
+    }
+    if (b < positions.size() && positions[b] < 0) {
+      return invalid_argument(fmt::format(
+          "acceptance: request {}: first_position = {}: must be >= 0", b, positions[b]));
+    }
+  }
+  return ok_status();
+}
+
 kernels::AcceptanceParams all_greedy_params(const float* logits, int64_t row_stride, int32_t vocab,
                                             int32_t requests, int32_t* accepted, int32_t* emitted) {
   kernels::AcceptanceParams a;
@@ -106,7 +120,7 @@ Status BackendAcceptance::reserve(kernels::Backend backend, size_t requests, siz
   }
   backend_ = backend;
   mem_ = &runtime::memory_ops(backend);
-  // At least one element each: the op rejects null pointers even where it reads nothing (d = 0).
+  // At least one element each, so no pointer the op is given is null.
   requests_ = std::max({requests, requests_, size_t(1)});
   rows_ = std::max({rows, rows_, size_t(1)});
   const size_t in64 = requests_ + (in_words(requests_, rows_) + 1) / 2;
@@ -154,6 +168,10 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
         "has {} requests, n = {}",
         prev.b, prev.n, B, n));
   }
+  // Plain decoding with every request greedy: the op's argmax kernel reads none of the packed
+  // inputs, so neither their packing nor their copy runs (one kernel fewer between two decodes).
+  const bool greedy = d == 0 && all_greedy(params);
+  if (greedy) DSA_RETURN_IF_ERROR(validate_greedy_call(params, first_position));
   Slot& s = slots_[size_t(next_)];
   if (s.unread) {
     return failed_precondition(
@@ -163,9 +181,7 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
   next_ = 1 - next_;  // this launch is the last one from here on
   if (B == 0) return ok_status();
   s.unread = true;
-  if (d == 0 && all_greedy(params)) {
-    // Plain decoding, every request greedy: the op's argmax kernel reads none of the packed
-    // inputs, so neither their packing nor their copy runs (one kernel fewer between two decodes).
+  if (greedy) {
     return ops.accept_drafts(
         all_greedy_params(logits, row_stride, vocab, int32_t(B), s.out.data(), s.out.data() + B));
   }
@@ -280,7 +296,6 @@ Status BackendAcceptance::launch_greedy(const kernels::OpTable& ops, const float
   a.drafts_per_request = 0;
   a.vocab = vocab;
   a.row_stride = row_stride;
-  a.drafts = greedy_zero_.data();  // read nothing at d = 0; the op wants a pointer
   a.temperature = greedy_temperature_.data();
   a.top_p = greedy_top_p_.data();
   a.top_k = greedy_zero_.data();

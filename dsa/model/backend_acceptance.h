@@ -48,6 +48,11 @@ kernels::AcceptanceParams packed_acceptance_params(const float* logits, int64_t 
 // Whether every request samples greedily (temperature 0): a d = 0 call then needs none of the
 // packed params (all_greedy_params), so the caller packs and copies nothing up.
 bool all_greedy(std::span<const kernels::SamplingParams> params);
+// The reference's checks of each request's params and first position (acceptance.h:
+// InvalidArgument naming the request), on the host: the greedy form reads neither, so without
+// this a bad value would pass unnoticed. The engine validates params at admission already.
+Status validate_greedy_call(std::span<const kernels::SamplingParams> params,
+                            std::span<const int32_t> positions);
 // The op's params for such a call: `greedy`, no sampling params, one row per request.
 kernels::AcceptanceParams all_greedy_params(const float* logits, int64_t row_stride, int32_t vocab,
                                             int32_t requests, int32_t* accepted, int32_t* emitted);
@@ -112,8 +117,9 @@ class BackendAcceptance {
   const int32_t* previous_accepted() const { return slots_[1 - last()].out.data(); }
   const int32_t* previous_emitted() const { return previous_accepted() + slots_[1 - last()].b; }
   // Greedy tokens (temperature 0: the argmax over ids [0, vocab), -1 for a row without an eligible
-  // one) of rows [0, count) of `logits` into tokens (backend memory, [count]). Only launched:
-  // nothing goes up (the greedy params live on the backend from reserve()) and nothing comes back.
+  // one) of rows [0, count) of `logits` into tokens (backend memory, [count]). Only launched, on
+  // the op's argmax kernel (`greedy`): nothing goes up and nothing comes back. The greedy params
+  // resident from reserve() are read only under DSA_ACCEPT_GREEDY=generic.
   Status launch_greedy(const kernels::OpTable& ops, const float* logits, int64_t row_stride,
                        int32_t vocab, int32_t count, int32_t* tokens);
 

@@ -80,6 +80,7 @@ Status OverlappedSampler::launch_rows(const kernels::OpTable& ops, Slot& s, cons
   if (all_greedy(params)) {
     // Every row greedy: the op's argmax kernel reads none of the packed params, so neither their
     // packing nor their copy runs (one kernel fewer between two decodes).
+    DSA_RETURN_IF_ERROR(validate_greedy_call(params, positions));
     DSA_RETURN_IF_ERROR(ops.accept_drafts(all_greedy_params(logits, row_stride, vocab, int32_t(B),
                                                             accepted_.data(), tokens_.data())));
   } else {
@@ -89,7 +90,7 @@ Status OverlappedSampler::launch_rows(const kernels::OpTable& ops, Slot& s, cons
                            reinterpret_cast<int32_t*>(host + B * sizeof(uint64_t)));
     DSA_RETURN_IF_ERROR(mem_->copy(in_.data(), host, inputs_bytes(B)));
     const int32_t* dw = reinterpret_cast<const int32_t*>(in_.data() + B);
-    // d = 0: the drafts are read nowhere, but the op wants a pointer.
+    // d = 0: no drafts are read (`accepted_` stands in for them).
     DSA_RETURN_IF_ERROR(ops.accept_drafts(
         packed_acceptance_params(logits, row_stride, vocab, int32_t(B), 0, in_.data(), dw,
                                  accepted_.data(), accepted_.data(), tokens_.data())));

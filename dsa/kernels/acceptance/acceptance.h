@@ -46,8 +46,9 @@ struct AcceptanceParams {
   // Optional: [B] the accepted counts of the speculative step still in flight (SPEC.md §6.7's
   // shift), each in [0, d]: request b's first position is first_position[b] + shift_accepted[b].
   const int32_t* shift_accepted = nullptr;
-  // Every row greedy whatever the params say: the MTP chain's drafts (SPEC.md §6.1), y_0 = the
-  // row's argmax (kNoToken when no entry is eligible). Only with d = 0; the sampling params and
+  // Every row greedy whatever the params say: the MTP chain's drafts (SPEC.md §6.1) and plain
+  // decoding where every request is greedy; y_0 = the row's argmax (kNoToken when no entry is
+  // eligible). Only with d = 0; the sampling params and
   // first_position are not read and may be null. The CUDA backend then runs a kernel of the greedy
   // scan alone, with a few hundred bytes of shared memory instead of the sampler's 34 KB.
   bool greedy = false;
@@ -66,7 +67,9 @@ Status validate(const AcceptanceParams& p);
 // CPU reference: per request the host rule above, reading no row past the first mismatch.
 // InvalidArgument (naming the request and field) when a request's sampling params fail validate(),
 // its shift leaves [0, d], its positions leave [0, 2^31 - 1] or a draft index leaves
-// [-1, draft_index_bound); requests before it are written.
+// [-1, draft_index_bound); requests before it are written. With `greedy` none of these: the
+// params are not read (a caller that skips them checks them itself: model/backend_acceptance.h's
+// validate_greedy_call).
 Status accept_drafts_ref(const AcceptanceParams& p);
 
 // Draft j + 1 of one request, written once for the reference and the kernel: drafts, index (or

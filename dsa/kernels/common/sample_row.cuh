@@ -329,40 +329,38 @@ template <typename S>
 __device__ inline int32_t greedy_row(const float* x, int32_t V, S& sm,
                                      const RowHead* head = nullptr) {
   const int tid = static_cast<int>(threadIdx.x);
-  {
-    Cand best{-INFINITY, -1};
-    const auto consider = [&best](float l, int32_t v) {
-      const Cand c{static_cast<double>(l), v};
-      if (l > -INFINITY && better(c, best)) best = c;  // NaN and -inf are never eligible
-    };
-    // better() is a strict total order, so any split of the scan picks the same token: 16-byte
-    // loads, four in flight per thread (one scalar load at a time left a 517 KB row of V3.2's
-    // vocabulary at ~5 GB/s, 115 us per row), then the unaligned tail one by one.
-    const int32_t nv = aligned_quads(x, V);
-    const float4* x4 = reinterpret_cast<const float4*>(x);
-    for (int32_t i = tid; i < nv; i += 4 * kThreads) {
-      float4 q[4];
+  Cand best{-INFINITY, -1};
+  const auto consider = [&best](float l, int32_t v) {
+    const Cand c{static_cast<double>(l), v};
+    if (l > -INFINITY && better(c, best)) best = c;  // NaN and -inf are never eligible
+  };
+  // better() is a strict total order, so any split of the scan picks the same token: 16-byte
+  // loads, four in flight per thread (one scalar load at a time left a 517 KB row of V3.2's
+  // vocabulary at ~5 GB/s, 115 us per row), then the unaligned tail one by one.
+  const int32_t nv = aligned_quads(x, V);
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  for (int32_t i = tid; i < nv; i += 4 * kThreads) {
+    float4 q[4];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        if (head != nullptr && i == tid) {
-          q[u] = head->q[u];
-        } else if (i + u * kThreads < nv) {
-          q[u] = __ldg(x4 + i + u * kThreads);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int32_t k = i + u * kThreads;
-        if (k >= nv) break;
-        consider(q[u].x, 4 * k);
-        consider(q[u].y, 4 * k + 1);
-        consider(q[u].z, 4 * k + 2);
-        consider(q[u].w, 4 * k + 3);
+    for (int u = 0; u < 4; ++u) {
+      if (head != nullptr && i == tid) {
+        q[u] = head->q[u];
+      } else if (i + u * kThreads < nv) {
+        q[u] = __ldg(x4 + i + u * kThreads);
       }
     }
-    for (int32_t v = 4 * nv + tid; v < V; v += kThreads) consider(x[v], v);
-    return block_argmax(best, sm).id;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int32_t k = i + u * kThreads;
+      if (k >= nv) break;
+      consider(q[u].x, 4 * k);
+      consider(q[u].y, 4 * k + 1);
+      consider(q[u].z, 4 * k + 2);
+      consider(q[u].w, 4 * k + 3);
+    }
   }
+  for (int32_t v = 4 * nv + tid; v < V; v += kThreads) consider(x[v], v);
+  return block_argmax(best, sm).id;
 }
 
 // The token of row x[0, V) under rp (which passed row_param_error), -1 when no token is eligible;

@@ -63,14 +63,16 @@ Status rmsnorm_cuda(const RmsNormParams& p);
 // what the other writes (validate_pair).
 //
 // Host checks (InvalidArgument naming the norm and the field): each norm's validate(), the same
-// num_tokens and dim, and neither norm's y (nor x_copy) overlapping the other's x.
+// num_tokens and dim, neither norm's y (nor x_copy) overlapping the other's x, and no element
+// written by both (interleaved rows of one stride, as the MTP layer's halves, are fine).
 Status validate_pair(const RmsNormParams& first, const RmsNormParams& second);
 
 // CPU reference: rmsnorm_ref(first) then rmsnorm_ref(second), after validate_pair.
 Status rmsnorm_pair_ref(const RmsNormParams& first, const RmsNormParams& second);
-// CUDA backend: one launch (grid.y picks the norm) where both norms take the same path (both
-// gathered or both not, and the same NormShape), running rmsnorm_cuda's row code, so each y is
-// bit-identical to rmsnorm_cuda's; otherwise the two launches of rmsnorm_cuda.
+// CUDA backend: one launch (grid.y picks the norm) where both norms are gathered and take the
+// vector path with the same NormShape, running rmsnorm_cuda's row code, so each y is
+// bit-identical to rmsnorm_cuda's; otherwise (dense or scalar-path pairs) the two launches of
+// rmsnorm_cuda. In checked mode a bad entry of either norm reports its row t (not which norm).
 Status rmsnorm_pair_cuda(const RmsNormParams& first, const RmsNormParams& second);
 
 struct ResidualAddParams {

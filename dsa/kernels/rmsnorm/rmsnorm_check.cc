@@ -173,8 +173,8 @@ struct GatheredCase {
 };
 
 Status require_bound(std::string_view what, int32_t bound) {
-  if (bound >= 1) return ok_status();
-  return invalid_argument(fmt::format("{}: bound = {}: must be >= 1", what, bound));
+  if (bound >= 1 && bound <= (1 << 24)) return ok_status();
+  return invalid_argument(fmt::format("{}: bound = {}: must be in [1, 2^24]", what, bound));
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 //   add_rmsnorm:  the two in one kernel: each block adds its row, stores the rounded sums to h
 //                 and normalises them with rmsnorm's own row code and launch shape, so h and y
 //                 are bit-identical to residual_add_cuda followed by rmsnorm_cuda.
+//   rmsnorm_pair: two gathered norms of one shape in one grid (blockIdx.y picks the norm), each
+//                 row by rmsnorm's gathered row code: bit-identical to two rmsnorm_cuda calls.
 #include <cuda_runtime.h>
 
 #include <algorithm>

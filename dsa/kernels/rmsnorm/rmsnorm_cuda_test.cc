@@ -14,6 +14,7 @@
 
 #include "dsa/core/checked_mode.h"
 #include "dsa/cuda/device_buffer.h"
+#include "dsa/cuda/stream.h"
 #include "dsa/kernels/common/bf16_round.h"
 #include "dsa/kernels/gather/row_copy.h"
 #include "dsa/kernels/rmsnorm/rmsnorm.h"
@@ -552,6 +553,43 @@ TEST(RmsNormPairCuda, EachHalfBitIdenticalToItsNormAlone) {
     const Status st = rmsnorm_pair_ref(a, b);
     ASSERT_TRUE(st.ok()) << c.what() << ": " << st.to_string();
     expect_close(pair, ref, c.tokens, int32_t(ys), ys, c.what().c_str());
+  }
+}
+
+// The pair is one launch where both norms are gathered on the vector path, two otherwise: the
+// kernels the call puts in a captured graph.
+TEST(RmsNormPairCuda, OneLaunchOnTheVectorPath) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  Rng rng(testing::test_seed() + 11);
+  for (const PairCase& c : {PairCase{4, 256, 300, 16, 0}, PairCase{4, 256, 9, 9, 1}}) {
+    const PairInputs in = pair_inputs(rng, c);
+    auto dxa = dev(in.xa), dxb = dev(in.xb), dwa = dev(in.wa), dwb = dev(in.wb);
+    auto dra = dev(in.ra), drb = dev(in.rb);
+    const int64_t ys = 2 * int64_t{c.dim};
+    auto dy = testing::poisoned<bf16>(size_t(c.tokens) * ys);
+    RmsNormParams a = params(dxa.data(), dwa.data(), dy.data(), c.tokens, c.dim, 0, ys, 1e-6f);
+    a.x_rows = dra.data();
+    a.x_row_bound = c.bound_a;
+    RmsNormParams b =
+        params(dxb.data() + c.off_b, dwb.data(), dy.data() + c.dim, c.tokens, c.dim, 0, ys, 1e-6f);
+    b.x_rows = drb.data();
+    b.x_row_bound = c.bound_b;
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    const cudaStream_t previous = cuda::current_stream();
+    cuda::set_current_stream(stream);
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    const Status st = rmsnorm_pair_cuda(a, b);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    cuda::set_current_stream(previous);
+    EXPECT_TRUE(st.ok()) << c.what() << ": " << st.to_string();
+    size_t nodes = 0;
+    ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
+    EXPECT_EQ(nodes, c.off_b == 0 ? 1u : 2u) << c.what();
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
   }
 }
 

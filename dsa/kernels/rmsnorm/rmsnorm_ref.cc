@@ -120,6 +120,38 @@ Status validate_pair(const RmsNormParams& first, const RmsNormParams& second) {
     const int64_t xs = stride_or_dim(p.x_stride, p.dim);
     return rows_span(p.x_rows != nullptr ? p.x_row_bound : p.num_tokens, xs, p.dim);
   };
+  // The two norms' outputs may not share an element either (the CUDA launch writes both at
+  // once). Rows of one stride interleave (the MTP layer's halves of one concatenated row): there
+  // they collide only where one's row offset modulo the stride comes within dim of the other's.
+  const int64_t ys0 = stride_or_dim(first.y_stride, first.dim);
+  const int64_t ys1 = stride_or_dim(second.y_stride, second.dim);
+  const int64_t rows_elems0 = rows_span(first.num_tokens, ys0, first.dim);
+  const int64_t rows_elems1 = rows_span(second.num_tokens, ys1, second.dim);
+  if (overlaps(first.y, rows_elems0, second.y, rows_elems1)) {
+    bool collide = true;
+    if (ys0 == ys1) {
+      const int64_t delta = second.y - first.y;
+      const int64_t m = ((delta % ys0) + ys0) % ys0;  // second's row offset within first's rows
+      collide = m < first.dim || ys0 - m < first.dim;
+    }
+    if (collide) {
+      return invalid_argument("rmsnorm_pair: the two norms' y share elements");
+    }
+  }
+  const int64_t copy_elems = int64_t{first.num_tokens} * first.dim;
+  const bf16* outs[2][2] = {{first.y, first.x_copy}, {second.y, second.x_copy}};
+  const int64_t out_elems[2][2] = {{rows_elems0, copy_elems}, {rows_elems1, copy_elems}};
+  for (int i = 0; i < 2; ++i) {  // an x_copy against every output of the other norm
+    const bf16* copy = outs[i][1];
+    if (copy == nullptr) continue;
+    for (int k = 0; k < 2; ++k) {
+      const bf16* other = outs[1 - i][k];
+      if (other != nullptr && overlaps(copy, copy_elems, other, out_elems[1 - i][k])) {
+        return invalid_argument(fmt::format("rmsnorm_pair: norm {}'s x_copy overlaps norm {}'s {}",
+                                            i, 1 - i, k ? "x_copy" : "y"));
+      }
+    }
+  }
   for (int i = 0; i < 2; ++i) {
     const RmsNormParams& w = *norms[i];
     const RmsNormParams& r = *norms[1 - i];
@@ -137,8 +169,12 @@ Status validate_pair(const RmsNormParams& first, const RmsNormParams& second) {
 
 Status rmsnorm_pair_ref(const RmsNormParams& first, const RmsNormParams& second) {
   DSA_RETURN_IF_ERROR(validate_pair(first, second));
-  DSA_RETURN_IF_ERROR(rmsnorm_ref(first));
-  return rmsnorm_ref(second);
+  const RmsNormParams* norms[] = {&first, &second};
+  for (int i = 0; i < 2; ++i) {
+    Status st = rmsnorm_ref(*norms[i]);
+    if (!st.ok()) return st.with_context(fmt::format("rmsnorm_pair: norm {}", i));
+  }
+  return ok_status();
 }
 
 Status validate(const ResidualAddParams& p) {

@@ -464,11 +464,42 @@ TEST_F(RmsNormRejects, PairFields) {
   b.x_row_bound = 2;
   b.x_copy = x.data();  // the second norm's gathered copy over the first one's x
   expect_pair(good(), b, "norm 1's x_copy overlaps norm 0's x");
+  // Outputs: the MTP layer's interleaved halves are fine; rows that collide are not.
+  std::vector<bf16> cat(16);
+  a = good();
+  a.y = cat.data();
+  a.y_stride = 8;
+  b = second();
+  b.y = cat.data() + 4;
+  b.y_stride = 8;
+  EXPECT_TRUE(validate_pair(a, b).ok());
+  b.y = cat.data() + 2;  // each row's half starts inside the other's
+  expect_pair(a, b, "the two norms' y share elements");
+  b.y = cat.data() + 6;
+  expect_pair(a, b, "the two norms' y share elements");
+  b.y = cat.data() + 4;
+  b.y_stride = 12;  // other strides: any overlap of the spans is refused
+  expect_pair(a, b, "the two norms' y share elements");
+  b = second();
+  b.x_rows = rows.data();
+  b.x_row_bound = 2;
+  b.x_copy = y.data() + 4;  // the second norm's gathered copy over the first one's y
+  expect_pair(good(), b, "norm 1's x_copy overlaps norm 0's y");
   b = second();
   b.num_tokens = 0;
   a = good();
   a.num_tokens = 0;
   EXPECT_TRUE(rmsnorm_pair_ref(a, b).ok());
+}
+
+// The check entry (an independent long-double norm of each gathered row, x_copy, the gaps) on the
+// reference pair, in both modes (checked: no out-of-range entries).
+TEST(RmsNormPair, MatchesIndependentFormulation) {
+  for (const bool checked : {false, true}) {
+    ScopedCheckedMode mode(checked);
+    const Status s = check_rmsnorm_pair(rmsnorm_pair_ref, 37, 256, 50, testing::test_seed());
+    EXPECT_TRUE(s.ok()) << (checked ? "checked: " : "") << s.to_string();
+  }
 }
 
 // ---- residual add ----

@@ -211,6 +211,10 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
                "Read a speculative step's acceptance before building its draft extend and draft "
                "chain (by default they are built at once and moved to the accepted counts on the "
                "device, so the step's forwards run back to back: the same tokens)");
+  cmd.add_flag("--skip-warmup", a.skip_warmup,
+               "Skip the warm-up request run after loading on cuda (by default one short "
+               "request goes through the engine first, so the first real request's prefill does "
+               "not pay the prefill kernels' first launches); nothing to skip on cpu");
   for (const char* name :
        {"--random-weights-seed", "--load-chunk-bytes", "--load-threads", "--speculative-num-steps",
         "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--max-running-requests",
@@ -368,6 +372,7 @@ StatusOr<EngineSetup> resolve_engine_args(const EngineArgs& a, const model::Mode
         "--kv-cache-dtype = {}: must be auto, bf16, bfloat16 or fp8_e4m3", a.kv_cache_dtype));
   }
   s.backend = a.device == "cuda" ? kernels::Backend::kCuda : kernels::Backend::kCpu;
+  s.warmup = !a.skip_warmup && s.backend == kernels::Backend::kCuda;
   o.max_context = int32_t(a.context_length);
   o.num_draft_tokens = s.num_draft_tokens;
   o.max_requests = int32_t(num_requests > 0 ? std::min(a.max_running_requests, num_requests)

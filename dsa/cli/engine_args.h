@@ -70,6 +70,7 @@ struct EngineArgs {
   // A speculative step reads its acceptance before its draft extend is built
   // (engine::EngineOptions::device_commit off).
   bool disable_device_commit = false;
+  bool skip_warmup = false;
   // SPEC.md §1.3's checked mode: on, off, or auto (DSA_CHECKED when set, else on in debug builds
   // and off in release builds; scripts/test.sh and CI set DSA_CHECKED=1).
   std::string checked_mode = "auto";
@@ -101,6 +102,7 @@ struct EngineSetup {
   engine::AcceptOn accept_on = engine::AcceptOn::kAuto;
   bool overlap = true;        // engine::EngineOptions::overlap
   bool device_commit = true;  // engine::EngineOptions::device_commit
+  bool warmup = false;        // one warm-up request before the timed ones (cli/warmup_run.h)
   bool checked = false;       // resolve_engine_args has applied it (set_checked_mode)
   int32_t dp_size = 1;        // data-parallel ranks, in [1, kMaxDpSize]
   int32_t ep_size = 1;        // expert-parallel ranks: 1 or dp_size, dividing the routed experts

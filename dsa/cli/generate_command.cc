@@ -19,6 +19,7 @@
 #include "dsa/cli/generate_dp.h"
 #include "dsa/cli/generate_ranks.h"
 #include "dsa/cli/generate_report.h"
+#include "dsa/cli/warmup_run.h"
 #include "dsa/core/splitmix64.h"
 #include "dsa/dist/local_device_group.h"
 #include "dsa/engine/dp_engine_group.h"
@@ -420,6 +421,9 @@ StatusOr<int> run(const GenerateArgs& a) {
     std::signal(SIGTERM, SIG_DFL);
     report.summary(run.metrics, run.timing, run.graphs, model->cache_plan(), run.dp);
   } else {
+    // One GPU: a warm-up request first (on cuda), outside the timed run. The ranks of a
+    // data-parallel run take no warm-up: every rank would have to take it together.
+    DSA_RETURN_IF_ERROR(run_warmup(*model, eo, setup, eo.tokenizer));
     if (stream) {
       eo.on_tokens = [&](const engine::RequestState& r, std::span<const int32_t>) {
         report.stream(r);

@@ -17,6 +17,7 @@
 #include "dsa/cli/generate_dp.h"
 #include "dsa/cli/rank_process.h"
 #include "dsa/cli/serve_ranks.h"
+#include "dsa/cli/warmup_run.h"
 #include "dsa/core/log.h"
 #include "dsa/dist/local_device_group.h"
 #include "dsa/dist/rank_env.h"
@@ -316,6 +317,15 @@ StatusOr<int> run(const ServeArgs& a) {
       return;
     }
     const engine::EngineOptions eo = serve_engine_options(setup, &tok);
+    if (!group && models.size() == 1) {
+      // One GPU: a warm-up request before the first client's (on cuda); the listener answers 503
+      // meanwhile. Data-parallel ranks take none: every rank would have to take it together.
+      if (Status warmed = run_warmup(*models[0], eo, setup, &tok); !warmed.ok()) {
+        load_error = warmed;
+        state = State::kFailed;
+        return;
+      }
+    }
     const server::EngineLoopOptions limits{
         .max_running = int64_t(models[0]->metadata_config().max_requests) * setup.dp_size,
         .max_queued = a.max_queued_requests,

@@ -395,6 +395,13 @@ Status DsaModel::sync_and_check(std::string_view context) {
 
 Status DsaModel::wait() { return sync_and_check("forward"); }
 
+Status DsaModel::reset_measurements() {
+  DSA_RETURN_IF_ERROR(wait());
+  timing_ = ForwardTiming{};
+  if (timeline_) DSA_RETURN_IF_ERROR(timeline_->reset());
+  return ok_status();
+}
+
 Status DsaModel::open_step_span() {
   if (!timeline_) return ok_status();
   spans_at_step_open_ = spans_kept_;

@@ -283,6 +283,9 @@ class DsaModel {
   Status close_step_span();
   StatusOr<DeviceTime> device_time();
   bool profiling_device_time() const { return timeline_ != nullptr; }
+  // Starts timing() and the device timeline over, after a warm-up (engine/warmup.h): waits for
+  // the work launched so far. FailedPrecondition with a step span open.
+  Status reset_measurements();
 
   kernels::Backend backend() const { return ops_.backend; }
   // Acceptance (SPEC.md §6.2, §6.3) of the drafts of the last forward, a TARGET_VERIFY whose first

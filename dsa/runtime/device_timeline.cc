@@ -129,6 +129,20 @@ Status DeviceTimeline::resolve_oldest(size_t leave_newest) {
   return failed;
 }
 
+Status DeviceTimeline::reset() {
+  if (!open_.empty()) {
+    return failed_precondition(
+        fmt::format("device timeline: reset with {} span(s) open", open_.size()));
+  }
+  DSA_RETURN_IF_ERROR(resolve());
+  for (Total& t : totals_) t = Total{};
+  for (void*& last : last_close_) {
+    if (last != nullptr) free_markers_.push_back(last);
+    last = nullptr;
+  }
+  return ok_status();
+}
+
 DeviceTimeline::Total DeviceTimeline::total(int32_t label) const {
   if (label < 0 || size_t(label) >= totals_.size()) return {};
   return totals_[size_t(label)];

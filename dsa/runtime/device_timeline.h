@@ -46,6 +46,10 @@ class DeviceTimeline {
   Status resolve();
   // The resolved totals of `label` (zeros for one out of range).
   Total total(int32_t label) const;
+  // Starts the totals over (a warm-up's spans then count nowhere): resolves every closed span,
+  // zeros the totals and forgets each label's last close, so the next span measures no between
+  // time from before. FailedPrecondition while a span is open.
+  Status reset();
   // Markers made so far: they are reused, so this stays bounded over a long run.
   size_t markers_made() const { return all_markers_.size(); }
 

@@ -138,6 +138,7 @@ good --temperature 1000000 --seed 9223372036854775807
 good --top-k 2147483647 --top-p 1e-30 --temperature 1
 good --stop-token-ids 0 --stop "the" --stop "LORD" --ignore-eos
 good --disable-cuda-graph
+good --skip-warmup
 good --no-graphs --max-batch 2 --max-context 64
 
 # Sampled --json over seeds and temperatures: every line is a JSON object, the last the summary.

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Stop 49, call 7 (carry [".deps"]; the last ~140 s of device time): the warm-up request and plain
-# greedy decoding on the argmax kernel (248cad6), as `dsa generate --device cuda` runs them: the
-# README prompt d = 0 / 3 once each, then the engine benchmark at batch 1 and 8.
+# A next-stop call (carry [".deps"]; written for stop 49's last ~140 s of device time, which were
+# too few to start a machine): the warm-up request and plain greedy decoding on the argmax kernel
+# (248cad6), as `dsa generate --device cuda` runs them: the README prompt d = 0 / 3 once each, then
+# the engine benchmark at batch 1 and 8.
 set -u
 . scripts/device_call.sh
-call_begin call7_warmup
+call_begin call_warmup
 call_build dsa
 REPEAT=1 timeout 30 scripts/bench_readme.sh build-gpu >"$W/readme.log" 2>&1
 echo "README rc=$?"; tail -6 "$W/readme.log"

@@ -180,11 +180,15 @@ Status accept_drafts_cuda(const AcceptanceParams& p) {
   DSA_ASSIGN_OR_RETURN(const std::string_view cluster_form,
                        env_choice("DSA_ACCEPT_CLUSTER", {"on", "off"}, "on"));
   const bool checked = checked_mode();
-  DSA_ASSIGN_OR_RETURN(const bool own_greedy, greedy_kernel_enabled());
-  // A greedy call without its params (they may be null) has no generic form to run.
-  const bool has_params = p.temperature != nullptr && p.top_p != nullptr && p.top_k != nullptr &&
-                          p.seed != nullptr && p.first_position != nullptr;
-  if (p.greedy && (own_greedy || !has_params)) {
+  // A greedy call runs the argmax kernel, unless the switch asks for the sampling kernel and the
+  // call carries the params that one reads (they may be null). Only greedy calls read the switch.
+  bool own_greedy = false;
+  if (p.greedy) {
+    DSA_ASSIGN_OR_RETURN(own_greedy, greedy_kernel_enabled());
+    own_greedy = own_greedy || p.temperature == nullptr || p.top_p == nullptr ||
+                 p.top_k == nullptr || p.seed == nullptr || p.first_position == nullptr;
+  }
+  if (own_greedy) {
     DSA_CUDA_RETURN_IF_ERROR(
         cuda::launch(cuda::LaunchShape{dim3(1, static_cast<unsigned>(p.requests)),
                                        dim3(sd::kThreads), size_t(0), cuda::current_stream()},

@@ -483,29 +483,53 @@ struct PairInputs {
   std::vector<int32_t> ra, rb;
 };
 
+// The pair's two norms over buffers laid out as PairInputs (host or device copies): norm a from
+// xa into y's first half, norm b (skip_minus_one) from xb + off_b into the second, y [T, 2D].
+struct PairParams {
+  RmsNormParams a, b;
+};
+PairParams pair_params(const PairCase& c, const bf16* xa, const bf16* xb, const bf16* wa,
+                       const bf16* wb, const int32_t* ra, const int32_t* rb, bf16* y) {
+  const int64_t ys = 2 * int64_t{c.dim};
+  PairParams p{params(xa, wa, y, c.tokens, c.dim, 0, ys, 1e-6f),
+               params(xb + c.off_b, wb, y + c.dim, c.tokens, c.dim, 0, ys, 1e-6f)};
+  p.a.x_rows = ra;
+  p.a.x_row_bound = c.bound_a;
+  p.b.x_rows = rb;
+  p.b.x_row_bound = c.bound_b;
+  p.b.skip_minus_one = true;
+  return p;
+}
+
+// PairInputs in device memory, y poisoned.
+struct PairOnDevice {
+  cuda::DeviceBuffer<bf16> xa, xb, wa, wb, y;
+  cuda::DeviceBuffer<int32_t> ra, rb;
+  PairParams p;
+  PairOnDevice(const PairInputs& in, const PairCase& c)
+      : xa(dev(in.xa)),
+        xb(dev(in.xb)),
+        wa(dev(in.wa)),
+        wb(dev(in.wb)),
+        y(testing::poisoned<bf16>(std::max<size_t>(size_t(c.tokens) * 2 * size_t(c.dim), 1))),
+        ra(dev(in.ra, 1)),
+        rb(dev(in.rb, 1)),
+        p(pair_params(c, xa.data(), xb.data(), wa.data(), wb.data(), ra.data(), rb.data(),
+                      y.data())) {}
+};
+
 std::vector<bf16> run_pair_norms(const PairInputs& in, const PairCase& c, bool alone,
                                  Status* status = nullptr) {
-  auto dxa = dev(in.xa), dxb = dev(in.xb), dwa = dev(in.wa), dwb = dev(in.wb);
-  auto dra = dev(in.ra, 1), drb = dev(in.rb, 1);
-  const int64_t ys = 2 * int64_t{c.dim};
-  auto dy = testing::poisoned<bf16>(std::max<size_t>(size_t(c.tokens) * ys, 1));
-  RmsNormParams a = params(dxa.data(), dwa.data(), dy.data(), c.tokens, c.dim, 0, ys, 1e-6f);
-  a.x_rows = dra.data();
-  a.x_row_bound = c.bound_a;
-  RmsNormParams b =
-      params(dxb.data() + c.off_b, dwb.data(), dy.data() + c.dim, c.tokens, c.dim, 0, ys, 1e-6f);
-  b.x_rows = drb.data();
-  b.x_row_bound = c.bound_b;
-  b.skip_minus_one = true;
-  Status st = alone ? rmsnorm_cuda(a) : rmsnorm_pair_cuda(a, b);
-  if (alone && st.ok()) st = rmsnorm_cuda(b);
+  const PairOnDevice d(in, c);
+  Status st = alone ? rmsnorm_cuda(d.p.a) : rmsnorm_pair_cuda(d.p.a, d.p.b);
+  if (alone && st.ok()) st = rmsnorm_cuda(d.p.b);
   if (status != nullptr) {
     *status = st;
   } else {
     EXPECT_TRUE(st.ok()) << c.what() << (alone ? " alone" : " pair") << ": " << st.to_string();
   }
-  std::vector<bf16> y = host(dy);
-  y.resize(size_t(c.tokens) * ys);
+  std::vector<bf16> y = host(d.y);
+  y.resize(size_t(c.tokens) * 2 * size_t(c.dim));
   return y;
 }
 
@@ -542,15 +566,9 @@ TEST(RmsNormPairCuda, EachHalfBitIdenticalToItsNormAlone) {
     EXPECT_EQ(testing::first_bit_difference(pair, alone), "") << c.what();
     const int64_t ys = 2 * int64_t{c.dim};
     std::vector<bf16> ref(size_t(c.tokens) * ys, testing::poison_value<bf16>());
-    RmsNormParams a = params(in.xa.data(), in.wa.data(), ref.data(), c.tokens, c.dim, 0, ys, 1e-6f);
-    a.x_rows = in.ra.data();
-    a.x_row_bound = c.bound_a;
-    RmsNormParams b = params(in.xb.data() + c.off_b, in.wb.data(), ref.data() + c.dim, c.tokens,
-                             c.dim, 0, ys, 1e-6f);
-    b.x_rows = in.rb.data();
-    b.x_row_bound = c.bound_b;
-    b.skip_minus_one = true;
-    const Status st = rmsnorm_pair_ref(a, b);
+    const PairParams host = pair_params(c, in.xa.data(), in.xb.data(), in.wa.data(), in.wb.data(),
+                                        in.ra.data(), in.rb.data(), ref.data());
+    const Status st = rmsnorm_pair_ref(host.a, host.b);
     ASSERT_TRUE(st.ok()) << c.what() << ": " << st.to_string();
     expect_close(pair, ref, c.tokens, int32_t(ys), ys, c.what().c_str());
   }
@@ -563,25 +581,14 @@ TEST(RmsNormPairCuda, OneLaunchOnTheVectorPath) {
   ScopedCheckedMode unchecked(false);
   Rng rng(testing::test_seed() + 11);
   for (const PairCase& c : {PairCase{4, 256, 300, 16, 0}, PairCase{4, 256, 9, 9, 1}}) {
-    const PairInputs in = pair_inputs(rng, c);
-    auto dxa = dev(in.xa), dxb = dev(in.xb), dwa = dev(in.wa), dwb = dev(in.wb);
-    auto dra = dev(in.ra), drb = dev(in.rb);
-    const int64_t ys = 2 * int64_t{c.dim};
-    auto dy = testing::poisoned<bf16>(size_t(c.tokens) * ys);
-    RmsNormParams a = params(dxa.data(), dwa.data(), dy.data(), c.tokens, c.dim, 0, ys, 1e-6f);
-    a.x_rows = dra.data();
-    a.x_row_bound = c.bound_a;
-    RmsNormParams b =
-        params(dxb.data() + c.off_b, dwb.data(), dy.data() + c.dim, c.tokens, c.dim, 0, ys, 1e-6f);
-    b.x_rows = drb.data();
-    b.x_row_bound = c.bound_b;
+    const PairOnDevice d(pair_inputs(rng, c), c);
     cudaStream_t stream = nullptr;
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
     const cudaStream_t previous = cuda::current_stream();
     cuda::set_current_stream(stream);
     cudaGraph_t graph = nullptr;
     ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    const Status st = rmsnorm_pair_cuda(a, b);
+    const Status st = rmsnorm_pair_cuda(d.p.a, d.p.b);
     ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
     cuda::set_current_stream(previous);
     EXPECT_TRUE(st.ok()) << c.what() << ": " << st.to_string();

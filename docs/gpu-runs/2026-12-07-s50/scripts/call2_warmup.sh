@@ -5,7 +5,7 @@
 # the engine benchmark at batch 1 and 8.
 set -u
 . scripts/device_call.sh
-call_begin call_warmup
+call_begin call2_warmup
 call_build dsa
 REPEAT=1 timeout 30 scripts/bench_readme.sh build-gpu >"$W/readme.log" 2>&1
 echo "README rc=$?"; tail -6 "$W/readme.log"

@@ -5,7 +5,7 @@
 # against eager; the README prompt d = 0 / 3; the step kernel by kernel.
 set -u
 . scripts/device_call.sh
-call_begin call_greedy_decode
+call_begin call2b_greedy_decode
 call_build dsa tiny_model_cuda_test graph_replay_cuda_test engine_graphs_cuda_test
 e2e='GraphReplay|EngineGraphs|TinyModelCuda'
 (cd build-gpu && timeout 100 ctest -L gpu -R "$e2e" -j 4) >"$W/ctest_e2e.log" 2>&1

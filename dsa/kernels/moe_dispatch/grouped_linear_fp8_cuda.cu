@@ -193,6 +193,11 @@ Status launch(const GroupedLinearParams& p) {
   DSA_ASSIGN_OR_RETURN(const int row_tiles, decode_row_tiles(p));
   DSA_ASSIGN_OR_RETURN(const int stages, decode_stages(busy_ctas(p, row_tiles)));
   if (p.x_rows == 0 || p.capacity == 0) return ok_status();  // no pair has a row to read
+  DSA_ASSIGN_OR_RETURN(const bool prefill, takes_prefill_form(p));
+  if (prefill) {
+    DSA_ASSIGN_OR_RETURN(const bool ran, launch_prefill(p));
+    if (ran) return ok_status();
+  }
   const int32_t nkb = blocks_of(p.in_features);
   uint8_t* x8 = static_cast<uint8_t*>(p.scratch);
   float* sx = reinterpret_cast<float*>(x8 + align256(size_t(p.x_rows) * size_t(p.in_features)));

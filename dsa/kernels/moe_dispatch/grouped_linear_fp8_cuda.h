@@ -23,8 +23,22 @@ StatusOr<int> decode_row_tiles(const GroupedLinearParams& p);
 // assert the dispatch.
 int tile_pairs(const GroupedLinearParams& p);
 
-// The quantiser, then the tile kernel. p is valid and holds FP8 weights; InvalidArgument when
-// p.scratch is missing, too small or not 256-byte aligned, or when the grid exceeds CUDA's limits.
+// Whether launch() takes the prefill form for p (grouped_linear_fp8_lt.cu: the offsets read back,
+// one cuBLASLt block-scaled GEMM per group): not while the stream captures, and only for shapes
+// cuBLASLt computes right (in a multiple of 512, out of 8, 16-byte aligned outputs); then
+// DSA_GROUPED_FP8_PREFILL = auto (default: at least 32 pairs a group on average, capacity / G),
+// lt (always) or kernel (never). InvalidArgument for a bad switch value. Exposed so tests can
+// assert the dispatch.
+StatusOr<bool> takes_prefill_form(const GroupedLinearParams& p);
+
+// The prefill form (p valid, FP8, takes_prefill_form): true when it ran; false when cuBLASLt
+// offered no algorithm for a group's GEMM (launch() then runs the tile path, which rewrites
+// every output). Synchronises the stream once, to read the offsets and weight tables.
+StatusOr<bool> launch_prefill(const GroupedLinearParams& p);
+
+// The prefill form where takes_prefill_form says so, else the quantiser, then the tile kernel. p is
+// valid and holds FP8 weights; InvalidArgument when p.scratch is missing, too small or not 256-byte
+// aligned, or when the grid exceeds CUDA's limits.
 Status launch(const GroupedLinearParams& p);
 
 }  // namespace dsa::kernels::grouped_fp8

@@ -607,5 +607,161 @@ TEST(GroupedLinearFp8Cuda, GraphReplayMatchesEager) {
   cudaStreamDestroy(stream);
 }
 
+// ---- The prefill form (grouped_linear_fp8_lt.cu): one cuBLASLt block-scaled GEMM a group ----
+
+// DSA_GROUPED_FP8_PREFILL=lt forces it wherever the shape allows: V3.2's gate and down shapes
+// with 0 / 1 / odd / 64 / 65 / 130 pairs a group, a group of more pairs than one scratch chunk
+// (4096 rows: split over chunks) beside small ones, and a shape it refuses (in 272: the tile path).
+// Each within class T of the reference, rows no pair writes still poison.
+TEST(GroupedLinearFp8Cuda, PrefillFormMatchesTheReference) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  testing::ScopedEnv lt("DSA_GROUPED_FP8_PREFILL", "lt");
+  Rng rng(testing::test_seed() + 40);
+  struct Case {
+    std::vector<int32_t> counts;
+    int32_t in, out, x_rows;
+    bool prefill;
+  } cases[] = {{v32_counts(rng), 7168, 2048, 64, true},
+               {v32_counts(rng), 2048, 7168, 600, true},
+               {{4100, 0, 3, 17, 1}, 512, 64, 300, true},
+               {{1, 0, 2, 1}, 272, 200, 37, false}};
+  uint64_t seed = testing::test_seed() + 41;
+  for (const Case& c : cases) {
+    Rng r(seed++);
+    Fp8GroupedProblem pr = make_fp8_grouped_problem(r, c.counts, c.in, c.out, c.x_rows, 3, 4);
+    Fp8Device d(pr);
+    const std::string what = "in " + std::to_string(c.in) + " out " + std::to_string(c.out);
+    EXPECT_EQ(testing::or_die(grouped_fp8::takes_prefill_form(d.params)), c.prefill) << what;
+    std::vector<bf16> got;
+    const Status s = d.run(&got);
+    ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
+    expect_matches(pr, got, what);
+  }
+}
+
+// The auto rule: at least 32 pairs a group on average (a prefill chunk); never while capturing;
+// the switch's bad value is refused.
+TEST(GroupedLinearFp8Cuda, PrefillFormChosenByPairsPerGroup) {
+  DSA_SKIP_WITHOUT_GPU();
+  GroupedLinearParams p;
+  p.num_groups = 256;
+  p.in_features = 7168;
+  p.out_features = 2048;
+  p.x_rows = 4096;
+  auto y = testing::dev_alloc<bf16>(8);
+  p.y = y.data();
+  p.capacity = 4096 * 8;  // V3.2's prefill chunk: 128 pairs a group
+  EXPECT_TRUE(testing::or_die(grouped_fp8::takes_prefill_form(p)));
+  p.capacity = 256 * 31;
+  EXPECT_FALSE(testing::or_die(grouped_fp8::takes_prefill_form(p)));
+  {
+    testing::ScopedEnv lt("DSA_GROUPED_FP8_PREFILL", "lt");
+    EXPECT_TRUE(testing::or_die(grouped_fp8::takes_prefill_form(p)));
+  }
+  {
+    testing::ScopedEnv kernel("DSA_GROUPED_FP8_PREFILL", "kernel");
+    p.capacity = 4096 * 8;
+    EXPECT_FALSE(testing::or_die(grouped_fp8::takes_prefill_form(p)));
+  }
+  {
+    testing::ScopedEnv bad("DSA_GROUPED_FP8_PREFILL", "fast");
+    const StatusOr<bool> r = grouped_fp8::takes_prefill_form(p);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("DSA_GROUPED_FP8_PREFILL"), std::string::npos)
+        << r.status().to_string();
+  }
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cuda::set_current_stream(stream);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const StatusOr<bool> capturing = grouped_fp8::takes_prefill_form(p);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphDestroy(graph);
+  cuda::set_current_stream(nullptr);
+  cudaStreamDestroy(stream);
+  EXPECT_FALSE(testing::or_die(capturing));
+}
+
+// The paired form (gate and up over x quantised once) on the prefill form: y and y_b
+// bit-identical to two single launches of the form (cuBLASLt's plans are deterministic).
+TEST(GroupedLinearFp8Cuda, PrefillFormPairedEqualsTwoLaunches) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  testing::ScopedEnv lt("DSA_GROUPED_FP8_PREFILL", "lt");
+  const std::vector<int32_t> counts = {0, 40, 3, 64, 65, 0, 7, 130};
+  uint64_t seed = testing::test_seed() + 50;
+  Rng ra(seed++), rb(seed++);
+  Fp8GroupedProblem pa = make_fp8_grouped_problem(ra, counts, 1024, 384, 90, 2, 3);
+  Fp8GroupedProblem pb = make_fp8_grouped_problem(rb, counts, 1024, 384, 90, 2, 3);
+  pb.x = pa.x;
+  pb.x_row = pa.x_row;
+  pb.y_row = pa.y_row;
+  Fp8Device da(pa), db(pb);
+  std::vector<bf16> alone_a, alone_b;
+  ASSERT_TRUE(da.run(&alone_a).ok());
+  ASSERT_TRUE(db.run(&alone_b).ok());
+  expect_matches(pa, alone_a, "first alone");
+  expect_matches(pb, alone_b, "second alone");
+  ASSERT_TRUE(db.y.fill_bytes(testing::kPoisonByte).ok());
+  da.params.weights_fp8_b = db.weights_fp8.data();
+  da.params.weight_scales_b = db.weight_scales.data();
+  da.params.y_b = db.y.data();
+  std::vector<bf16> paired_a;
+  ASSERT_TRUE(da.run(&paired_a).ok());
+  EXPECT_EQ(testing::first_bit_difference(paired_a, alone_a), "") << "y";
+  EXPECT_EQ(testing::first_bit_difference(host(db.y), alone_b), "") << "y_b";
+}
+
+// Unchecked on the prefill form, as on the tile path: offsets clamped, a pair with a bad x or
+// y row skipped, a group with misaligned weights or null scales skipped (its rows never written).
+TEST(GroupedLinearFp8Cuda, PrefillFormNeutralises) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  testing::ScopedEnv lt("DSA_GROUPED_FP8_PREFILL", "lt");
+  Rng rng(testing::test_seed() + 60);
+  Fp8GroupedProblem pr = make_fp8_grouped_problem(rng, {20, 20, 20, 20}, 512, 128, 30, 0, 4);
+  pr.offsets = {-5, 20, 40, 60, 99};  // eff = {0, 20, 40, 60, 80}
+  pr.x_row[1] = 30;                   // >= x_rows
+  const int32_t lost = pr.y_row[2];
+  pr.y_row[2] = -1;
+  Fp8Device d(pr);
+  std::vector<const uint8_t*> wt = host(d.weights_fp8);
+  std::vector<const float*> st = host(d.weight_scales);
+  wt[2] = wt[2] + 1;  // misaligned
+  st[3] = nullptr;
+  d.weights_fp8 = dev(wt);
+  d.weight_scales = dev(st);
+  d.params.weights_fp8 = d.weights_fp8.data();
+  d.params.weight_scales = d.weight_scales.data();
+  ASSERT_TRUE(testing::or_die(grouped_fp8::takes_prefill_form(d.params)));
+  std::vector<bf16> got;
+  ASSERT_TRUE(d.run(&got).ok());
+  Fp8GroupedProblem want = pr;
+  want.offsets = {0, 20, 40, 40, 40};
+  want.x_row[1] = 0;
+  want.y_row[2] = lost;
+  const Expected e = expected(want);
+  const size_t out = size_t(pr.out);
+  for (size_t o = 0; o < out; ++o) {
+    ASSERT_TRUE(is_poison(got[size_t(lost) * out + o])) << "pair 2's row written";
+  }
+  for (int32_t i = 0; i < 80; ++i) {
+    const int32_t yr = pr.y_row[size_t(i)];
+    if (yr < 0) continue;
+    const bool live = i < 40 && i != 1 && i != 2;
+    for (size_t o = 0; o < out; ++o) {
+      const bf16 v = got[size_t(yr) * out + o];
+      if (!live) {
+        ASSERT_TRUE(is_poison(v)) << "pair " << i << " written";
+        continue;
+      }
+      const size_t k = size_t(yr) * out + o;
+      ASSERT_LE(std::fabs(bf16_to_float(v) - e.ref[k]), e.bound[k]) << "pair " << i << " o " << o;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dsa::kernels

@@ -69,21 +69,16 @@ inline constexpr int kQuantWarps = 8;
 inline constexpr unsigned kFull = 0xFFFFFFFFu;
 
 // ---- 1. the row quantiser: one warp per (row, block), 4 values per lane ----
-__global__ void __launch_bounds__(kQuantWarps * 32)
-    quantize_rows_kernel(const bf16* x, int32_t rows, int32_t in, int32_t nkb, uint8_t* x8,
-                         float* sx) {
-  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
-  cuda::pdl_trigger();
-  const int64_t item = int64_t{blockIdx.x} * kQuantWarps + threadIdx.x / 32;
-  if (item >= int64_t{rows} * nkb) return;  // warp-uniform
-  const int lane = threadIdx.x % 32;
-  const int32_t t = static_cast<int32_t>(item / nkb), k = static_cast<int32_t>(item % nkb);
-  const int32_t j0 = k * kBlock, m = min(kBlock, in - j0);  // m % 16 == 0
+// One warp quantises one block of one row with §2.1's power-of-two rule, through the same DSA_HD
+// helpers as the CPU reference, so codes and scales are bit-identical to linear_ref's: src holds
+// the block's m values (m % 16 == 0; null: a zero row), the codes go to dst; returns the scale.
+__device__ __forceinline__ float quantize_block_warp(const bf16* src, int32_t m, uint8_t* dst,
+                                                     int lane) {
   const int c = lane * 4;
   float v[4] = {};
   float amax = 0.f;
-  if (c < m) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(x + int64_t{t} * in + j0 + c);
+  if (src != nullptr && c < m) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(src + c);
     const bf16* h = reinterpret_cast<const bf16*>(&raw);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -106,9 +101,24 @@ __global__ void __launch_bounds__(kQuantWarps * 32)
       y = y > kE4m3Max ? kE4m3Max : (y < -kE4m3Max ? -kE4m3Max : y);
       packed |= uint32_t{float_to_e4m3(y).bits} << (8 * q);
     }
-    *reinterpret_cast<uint32_t*>(x8 + int64_t{t} * in + j0 + c) = packed;
+    *reinterpret_cast<uint32_t*>(dst + c) = packed;
   }
-  if (lane == 0) sx[int64_t{t} * nkb + k] = pow2_float(e);
+  return pow2_float(e);
+}
+
+__global__ void __launch_bounds__(kQuantWarps * 32)
+    quantize_rows_kernel(const bf16* x, int32_t rows, int32_t in, int32_t nkb, uint8_t* x8,
+                         float* sx) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
+  const int64_t item = int64_t{blockIdx.x} * kQuantWarps + threadIdx.x / 32;
+  if (item >= int64_t{rows} * nkb) return;  // warp-uniform
+  const int lane = threadIdx.x % 32;
+  const int32_t t = static_cast<int32_t>(item / nkb), k = static_cast<int32_t>(item % nkb);
+  const int32_t j0 = k * kBlock, m = min(kBlock, in - j0);  // m % 16 == 0
+  const float scale =
+      quantize_block_warp(x + int64_t{t} * in + j0, m, x8 + int64_t{t} * in + j0, lane);
+  if (lane == 0) sx[int64_t{t} * nkb + k] = scale;
 }
 
 // ---- 2a. which group and tile slot `mt` is (one warp) ----

@@ -1,0 +1,265 @@
+// The FP8 grouped linear's prefill form (SPEC.md §8.6, §8.8): where every group has many pairs
+// (a prefill chunk: V3.2's 4096 rows x top-8 over 256 experts is 128 pairs a group), the tile
+// kernel (grouped_linear_fp8_kernel.cuh, built for decode) runs at under 10% of the fp8 peak,
+// while cuBLASLt's block-scaled FP8 GEMM runs the dense linear at ~1000 TFLOP/s. So here each
+// group's pairs are one cuBLASLt GEMM:
+//   1. the offsets and the weight pointer tables are read back (one stream synchronisation: this
+//      form is never taken inside a graph capture, and a prefill's forward is long);
+//   2. the host plan (grouped_prefill_plan.h) packs the groups' pairs into chunks of scratch rows,
+//      each group's run padded to kPrefillPad rows;
+//   3. per chunk: gather_quantize_kernel writes the pairs' x rows quantised (the tile path's
+//      codes and scales, bit for bit) with each run's scales in the [K blocks][rows] order
+//      cuBLASLt's VEC128 mode reads; one GEMM per run and projection into chunk rows of bf16;
+//      scatter_rows_kernel stores each pair's output row through y_row.
+// A group whose weights or scales are null or misaligned is skipped (no GEMM, no store), and so
+// is a pair with an out-of-range row index, as on the tile path. Class T (§8.8), as the dense
+// linear's cuBLASLt path.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dsa/core/env_switch.h"
+#include "dsa/cuda/cuda_check.h"
+#include "dsa/cuda/graph.h"
+#include "dsa/cuda/launch.h"
+#include "dsa/cuda/launch_checks.h"
+#include "dsa/cuda/pdl.h"
+#include "dsa/cuda/stream.h"
+#include "dsa/kernels/linear/linear_lt_fp8.h"
+#include "dsa/kernels/moe_dispatch/grouped_linear_fp8_cuda.h"
+#include "dsa/kernels/moe_dispatch/grouped_linear_fp8_kernel.cuh"
+#include "dsa/kernels/moe_dispatch/grouped_prefill_plan.h"
+
+namespace dsa::kernels::grouped_fp8 {
+
+namespace {
+
+namespace gl = grouped_linear_detail;
+
+// Scratch rows per chunk: bounds the form's scratch (V3.2's down projection: 4096 x 2048 codes +
+// 4096 x 7168 bf16 outputs, 67 MB) while each GEMM still has a whole group's pairs.
+constexpr int32_t kChunkRows = 4096;
+// The auto rule's threshold: the mean pairs a group at or above which the prefill form runs.
+constexpr int64_t kPrefillMinMeanPairs = 32;
+constexpr int kScatterThreads = 256;
+
+// Group masks: bit 0 the first projection's weights usable, bit 1 the second's.
+constexpr uint8_t kFirst = 1, kSecond = 2;
+
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+// Block k of chunk row t, quantised; its scale at [K blocks][rows] of its run (info: the plan's
+// row words, grouped_prefill_plan.h). A padding row or a pair with an out-of-range x row is zeros.
+__global__ void __launch_bounds__(kQuantWarps * 32)
+    gather_quantize_kernel(GroupedLinearParams p, const int32_t* info, int32_t rows, int32_t nkb,
+                           uint8_t* x8, float* sx) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
+  const int64_t item = int64_t{blockIdx.x} * kQuantWarps + threadIdx.x / 32;
+  if (item >= int64_t{rows} * nkb) return;  // warp-uniform
+  const int lane = threadIdx.x % 32;
+  const int32_t t = static_cast<int32_t>(item / nkb), k = static_cast<int32_t>(item % nkb);
+  const int32_t* r = info + int64_t{t} * kRowInfoWords;
+  const int32_t pair = r[0], row0 = r[1], run = r[2];
+  const int32_t xr = pair >= 0 ? gl::pair_row(p.x_row, pair, p.x_rows) : -1;
+  const int32_t in = p.in_features, j0 = k * kBlock, m = min(kBlock, in - j0);
+  const bf16* src = xr >= 0 ? p.x + int64_t{xr} * in + j0 : nullptr;
+  const float scale = quantize_block_warp(src, m, x8 + int64_t{t} * in + j0, lane);
+  if (lane == 0) sx[int64_t{row0} * nkb + int64_t{k} * run + (t - row0)] = scale;
+}
+
+// Each real pair's output row from the chunk's GEMM outputs (c, and c_b for the paired form) to
+// y / y_b through y_row, 16 bytes at a time (out % 8 == 0).
+__global__ void __launch_bounds__(kScatterThreads)
+    scatter_rows_kernel(GroupedLinearParams p, const int32_t* info, int32_t rows, const bf16* c,
+                        const bf16* c_b) {
+  cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
+  cuda::pdl_trigger();
+  const int32_t out = p.out_features, vecs = out / 8;
+  const int64_t n = int64_t{rows} * vecs;
+  for (int64_t e = int64_t{blockIdx.x} * kScatterThreads + threadIdx.x; e < n;
+       e += int64_t{gridDim.x} * kScatterThreads) {
+    const int32_t t = static_cast<int32_t>(e / vecs), v = static_cast<int32_t>(e % vecs);
+    const int32_t* r = info + int64_t{t} * kRowInfoWords;
+    const int32_t pair = r[0];
+    if (pair < 0) continue;
+    const int32_t xr = gl::pair_row(p.x_row, pair, p.x_rows);
+    const int32_t yr = gl::pair_row(p.y_row, pair, p.y_rows);
+    if (xr < 0 || yr < 0) continue;  // an out-of-range index skips the whole pair
+    const int64_t from = int64_t{t} * vecs + v, to = int64_t{yr} * vecs + v;
+    if ((r[3] & kFirst) != 0) {
+      reinterpret_cast<uint4*>(p.y)[to] = reinterpret_cast<const uint4*>(c)[from];
+    }
+    if ((r[3] & kSecond) != 0 && c_b != nullptr) {
+      reinterpret_cast<uint4*>(p.y_b)[to] = reinterpret_cast<const uint4*>(c_b)[from];
+    }
+  }
+}
+
+// The form's scratch of one stream: allocated outside any capture (the form is never taken in
+// one), grown when a call needs more, kept for the process.
+struct StreamScratch {
+  void* base = nullptr;
+  size_t bytes = 0;
+};
+std::mutex g_scratch_mutex;
+std::map<cudaStream_t, StreamScratch>* g_scratch = nullptr;  // never destroyed (driver at exit)
+
+StatusOr<void*> scratch_for(cudaStream_t stream, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_scratch_mutex);
+  if (g_scratch == nullptr) g_scratch = new std::map<cudaStream_t, StreamScratch>();
+  StreamScratch& s = (*g_scratch)[stream];
+  if (s.bytes >= bytes) return s.base;
+  if (s.base != nullptr) {
+    DSA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // the old one's last reads
+    DSA_CUDA_RETURN_IF_ERROR(cudaFree(s.base));
+    s = StreamScratch{};
+  }
+  DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.base, bytes));
+  s.bytes = bytes;
+  return s.base;
+}
+
+// The scratch: every chunk's row words (uploaded at once, so no copy waits between chunks), then
+// one chunk's quantised rows, scales and GEMM outputs, reused chunk after chunk in stream order.
+struct ChunkScratch {
+  int32_t* info;  // [total rows][kRowInfoWords]
+  uint8_t* x8;
+  float* sx;
+  bf16* c;
+  bf16* c_b;  // null unless paired
+};
+struct ScratchLayout {
+  size_t info, x8, sx, c, total;  // byte offsets, and the size
+};
+ScratchLayout layout(const GroupedLinearParams& p, int32_t nkb, bool paired, size_t total_rows) {
+  const size_t rows = kChunkRows;
+  ScratchLayout l{};
+  l.info = 0;
+  l.x8 = l.info + align256(total_rows * kRowInfoWords * sizeof(int32_t));
+  l.sx = l.x8 + align256(rows * size_t(p.in_features));
+  l.c = l.sx + align256(rows * size_t(nkb) * sizeof(float));
+  l.total = l.c + (paired ? 2 : 1) * align256(rows * size_t(p.out_features) * sizeof(bf16));
+  return l;
+}
+ChunkScratch carve(void* base, const ScratchLayout& l, const GroupedLinearParams& p, bool paired) {
+  uint8_t* at = static_cast<uint8_t*>(base);
+  ChunkScratch s{};
+  s.info = reinterpret_cast<int32_t*>(at + l.info);
+  s.x8 = at + l.x8;
+  s.sx = reinterpret_cast<float*>(at + l.sx);
+  s.c = reinterpret_cast<bf16*>(at + l.c);
+  s.c_b = paired ? s.c + align256(size_t(kChunkRows) * size_t(p.out_features) * sizeof(bf16)) /
+                             sizeof(bf16)
+                 : nullptr;
+  return s;
+}
+
+template <typename T>
+Status read_back(std::vector<T>* to, const T* from, size_t n, cudaStream_t stream) {
+  to->resize(n);
+  if (n == 0) return ok_status();
+  DSA_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(to->data(), from, n * sizeof(T), cudaMemcpyDeviceToHost, stream));
+  return ok_status();
+}
+
+// Whether group g's weights of one projection can be read (the tile path's rule).
+bool usable(const uint8_t* w, const float* s) {
+  return w != nullptr && s != nullptr && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+}
+
+}  // namespace
+
+StatusOr<bool> takes_prefill_form(const GroupedLinearParams& p) {
+  DSA_ASSIGN_OR_RETURN(const std::string_view form,
+                       env_choice("DSA_GROUPED_FP8_PREFILL", {"auto", "lt", "kernel"}, "auto"));
+  if (form == "kernel" || cuda::stream_capturing()) return false;
+  if (p.capacity == 0 || p.x_rows == 0) return false;
+  if (!linear_fp8::lt_shape_supported(p.in_features) || p.out_features % 8 != 0) return false;
+  if (!cuda::is_aligned(p.y, 16) || (p.y_b != nullptr && !cuda::is_aligned(p.y_b, 16))) {
+    return false;
+  }
+  if (form == "lt") return true;
+  return int64_t{p.capacity} >= kPrefillMinMeanPairs * p.num_groups;
+}
+
+StatusOr<bool> launch_prefill(const GroupedLinearParams& p) {
+  const cudaStream_t stream = cuda::current_stream();
+  const size_t G = size_t(p.num_groups);
+  const bool paired = p.y_b != nullptr;
+  std::vector<int32_t> offsets;
+  std::vector<const uint8_t*> w, w_b;
+  std::vector<const float*> s, s_b;
+  DSA_RETURN_IF_ERROR(read_back(&offsets, p.offsets, G + 1, stream));
+  DSA_RETURN_IF_ERROR(read_back(&w, p.weights_fp8, G, stream));
+  DSA_RETURN_IF_ERROR(read_back(&s, p.weight_scales, G, stream));
+  if (paired) {
+    DSA_RETURN_IF_ERROR(read_back(&w_b, p.weights_fp8_b, G, stream));
+    DSA_RETURN_IF_ERROR(read_back(&s_b, p.weight_scales_b, G, stream));
+  }
+  DSA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  std::vector<uint8_t> mask(G, 0);
+  for (size_t g = 0; g < G; ++g) {
+    if (usable(w[g], s[g])) mask[g] |= kFirst;
+    if (paired && usable(w_b[g], s_b[g])) mask[g] |= kSecond;
+  }
+  const std::vector<PrefillChunk> chunks =
+      plan_prefill(effective_offsets(offsets, p.capacity), kChunkRows);
+  if (chunks.empty()) return true;  // no pair: nothing is written, as on the tile path
+  const int32_t in = p.in_features, out = p.out_features;
+  const int32_t nkb = (in + kBlock - 1) / kBlock;
+  std::vector<int32_t> info, chunk_info;
+  for (const PrefillChunk& chunk : chunks) {
+    chunk_row_info(chunk, mask, &chunk_info);
+    info.insert(info.end(), chunk_info.begin(), chunk_info.end());
+  }
+  const ScratchLayout l = layout(p, nkb, paired, info.size() / kRowInfoWords);
+  DSA_ASSIGN_OR_RETURN(void* base, scratch_for(stream, l.total));
+  const ChunkScratch cs = carve(base, l, p, paired);
+  // Pageable memory: staged by the call itself, so `info` may go when this returns.
+  DSA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(cs.info, info.data(), info.size() * sizeof(int32_t),
+                                           cudaMemcpyHostToDevice, stream));
+  const int32_t* chunk_words = cs.info;
+  for (const PrefillChunk& chunk : chunks) {
+    const int64_t qblocks = (int64_t{chunk.rows} * nkb + kQuantWarps - 1) / kQuantWarps;
+    DSA_CUDA_RETURN_IF_ERROR(
+        cuda::launch(cuda::LaunchShape{dim3(static_cast<unsigned>(qblocks)), dim3(kQuantWarps * 32),
+                                       size_t(0), stream},
+                     gather_quantize_kernel, p, chunk_words, chunk.rows, nkb, cs.x8, cs.sx));
+    DSA_RETURN_IF_ERROR(cuda::launch_error("grouped_linear_fp8_gather_quantize"));
+    for (const PrefillPiece& piece : chunk.pieces) {
+      for (const bool second : {false, true}) {
+        if ((mask[size_t(piece.group)] & (second ? kSecond : kFirst)) == 0) continue;
+        LinearParams q;
+        q.weight_fp8 = (second ? w_b : w)[size_t(piece.group)];
+        q.weight_scale_inv = (second ? s_b : s)[size_t(piece.group)];
+        q.y = (second ? cs.c_b : cs.c) + int64_t{piece.row0} * out;
+        q.num_tokens = piece.rows;
+        q.in_features = in;
+        q.out_features = out;
+        bool ran = false;
+        DSA_RETURN_IF_ERROR(linear_fp8::lt_prequantized_matmul(
+            q, cs.x8 + int64_t{piece.row0} * in, cs.sx + int64_t{piece.row0} * nkb, &ran));
+        if (!ran) return false;  // no algorithm: the tile path rewrites every output
+      }
+    }
+    const int64_t vecs = int64_t{chunk.rows} * (out / 8);
+    const unsigned blocks = static_cast<unsigned>(
+        std::min<int64_t>((vecs + kScatterThreads - 1) / kScatterThreads, int64_t{4096}));
+    DSA_CUDA_RETURN_IF_ERROR(
+        cuda::launch(cuda::LaunchShape{dim3(blocks), dim3(kScatterThreads), size_t(0), stream},
+                     scatter_rows_kernel, p, chunk_words, chunk.rows,
+                     static_cast<const bf16*>(cs.c), static_cast<const bf16*>(cs.c_b)));
+    DSA_RETURN_IF_ERROR(cuda::launch_error("grouped_linear_fp8_scatter"));
+    chunk_words += int64_t{chunk.rows} * kRowInfoWords;
+  }
+  return true;
+}
+
+}  // namespace dsa::kernels::grouped_fp8

@@ -1,0 +1,48 @@
+// The host plan of the FP8 grouped linear's prefill form (grouped_linear_fp8_lt.cu): one cuBLASLt
+// block-scaled GEMM per group over that group's pairs, gathered and quantised into chunks of
+// scratch rows. From the offsets read back to the host it says which pairs land in which chunk
+// rows. Pure host code, so the CPU tests cover it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace dsa::kernels::grouped_fp8 {
+
+// Rows per GEMM are padded to this: cuBLASLt's block-scaled FP8 GEMM takes a token count that is
+// a multiple of 4 only, and a coarser step keeps the number of distinct shapes (each a cached plan
+// with its own heuristic query) small. A padded row is zero and its output is never stored.
+inline constexpr int32_t kPrefillPad = 16;
+
+// A run of one group's pairs [pair0, pair0 + count) at chunk rows [row0, row0 + rows), rows =
+// count rounded up to kPrefillPad: one GEMM of `rows` tokens.
+struct PrefillPiece {
+  int32_t group = 0;
+  int32_t pair0 = 0, count = 0;
+  int32_t row0 = 0, rows = 0;
+};
+
+// The pieces of one pass over the scratch: rows = their padded rows in all (<= the chunk's).
+struct PrefillChunk {
+  std::vector<PrefillPiece> pieces;
+  int32_t rows = 0;
+};
+
+// The offsets the CUDA kernels use: eff[g] = min(capacity, max(0, offsets[0..g])), so bad
+// offsets (unchecked mode) are clamped and made non-decreasing. offsets: G + 1 entries.
+std::vector<int32_t> effective_offsets(std::span<const int32_t> offsets, int32_t capacity);
+
+// Every group with pairs under eff (G + 1 entries), in group order, split into pieces of at most
+// chunk_rows pairs and packed into chunks of at most chunk_rows rows. chunk_rows: a positive
+// multiple of kPrefillPad.
+std::vector<PrefillChunk> plan_prefill(std::span<const int32_t> eff, int32_t chunk_rows);
+
+// Per row of a chunk, four int32: the pair (-1 for a padding row), the piece's row0 and rows (the
+// scale layout of its GEMM: [K blocks][rows] from row0), and `mask` for the piece's group.
+// Rows [0, c.rows).
+inline constexpr int32_t kRowInfoWords = 4;
+void chunk_row_info(const PrefillChunk& c, std::span<const uint8_t> group_mask,
+                    std::vector<int32_t>* info);
+
+}  // namespace dsa::kernels::grouped_fp8

@@ -43,6 +43,7 @@
 #include "dsa/cuda/pdl.h"
 #include "dsa/kernels/common/hopper_async.cuh"
 #include "dsa/kernels/common/wgmma_e4m3_ops.cuh"
+#include "dsa/kernels/moe_dispatch/grouped_fp8_quantize.cuh"
 #include "dsa/kernels/moe_dispatch/grouped_linear_device.cuh"
 #include "dsa/kernels/moe_dispatch/moe_dispatch.h"
 
@@ -65,47 +66,7 @@ inline constexpr int kStageBytes = kWeightTileBytes + N* kBlock;  // a multiple 
 template <int N, int S = kStages>
 inline constexpr int kSmemBytes = S* kStageBytes<N> + 1024;  // + the base alignment
 
-inline constexpr int kQuantWarps = 8;
-inline constexpr unsigned kFull = 0xFFFFFFFFu;
-
 // ---- 1. the row quantiser: one warp per (row, block), 4 values per lane ----
-// One warp quantises one block of one row with §2.1's power-of-two rule, through the same DSA_HD
-// helpers as the CPU reference, so codes and scales are bit-identical to linear_ref's: src holds
-// the block's m values (m % 16 == 0; null: a zero row), the codes go to dst; returns the scale.
-__device__ __forceinline__ float quantize_block_warp(const bf16* src, int32_t m, uint8_t* dst,
-                                                     int lane) {
-  const int c = lane * 4;
-  float v[4] = {};
-  float amax = 0.f;
-  if (src != nullptr && c < m) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(src + c);
-    const bf16* h = reinterpret_cast<const bf16*>(&raw);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      v[e] = bf16_to_float(h[e]);
-      const float a = fabsf(v[e]);
-      amax = a > amax ? a : amax;
-    }
-  }
-  for (int s = 16; s > 0; s >>= 1) {
-    const float other = __shfl_xor_sync(kFull, amax, s);
-    amax = other > amax ? other : amax;
-  }
-  const int32_t e = pow2_scale_exponent(amax);
-  const float inv = pow2_float(-e);
-  if (c < m) {
-    uint32_t packed = 0;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      float y = v[q] * inv;  // exact: a power of two
-      y = y > kE4m3Max ? kE4m3Max : (y < -kE4m3Max ? -kE4m3Max : y);
-      packed |= uint32_t{float_to_e4m3(y).bits} << (8 * q);
-    }
-    *reinterpret_cast<uint32_t*>(dst + c) = packed;
-  }
-  return pow2_float(e);
-}
-
 __global__ void __launch_bounds__(kQuantWarps * 32)
     quantize_rows_kernel(const bf16* x, int32_t rows, int32_t in, int32_t nkb, uint8_t* x8,
                          float* sx) {

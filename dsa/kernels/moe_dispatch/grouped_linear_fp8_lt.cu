@@ -31,8 +31,9 @@
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
 #include "dsa/kernels/linear/linear_lt_fp8.h"
+#include "dsa/kernels/moe_dispatch/grouped_fp8_quantize.cuh"
+#include "dsa/kernels/moe_dispatch/grouped_linear_device.cuh"
 #include "dsa/kernels/moe_dispatch/grouped_linear_fp8_cuda.h"
-#include "dsa/kernels/moe_dispatch/grouped_linear_fp8_kernel.cuh"
 #include "dsa/kernels/moe_dispatch/grouped_prefill_plan.h"
 
 namespace dsa::kernels::grouped_fp8 {
@@ -67,7 +68,7 @@ __global__ void __launch_bounds__(kQuantWarps * 32)
   const int32_t* r = info + int64_t{t} * kRowInfoWords;
   const int32_t pair = r[0], row0 = r[1], run = r[2];
   const int32_t xr = pair >= 0 ? gl::pair_row(p.x_row, pair, p.x_rows) : -1;
-  const int32_t in = p.in_features, j0 = k * kBlock, m = min(kBlock, in - j0);
+  const int32_t in = p.in_features, j0 = k * kLinearBlock, m = min(kLinearBlock, in - j0);
   const bf16* src = xr >= 0 ? p.x + int64_t{xr} * in + j0 : nullptr;
   const float scale = quantize_block_warp(src, m, x8 + int64_t{t} * in + j0, lane);
   if (lane == 0) sx[int64_t{row0} * nkb + int64_t{k} * run + (t - row0)] = scale;
@@ -213,7 +214,7 @@ StatusOr<bool> launch_prefill(const GroupedLinearParams& p) {
       plan_prefill(effective_offsets(offsets, p.capacity), kChunkRows);
   if (chunks.empty()) return true;  // no pair: nothing is written, as on the tile path
   const int32_t in = p.in_features, out = p.out_features;
-  const int32_t nkb = (in + kBlock - 1) / kBlock;
+  const int32_t nkb = (in + kLinearBlock - 1) / kLinearBlock;
   std::vector<int32_t> info, chunk_info;
   for (const PrefillChunk& chunk : chunks) {
     chunk_row_info(chunk, mask, &chunk_info);

@@ -168,9 +168,10 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
         "has {} requests, n = {}",
         prev.b, prev.n, B, n));
   }
-  // Plain decoding with every request greedy: the op's argmax kernel reads none of the packed
+  // Every request greedy: the op's argmax kernel (`greedy`) reads neither the params nor the
+  // positions, so they are checked here. At d = 0 (plain decoding) it reads none of the packed
   // inputs, so neither their packing nor their copy runs (one kernel fewer between two decodes).
-  const bool greedy = d == 0 && all_greedy(params);
+  const bool greedy = all_greedy(params);
   if (greedy) DSA_RETURN_IF_ERROR(validate_greedy_call(params, first_position));
   Slot& s = slots_[size_t(next_)];
   if (s.unread) {
@@ -181,12 +182,14 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
   next_ = 1 - next_;  // this launch is the last one from here on
   if (B == 0) return ok_status();
   s.unread = true;
-  if (greedy) {
+  if (greedy && d == 0) {
     return ops.accept_drafts(
         all_greedy_params(logits, row_stride, vocab, int32_t(B), s.out.data(), s.out.data() + B));
   }
   // The packed image at this launch's B: seeds, then the 32-bit fields, then the drafts (a
-  // layout only this file knows); only its used words are copied, from page-locked memory.
+  // layout only this file knows); only its used words are copied, from page-locked memory. A
+  // greedy verify needs only the drafts and their index, but its params are packed as well, so
+  // DSA_ACCEPT_GREEDY=generic can run it on the sampling kernel (acceptance_cuda.cu).
   uint64_t* host = static_cast<uint64_t*>(s.host);
   int32_t* w = reinterpret_cast<int32_t*>(host + B);
   pack_acceptance_params(params, first_position, host, w);
@@ -214,7 +217,10 @@ Status BackendAcceptance::launch(const kernels::OpTable& ops, const float* logit
     a.draft_index = dw + 4 * B + drafts.size();
     a.draft_index_bound = int32_t(n - 1) * kept.count;
   }
+  // The greedy form ignores it: a greedy row's token does not depend on its position.
   if (shifted) a.shift_accepted = prev.out.data();
+  // Every request greedy (d >= 1): the argmax kernel instead of the sampler, the same outputs.
+  a.greedy = greedy;
   // accepted [B] then emitted [B (d + 1)], contiguous: read() is one copy.
   return ops.accept_drafts(a);
 }

@@ -45,8 +45,9 @@ kernels::AcceptanceParams packed_acceptance_params(const float* logits, int64_t 
                                                    const int32_t* drafts, int32_t* accepted,
                                                    int32_t* emitted);
 
-// Whether every request samples greedily (temperature 0): a d = 0 call then needs none of the
-// packed params (all_greedy_params), so the caller packs and copies nothing up.
+// Whether every request samples greedily (temperature 0): the op's `greedy` form then runs; a
+// d = 0 call needs none of the packed params (all_greedy_params), so the caller packs and copies
+// nothing up.
 bool all_greedy(std::span<const kernels::SamplingParams> params);
 // The reference's checks of each request's params and first position (acceptance.h:
 // InvalidArgument naming the request), on the host: the greedy form reads neither, so without
@@ -93,7 +94,9 @@ class BackendAcceptance {
   // ignored). shifted: the previous launch (same B requests, same order) is a step not yet read
   // whose counts the first positions do not include: the op adds them (its shift_accepted), as
   // it reads the kept drafts from their slots (its draft_index): one op launch, nothing before
-  // it but the inputs' copy. read() or readback() brings its results back.
+  // it but the inputs' copy. With every request greedy the op runs its `greedy` form (the argmax
+  // kernel, which reads no params, positions or shift: validate_greedy_call checks the first two
+  // here); at d = 0 nothing is copied up then. read() or readback() brings its results back.
   Status launch(const kernels::OpTable& ops, const float* logits, int64_t row_stride, int32_t vocab,
                 int32_t d, std::span<const int32_t> drafts,
                 std::span<const kernels::SamplingParams> params,

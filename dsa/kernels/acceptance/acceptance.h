@@ -46,11 +46,14 @@ struct AcceptanceParams {
   // Optional: [B] the accepted counts of the speculative step still in flight (SPEC.md §6.7's
   // shift), each in [0, d]: request b's first position is first_position[b] + shift_accepted[b].
   const int32_t* shift_accepted = nullptr;
-  // Every row greedy whatever the params say: the MTP chain's drafts (SPEC.md §6.1) and plain
-  // decoding where every request is greedy; y_0 = the row's argmax (kNoToken when no entry is
-  // eligible). Only with d = 0; the sampling params and
-  // first_position are not read and may be null. The CUDA backend then runs a kernel of the greedy
-  // scan alone, with a few hundred bytes of shared memory instead of the sampler's 34 KB.
+  // Every row greedy whatever the params say: the MTP chain's drafts (SPEC.md §6.1), plain
+  // decoding and the verify where every request is greedy; y_j = row j's argmax (kNoToken when no
+  // entry is eligible), at any d, counted against the drafts as above. The sampling params,
+  // first_position and shift_accepted are not read (positions matter only to sampled rows): the
+  // first two may be null, shift_accepted may be set and is ignored (its range is not checked).
+  // drafts and draft_slots / draft_index are read as without it. The CUDA backend then runs a
+  // kernel of the greedy scan alone, with a few hundred bytes of shared memory instead of the
+  // sampler's 34 KB.
   bool greedy = false;
   int32_t* accepted = nullptr;  // [B] out: a in [0, d]
   // [B, d + 1] out: g_1..g_a, y_a, then kNoToken (-1) for the d - a unused entries. y_a itself is
@@ -60,16 +63,16 @@ struct AcceptanceParams {
 
 // Host checks (InvalidArgument naming the field and value): B >= 0, d >= 0, V >= 1,
 // row_stride 0 or >= V, B * (d + 1) <= 2^31 - 1, every pointer non-null when B > 0 (the sampling
-// params and first_position only without `greedy`), draft_slots and draft_index both set or both
-// null, draft_index_bound >= 1 with them, `greedy` only with d = 0.
+// params and first_position only without `greedy`, at any d), draft_slots and draft_index both
+// set or both null, draft_index_bound >= 1 with them.
 Status validate(const AcceptanceParams& p);
 
 // CPU reference: per request the host rule above, reading no row past the first mismatch.
 // InvalidArgument (naming the request and field) when a request's sampling params fail validate(),
 // its shift leaves [0, d], its positions leave [0, 2^31 - 1] or a draft index leaves
-// [-1, draft_index_bound); requests before it are written. With `greedy` none of these: the
-// params are not read (a caller that skips them checks them itself: model/backend_acceptance.h's
-// validate_greedy_call).
+// [-1, draft_index_bound); requests before it are written. With `greedy` only the draft index:
+// the params, positions and shift are not read (a caller that skips them checks the params and
+// positions itself: model/backend_acceptance.h's validate_greedy_call).
 Status accept_drafts_ref(const AcceptanceParams& p);
 
 // Draft j + 1 of one request, written once for the reference and the kernel: drafts, index (or
@@ -92,7 +95,9 @@ inline constexpr int32_t kAcceptClusterMaxDrafts = 7;
 // near-ties (sampling.h: device and host fp64 log / exp may differ in the last bit). A request
 // with bad params gets a = 0 and every emitted entry -1 and, in checked mode, the call returns
 // InvalidArgument from the device error word (row = the request, value = 1 temperature, 2 top_p,
-// 3 top_k, 4 positions, 5 shift_accepted, 6 a draft index).
+// 3 top_k, 4 positions, 5 shift_accepted, 6 a draft index). With `greedy` the CTAs run the argmax
+// alone (the same clusters and count launch; only value 6 can be reported), bit-exact with the
+// reference: an argmax has no near-ties.
 Status accept_drafts_cuda(const AcceptanceParams& p);
 
 }  // namespace dsa::kernels

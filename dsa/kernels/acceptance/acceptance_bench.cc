@@ -1,5 +1,6 @@
 // Acceptance benchmark at the V3.2 vocabulary (V = 129,280): accept_drafts_cuda over B requests of
-// d drafts, for greedy rows, unfiltered sampling, top-k 50, top-p 0.9 and top-k 50 + top-p 0.9.
+// d drafts, for greedy rows (the sampling kernel at temperature 0, and the op's `greedy` form: the
+// argmax kernel), unfiltered sampling, top-k 50, top-p 0.9 and top-k 50 + top-p 0.9.
 // Every verify row is read at least once per pass (greedy: once; filtered: the radix passes of
 // kernels/common/sample_row.cuh), so the figure printed is the time per call (median of 50) and
 // the logits bytes read once, as GB/s. Logits are N(0, 2).
@@ -29,6 +30,7 @@ struct Mode {
   const char* name;
   float temperature, top_p;
   int32_t top_k;
+  bool greedy = false;  // AcceptanceParams::greedy
 };
 
 Status bench_shape(int32_t B, int32_t d, dsa::testing::Rng& rng) {
@@ -48,11 +50,9 @@ Status bench_shape(int32_t B, int32_t d, dsa::testing::Rng& rng) {
                        DeviceBuffer<uint64_t>::from_host(std::span<const uint64_t>(hseed)));
   DSA_ASSIGN_OR_RETURN(auto accepted, DeviceBuffer<int32_t>::alloc(size_t(B)));
   DSA_ASSIGN_OR_RETURN(auto emitted, DeviceBuffer<int32_t>::alloc(size_t(B) * n));
-  const Mode modes[] = {{"greedy", 0.f, 1.f, 0},
-                        {"sampled", 1.f, 1.f, 0},
-                        {"top-k 50", 1.f, 1.f, 50},
-                        {"top-p 0.9", 1.f, 0.9f, 0},
-                        {"k 50 p 0.9", 1.f, 0.9f, 50}};
+  const Mode modes[] = {{"greedy", 0.f, 1.f, 0},     {"greedy op", 0.f, 1.f, 0, true},
+                        {"sampled", 1.f, 1.f, 0},    {"top-k 50", 1.f, 1.f, 50},
+                        {"top-p 0.9", 1.f, 0.9f, 0}, {"k 50 p 0.9", 1.f, 0.9f, 50}};
   for (const Mode& m : modes) {
     DSA_ASSIGN_OR_RETURN(auto t, DeviceBuffer<float>::from_host(std::span<const float>(
                                      std::vector<float>(size_t(B), m.temperature))));
@@ -73,6 +73,7 @@ Status bench_shape(int32_t B, int32_t d, dsa::testing::Rng& rng) {
     a.first_position = first.data();
     a.accepted = accepted.data();
     a.emitted = emitted.data();
+    a.greedy = m.greedy;
     DSA_ASSIGN_OR_RETURN(double us,
                          dsa::cuda::median_us([&] { return dsa::kernels::accept_drafts_cuda(a); },
                                               dsa::cuda::current_stream()));

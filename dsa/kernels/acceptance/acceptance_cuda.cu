@@ -11,7 +11,8 @@
 //     request, counts.
 // At d = 0 (plain sampling, one row per request, nothing to count) the sample kernel writes
 // accepted[b] = 0 and y_0 itself: one kernel per call. With `greedy` (the MTP chain's drafts, and
-// plain decoding when every request is greedy) a kernel of the argmax alone runs instead.
+// plain decoding or the verify when every request is greedy) a kernel of the argmax alone takes
+// step 1's place, in the same grid, clusters and count launch.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -74,6 +75,28 @@ __device__ __noinline__ void count_request(RequestDrafts g, int32_t d, int32_t* 
   for (int32_t j = a + 1; j <= d; ++j) out[j] = -1;
 }
 
+// Step 2's writes of CTA (j, b) with its token y (every thread holds it): y_j, at d = 0 also a = 0
+// (no count at d = 0: header), and with kCluster the count after the cluster barrier. Every CTA of
+// a cluster must reach it (no early return before).
+template <bool kCluster>
+__device__ __forceinline__ void write_and_count(const AcceptanceParams& p, int64_t row, int32_t y,
+                                                cuda::DeviceErrorWord* err) {
+  if (threadIdx.x == 0) {
+    p.emitted[row] = y;
+    if (p.drafts_per_request == 0) p.accepted[blockIdx.y] = 0;
+  }
+  if constexpr (kCluster) {
+    // The barrier's release / acquire at cluster scope: every y_j of the request is visible to
+    // the first CTA, which counts over them in place.
+    cooperative_groups::this_cluster().sync();
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      const int32_t b = static_cast<int32_t>(blockIdx.y);  // read again: nothing held over the scan
+      count_request(request_drafts(p, b), p.drafts_per_request,
+                    p.emitted + int64_t{b} * (p.drafts_per_request + 1), p.accepted + b, b, err);
+    }
+  }
+}
+
 // Request b's params are checked by every one of its CTAs (the same verdict); only row 0 reports,
 // so the error word names the request once. kCluster: the request's CTAs are one cluster and the
 // first counts (header); every CTA reaches the cluster barrier (no early return).
@@ -107,39 +130,25 @@ __global__ void __launch_bounds__(sd::kThreads)
   } else {
     y = sd::sample_row(x, p.vocab, rp, sm, &head);
   }
-  if (threadIdx.x == 0) {
-    p.emitted[row] = y;
-    if (d == 0) p.accepted[b] = 0;  // no count launch at d = 0 (header)
-  }
-  if constexpr (kCluster) {
-    // The barrier's release / acquire at cluster scope: every y_j of the request is visible to
-    // the first CTA, which counts over them in place.
-    cooperative_groups::this_cluster().sync();
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-      const int32_t r =
-          static_cast<int32_t>(blockIdx.y);  // read again: nothing held over the sampling
-      count_request(request_drafts(p, r), p.drafts_per_request,
-                    p.emitted + int64_t{r} * (p.drafts_per_request + 1), p.accepted + r, r, err);
-    }
-  }
+  write_and_count<kCluster>(p, row, y, err);
 }
 
-// `greedy` (the MTP chain's drafts, d = 0): request b's one row, its argmax. No params read, and
+// `greedy`: CTA (j, b) takes row b (d + 1) + j's argmax, then step 2 as the sample kernel (d = 0,
+// the MTP chain's drafts and plain decoding: one row per request, a = 0). No params read, and
 // only the argmax's scratch in shared memory: with the sampler's 34 KB (acceptance_sample_kernel)
 // a one-CTA launch between two forwards spent ~6 of its ~10 us outside the SM's active cycles
 // (ncu on the H100, docs/gpu-runs/2026-12-07-s49 call 4).
-__global__ void __launch_bounds__(sd::kThreads) acceptance_greedy_kernel(AcceptanceParams p) {
+template <bool kCluster>
+__global__ void __launch_bounds__(sd::kThreads)
+    acceptance_greedy_kernel(AcceptanceParams p, cuda::DeviceErrorWord* err) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
   __shared__ sd::ArgmaxSmem sm;
-  const int64_t b = blockIdx.y;
-  const float* x = p.logits + b * (p.row_stride != 0 ? p.row_stride : p.vocab);
+  const int64_t row = int64_t{blockIdx.y} * (p.drafts_per_request + 1) + blockIdx.x;
+  const float* x = p.logits + row * (p.row_stride != 0 ? p.row_stride : p.vocab);
   const sd::RowHead head = sd::load_row_head(x, p.vocab);
   const int32_t y = sd::greedy_row(x, p.vocab, sm, &head);
-  if (threadIdx.x == 0) {
-    p.emitted[b] = y;
-    p.accepted[b] = 0;
-  }
+  write_and_count<kCluster>(p, row, y, err);
 }
 
 // DSA_ACCEPT_GREEDY=generic runs `greedy` calls that carry their sampling params (the caller
@@ -188,28 +197,21 @@ Status accept_drafts_cuda(const AcceptanceParams& p) {
     own_greedy = own_greedy || p.temperature == nullptr || p.top_p == nullptr ||
                  p.top_k == nullptr || p.seed == nullptr || p.first_position == nullptr;
   }
-  if (own_greedy) {
-    DSA_CUDA_RETURN_IF_ERROR(
-        cuda::launch(cuda::LaunchShape{dim3(1, static_cast<unsigned>(p.requests)),
-                                       dim3(sd::kThreads), size_t(0), cuda::current_stream()},
-                     acceptance_greedy_kernel, p));
-    return cuda::end_launch("acceptance_greedy_kernel", checked, "accept_drafts_cuda");
-  }
   DSA_ASSIGN_OR_RETURN(cuda::DeviceErrorWord * err, cuda::error_word_if(checked));
   const int32_t d = p.drafts_per_request;
   const dim3 grid(static_cast<unsigned>(d + 1), static_cast<unsigned>(p.requests));
-  if (d >= 1 && d <= kAcceptClusterMaxDrafts && cluster_form == "on") {
-    DSA_CUDA_RETURN_IF_ERROR(
-        cuda::launch(cuda::LaunchShape{grid, dim3(sd::kThreads), size_t(0), cuda::current_stream(),
-                                       static_cast<unsigned>(d + 1)},
-                     acceptance_sample_kernel<true>, p, err));
-    return cuda::end_launch("acceptance_sample_kernel", checked, "accept_drafts_cuda");
-  }
+  const bool cluster = d >= 1 && d <= kAcceptClusterMaxDrafts && cluster_form == "on";
+  using RowKernel = void (*)(AcceptanceParams, cuda::DeviceErrorWord*);
+  const RowKernel row_kernel =
+      own_greedy ? (cluster ? acceptance_greedy_kernel<true> : acceptance_greedy_kernel<false>)
+                 : (cluster ? acceptance_sample_kernel<true> : acceptance_sample_kernel<false>);
+  const char* row_name = own_greedy ? "acceptance_greedy_kernel" : "acceptance_sample_kernel";
   DSA_CUDA_RETURN_IF_ERROR(
-      cuda::launch(cuda::LaunchShape{grid, dim3(sd::kThreads), size_t(0), cuda::current_stream()},
-                   acceptance_sample_kernel<false>, p, err));
-  if (d == 0) return cuda::end_launch("acceptance_sample_kernel", checked, "accept_drafts_cuda");
-  DSA_RETURN_IF_ERROR(cuda::launch_error("acceptance_sample_kernel"));
+      cuda::launch(cuda::LaunchShape{grid, dim3(sd::kThreads), size_t(0), cuda::current_stream(),
+                                     cluster ? static_cast<unsigned>(d + 1) : 1u},
+                   row_kernel, p, err));
+  if (d == 0 || cluster) return cuda::end_launch(row_name, checked, "accept_drafts_cuda");
+  DSA_RETURN_IF_ERROR(cuda::launch_error(row_name));
   const unsigned blocks = static_cast<unsigned>((p.requests + kAcceptThreads - 1) / kAcceptThreads);
   DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
       cuda::LaunchShape{dim3(blocks), dim3(kAcceptThreads), size_t(0), cuda::current_stream()},

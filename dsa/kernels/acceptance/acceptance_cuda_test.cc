@@ -1,13 +1,14 @@
 // GPU tests of accept_drafts_cuda against accept_drafts_ref (SPEC.md §6.2, §6.3) on fuzzed
 // batches: V = 1, 7, 37, 6144, 129280; d = 0, 1, 3, 7, 8, 12 (both count paths); greedy and sampled
-// requests with top-k / top-p; drafts that follow the target for a random number of positions; edge
-// rows (ties, NaN, -inf, +inf, no eligible token); positions up to 2^31 - 1; a row stride wider
-// than V. Accepted counts and emitted tokens equal the reference, except where a request's first
-// differing row is a near-tie of the host's perturbed scores (top-two gap below 1e-5, the GPU token
-// the host's runner-up: device and host fp64 log / exp may differ in the last bit); every such case
-// is printed and counted. Also the engine's overlapped form (drafts kept in their slots, positions
-// shifted by the op), bad request params, shifts and draft indices (checked error word, unchecked a
-// = 0 and -1), B = 0, and determinism.
+// requests with top-k / top-p, and the `greedy` form (the argmax kernel) at every d; drafts that
+// follow the target for a random number of positions; edge rows (ties, NaN, -inf, +inf, no
+// eligible token); positions up to 2^31 - 1; a row stride wider than V. Accepted counts and
+// emitted tokens equal the reference, except where a request's first differing row is a near-tie
+// of the host's perturbed scores (top-two gap below 1e-5, the GPU token the host's runner-up:
+// device and host fp64 log / exp may differ in the last bit); every such case is printed and
+// counted. Also the engine's overlapped form (drafts kept in their slots, positions shifted by the
+// op), bad request params, shifts and draft indices (checked error word, unchecked a = 0 and -1),
+// B = 0, and determinism.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -52,10 +53,14 @@ Outputs run_ref(const AcceptBatch& a) {
   return o;
 }
 
+// How run_cuda sets `greedy`: not at all; with the sampling params and first positions null (the
+// argmax kernel); or with them set (DSA_ACCEPT_GREEDY=generic then runs the sampling kernel).
+enum class Greedy { kOff, kNullParams, kWithParams };
+
 // Runs the CUDA op with poisoned outputs; the status through `status` if given; with `kept`, over
 // the batch's kept-draft, unshifted form (acceptance_test_util.h).
 Outputs run_cuda(const AcceptBatch& a, Status* status = nullptr, int64_t row_stride = 0,
-                 const acceptance_test::KeptForm* kept = nullptr) {
+                 const acceptance_test::KeptForm* kept = nullptr, Greedy greedy = Greedy::kOff) {
   // A wider stride: the extra columns hold a value that would win every row if read.
   auto l = dev(row_stride ? acceptance_test::strided_logits(a, row_stride, 1e30f) : a.logits);
   auto g = dev(a.drafts, 1);  // d = 0: no drafts, but a non-null pointer
@@ -76,6 +81,12 @@ Outputs run_cuda(const AcceptBatch& a, Status* status = nullptr, int64_t row_str
   auto kf = dev(kept ? kept->first_position : std::vector<int32_t>{}, 1);
   auto kh = dev(kept ? kept->shift : std::vector<int32_t>{}, 1);
   if (kept) q = kept->with(q, kg.data(), ks.data(), ki.data(), kf.data(), kh.data());
+  q.greedy = greedy != Greedy::kOff;
+  if (greedy == Greedy::kNullParams) {
+    q.temperature = q.top_p = nullptr;
+    q.top_k = q.first_position = nullptr;
+    q.seed = nullptr;
+  }
   const Status st = accept_drafts_cuda(q);
   if (status) {
     *status = st;
@@ -226,7 +237,9 @@ TEST(AcceptanceCuda, GreedyKernelEqualsTheReference) {
         ASSERT_TRUE(st.ok()) << st.to_string();
       }
       const std::string what = "V " + std::to_string(V) + " stride " + std::to_string(stride);
-      if (V >= 37) EXPECT_NE(want.emitted, ref.emitted) << what << ": no sampled request to ignore";
+      if (V >= 37) {
+        EXPECT_NE(want.emitted, ref.emitted) << what << ": no sampled request to ignore";
+      }
       for (const bool with_params : {false, true}) {
         Status st;
         const Outputs got = run(a, with_params, stride, &st);
@@ -246,6 +259,83 @@ TEST(AcceptanceCuda, GreedyKernelEqualsTheReference) {
   run(random_batch(rng, 2, 0, 64), false, 0, &st);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
   EXPECT_NE(st.to_string().find("DSA_ACCEPT_GREEDY"), std::string::npos) << st.to_string();
+}
+
+// `greedy` at d >= 1 (the verify when every request is greedy): the argmax kernel, the d + 1 CTAs
+// of a request one cluster up to d = 7 and the count launch above it (and at d = 1, 3 under
+// DSA_ACCEPT_CLUSTER=off), params and first positions null and a shift out of range (none read),
+// against the reference's sampled form at temperature 0 bit for bit (an argmax has no near-ties):
+// V = 1 .. V3.2's 129280, edge rows every third row (ties, NaN / -inf, no eligible token), the
+// drafts gathered (also under a wider row stride), kept in random slots and kept at the index's
+// ends (entries 0 and bound - 1). DSA_ACCEPT_GREEDY=generic, the sampling kernel on the same calls
+// with their params (temperature 0) and a valid shift, gives the same.
+TEST(AcceptanceCuda, GreedyVerifyKernelEqualsTheReference) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 9);
+  int every_draft = 0;
+  for (const int32_t V : {1, 37, 6144, 129280}) {
+    for (const int32_t d : {1, 3, 7, 8, 12}) {
+      const int32_t B = V > 10000 ? 6 : 33;
+      const AcceptBatch a = acceptance_test::greedy_batch(random_batch(rng, B, d, V, 3), rng);
+      const Outputs want = run_ref(a);
+      for (const int32_t acc : want.accepted) every_draft += acc == d;
+      const acceptance_test::KeptForm random_kept = acceptance_test::kept_form(a, rng);
+      acceptance_test::KeptForm kept[] = {random_kept, acceptance_test::kept_at_the_edges(a)};
+      for (auto& k : kept) std::fill(k.shift.begin(), k.shift.end(), d + 5);
+      const std::string what = "greedy V " + std::to_string(V) + " d " + std::to_string(d);
+      const auto expect_want = [&](const std::string& form, int64_t stride,
+                                   const acceptance_test::KeptForm* k, Greedy g) {
+        Status st;
+        EXPECT_EQ(run_cuda(a, &st, stride, k, g), want) << what << " " << form;
+        EXPECT_TRUE(st.ok()) << what << " " << form << ": " << st.to_string();
+      };
+      expect_want("gathered", 0, nullptr, Greedy::kNullParams);
+      expect_want("wide stride", int64_t{V} + 9, nullptr, Greedy::kNullParams);
+      expect_want("kept at random", 0, &kept[0], Greedy::kNullParams);
+      expect_want("kept at the edges", 0, &kept[1], Greedy::kNullParams);
+      if (V == 6144 && d <= 3) {
+        const testing::ScopedEnv off("DSA_ACCEPT_CLUSTER", "off");
+        expect_want("count launch", 0, &kept[1], Greedy::kNullParams);
+      }
+      if (V == 6144) {
+        const testing::ScopedEnv generic("DSA_ACCEPT_GREEDY", "generic");
+        expect_want("generic", 0, &random_kept, Greedy::kWithParams);
+      }
+    }
+  }
+  EXPECT_GT(every_draft, 0) << "no request accepting every draft";
+}
+
+// A greedy verify's bad draft index (value 6, the one error it can report): that request accepts
+// nothing and emits nothing, the others equal the reference; checked mode names the error.
+TEST(AcceptanceCuda, GreedyVerifyBadDraftIndex) {
+  DSA_SKIP_WITHOUT_GPU();
+  Rng rng(testing::test_seed() + 10);
+  for (int32_t d : {3, 9}) {  // the cluster count and the count launch
+    const int32_t n = d + 1;
+    const AcceptBatch a = acceptance_test::greedy_batch(random_batch(rng, 4, d, 64, 3), rng);
+    const Outputs good = run_ref(a);
+    acceptance_test::KeptForm k = acceptance_test::kept_at_the_edges(a);
+    k.index[size_t(2 * d + 1)] = d == 3 ? k.bound : -2;  // past either end
+    for (bool checked : {true, false}) {
+      ScopedCheckedMode mode(checked);
+      Status st;
+      const Outputs gpu = run_cuda(a, &st, 0, &k, Greedy::kNullParams);
+      if (checked) {
+        EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+      } else {
+        EXPECT_TRUE(st.ok()) << st.to_string();
+      }
+      for (int32_t b : {0, 1, 3}) {
+        EXPECT_EQ(gpu.accepted[size_t(b)], good.accepted[size_t(b)]) << "d " << d << " b " << b;
+        for (int32_t j = 0; j < n; ++j) {
+          EXPECT_EQ(gpu.emitted[size_t(b * n + j)], good.emitted[size_t(b * n + j)]);
+        }
+      }
+      EXPECT_EQ(gpu.accepted[2], 0) << "d " << d;
+      for (int32_t j = 0; j < n; ++j) EXPECT_EQ(gpu.emitted[size_t(2 * n + j)], -1) << "d " << d;
+    }
+  }
 }
 
 // A padded LM head's width as the row stride (V3.2: 129280 columns, here a smaller tokenizer).

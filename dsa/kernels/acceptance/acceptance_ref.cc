@@ -45,11 +45,6 @@ Status validate(const AcceptanceParams& p) {
     if (p.accepted == nullptr) return invalid_argument("acceptance: accepted is null");
     if (p.emitted == nullptr) return invalid_argument("acceptance: emitted is null");
   }
-  if (p.greedy && p.drafts_per_request != 0) {
-    return invalid_argument(fmt::format(
-        "acceptance: greedy with drafts_per_request = {}: only the d = 0 drafts are all greedy",
-        p.drafts_per_request));
-  }
   if ((p.draft_slots == nullptr) != (p.draft_index == nullptr)) {
     return invalid_argument("acceptance: draft_slots and draft_index: set both or neither");
   }
@@ -60,34 +55,40 @@ Status validate(const AcceptanceParams& p) {
   return ok_status();
 }
 
+namespace {
+
+// Request b's sampling params and first position (+ its shift), with the checks the header names.
+Status request_sampling(const AcceptanceParams& p, int32_t b, SamplingParams* sp, int64_t* first) {
+  const int64_t d = p.drafts_per_request;
+  *sp = SamplingParams{p.temperature[b], p.top_p[b], p.top_k[b], p.seed[b]};
+  if (Status s = validate(*sp); !s.ok()) {
+    return invalid_argument(fmt::format("acceptance: request {}: {}", b, s.message()));
+  }
+  const int64_t shift = p.shift_accepted != nullptr ? p.shift_accepted[b] : 0;
+  if (shift < 0 || shift > d) {
+    return invalid_argument(fmt::format(
+        "acceptance: request {}: shift_accepted = {}: must be in [0, {}]", b, shift, d));
+  }
+  *first = int64_t{p.first_position[b]} + shift;
+  if (*first < 0 || *first + d > std::numeric_limits<int32_t>::max()) {
+    return invalid_argument(
+        fmt::format("acceptance: request {}: first_position{} = {}: must be in [0, 2^31 - 1 - {}]",
+                    b, p.shift_accepted != nullptr ? " + shift_accepted" : "", *first, d));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Status accept_drafts_ref(const AcceptanceParams& p) {
   DSA_RETURN_IF_ERROR(validate(p));
   const int64_t d = p.drafts_per_request, n = d + 1;
   const int64_t stride = p.row_stride != 0 ? p.row_stride : p.vocab;
-  if (p.greedy) {  // d = 0 (validate): each request's one row, at temperature 0
-    for (int32_t b = 0; b < p.requests; ++b) {
-      const std::span<const float> row(p.logits + b * stride, size_t(p.vocab));
-      p.emitted[b] = sample_token(row, SamplingParams{}, 0);
-      p.accepted[b] = 0;
-    }
-    return ok_status();
-  }
   for (int32_t b = 0; b < p.requests; ++b) {
-    const SamplingParams sp{p.temperature[b], p.top_p[b], p.top_k[b], p.seed[b]};
-    if (Status s = validate(sp); !s.ok()) {
-      return invalid_argument(fmt::format("acceptance: request {}: {}", b, s.message()));
-    }
-    const int64_t shift = p.shift_accepted != nullptr ? p.shift_accepted[b] : 0;
-    if (shift < 0 || shift > d) {
-      return invalid_argument(fmt::format(
-          "acceptance: request {}: shift_accepted = {}: must be in [0, {}]", b, shift, d));
-    }
-    const int64_t first = int64_t{p.first_position[b]} + shift;
-    if (first < 0 || first + d > std::numeric_limits<int32_t>::max()) {
-      return invalid_argument(fmt::format(
-          "acceptance: request {}: first_position{} = {}: must be in [0, 2^31 - 1 - {}]", b,
-          p.shift_accepted != nullptr ? " + shift_accepted" : "", first, d));
-    }
+    // `greedy`: every row at temperature 0, where the position is not read (nor the shift).
+    SamplingParams sp;
+    int64_t first = 0;
+    if (!p.greedy) DSA_RETURN_IF_ERROR(request_sampling(p, b, &sp, &first));
     const float* rows = p.logits + b * n * stride;
     // The drafts, each from its slot where the index keeps one (every index checked first).
     const int32_t* drafts = p.drafts + b * d;

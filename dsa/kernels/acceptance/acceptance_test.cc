@@ -140,7 +140,7 @@ TEST(AcceptanceRef, BadRequestParamsNameTheRequest) {
 
 // `greedy` (the MTP chain's drafts): each request's one row gives its argmax whatever its params
 // say (they are sampled ones here, and then null), ties to the lowest id, NaN / -inf never
-// chosen, kNoToken for a row with no eligible token; a = 0. Only with d = 0.
+// chosen, kNoToken for a row with no eligible token; a = 0.
 TEST(AcceptanceRef, GreedyFlagTakesEachRowsArgmax) {
   testing::Rng rng(testing::test_seed() + 5);
   int no_token = 0;  // rows with no eligible entry, over every case
@@ -175,14 +175,84 @@ TEST(AcceptanceRef, GreedyFlagTakesEachRowsArgmax) {
     }
   }
   EXPECT_GT(no_token, 0) << "no row without an eligible token among the edge rows";
-  AcceptBatch a = random_batch(rng, 2, 1, 16, 0);
-  std::vector<int32_t> acc(2), emit(4);
-  AcceptanceParams p = a.host_params(acc.data(), emit.data());
+}
+
+// The greedy form of a call: its sampling params and first positions null (not read), its shift
+// set to values out of range (ignored).
+AcceptanceParams greedy_form(AcceptanceParams p, const std::vector<int32_t>& bad_shift) {
   p.greedy = true;
-  const Status st = accept_drafts_ref(p);
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
-  EXPECT_NE(st.message().find("greedy with drafts_per_request = 1"), std::string::npos)
-      << st.to_string();
+  p.temperature = p.top_p = nullptr;
+  p.top_k = p.first_position = nullptr;
+  p.seed = nullptr;
+  p.shift_accepted = bad_shift.data();
+  return p;
+}
+
+// `greedy` at d >= 1 (the verify when every request is greedy): the same accepted counts and
+// emitted tokens as the sampled form at temperature 0, on fuzzed rows with every edge case (ties,
+// NaN / -inf, rows without an eligible token), drafts gathered, kept in random slots and kept at
+// the index's ends (entries 0 and bound - 1).
+TEST(AcceptanceRef, GreedyVerifyEqualsTemperatureZero) {
+  testing::Rng rng(testing::test_seed() + 13);
+  int hist[10] = {}, every_draft = 0, no_token = 0;
+  for (const int32_t V : {1, 2, 7, 61, 1000}) {
+    for (const int32_t d : {1, 2, 3, 7, 9}) {
+      const AcceptBatch a = acceptance_test::greedy_batch(random_batch(rng, 24, d, V, 3), rng);
+      const Outputs want = run_ref(a);  // the sampled form, every temperature 0
+      const std::vector<int32_t> bad_shift(size_t(a.requests), d + 5);
+      const std::string what = "V " + std::to_string(V) + " d " + std::to_string(d);
+      const acceptance_test::KeptForm kept[] = {acceptance_test::kept_form(a, rng),
+                                                acceptance_test::kept_at_the_edges(a)};
+      for (int form = 0; form < 3; ++form) {  // gathered, kept at random, kept at the edges
+        Outputs got{std::vector<int32_t>(want.accepted.size(), -7),
+                    std::vector<int32_t>(want.emitted.size(), -7)};
+        AcceptanceParams p = a.host_params(got.accepted.data(), got.emitted.data());
+        if (form > 0) {
+          const acceptance_test::KeptForm& k = kept[form - 1];
+          p = k.with(p, k.drafts.data(), k.slots.data(), k.index.data(), k.first_position.data(),
+                     k.shift.data());
+        }
+        p = greedy_form(p, bad_shift);
+        ASSERT_TRUE(validate(p).ok()) << what;
+        const Status st = accept_drafts_ref(p);
+        ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
+        EXPECT_EQ(got.accepted, want.accepted) << what << " form " << form;
+        EXPECT_EQ(got.emitted, want.emitted) << what << " form " << form;
+      }
+      for (const int32_t acc : want.accepted) ++hist[acc], every_draft += acc == d;
+      for (const int32_t y : want.emitted) no_token += y == kNoToken;
+    }
+  }
+  for (int a = 0; a < 10; ++a) std::printf("greedy accepted %d: %d requests\n", a, hist[a]);
+  for (int a = 0; a < 4; ++a) EXPECT_GT(hist[a], 0) << "the fuzzer should reach a = " << a;
+  EXPECT_GT(every_draft, 0) << "no request accepting every draft";
+  EXPECT_GT(no_token, 0);
+}
+
+// A greedy verify still checks its draft index (the one input it reads besides the rows and the
+// drafts): a bad entry names the request and the entry, with the params null.
+TEST(AcceptanceRef, GreedyVerifyChecksTheDraftIndex) {
+  testing::Rng rng(testing::test_seed() + 14);
+  const AcceptBatch a = acceptance_test::greedy_batch(random_batch(rng, 3, 3, 16, 0), rng);
+  const acceptance_test::KeptForm k = acceptance_test::kept_at_the_edges(a);
+  std::vector<int32_t> acc(3), emit(12), index = k.index;
+  const std::vector<int32_t> bad_shift(3, -1);
+  const AcceptanceParams p =
+      greedy_form(k.with(a.host_params(acc.data(), emit.data()), k.drafts.data(), k.slots.data(),
+                         index.data(), nullptr, nullptr),
+                  bad_shift);
+  ASSERT_TRUE(accept_drafts_ref(p).ok());
+  for (const int32_t bad : {k.bound, -2}) {
+    index[4] = bad;  // request 1, draft 2
+    const Status st = accept_drafts_ref(p);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+    EXPECT_NE(st.message().find("request 1: draft_index[4] = " + std::to_string(bad)),
+              std::string::npos)
+        << st.to_string();
+  }
+  AcceptanceParams q = p;
+  q.drafts = nullptr;
+  EXPECT_NE(accept_drafts_ref(q).message().find("drafts is null"), std::string::npos);
 }
 
 // A wider row stride reads only the first V columns: the same outputs as the compact rows, though

@@ -94,6 +94,31 @@ inline void edge_row(std::span<float> x, int which) {
   }
 }
 
+// Request b's drafts: its own target tokens (under its params) for a random number of positions,
+// then a wrong one, then random.
+inline void draw_drafts(AcceptBatch& a, int32_t b, testing::Rng& rng) {
+  const int32_t d = a.drafts_per_request, n = d + 1, V = a.vocab;
+  const int32_t follow = static_cast<int32_t>(rng.randint(0, d));
+  const SamplingParams sp = a.sampling(b);
+  int32_t* out = a.drafts.data() + size_t(b) * size_t(d);
+  for (int32_t j = 0; j < d; ++j) {
+    int32_t g = static_cast<int32_t>(rng.randint(0, V - 1));
+    if (j <= follow) {
+      const std::span<const float> row(a.logits.data() + (size_t(b) * n + j) * size_t(V),
+                                       size_t(V));
+      const int32_t y = sample_token(row, sp, a.first_position[size_t(b)] + j);
+      const int64_t wrong = rng.randint(0, 3);
+      // (y + 1 + r) mod V with r in [0, V - 2] is never y; V = 1 has no other in-vocabulary id.
+      g = j < follow   ? y
+          : wrong == 0 ? -1
+          : wrong == 1 || V == 1
+              ? V + 3
+              : static_cast<int32_t>((int64_t{y} + 1 + rng.randint(0, V - 2)) % V);
+    }
+    out[j] = g;
+  }
+}
+
 // B requests of d drafts over V tokens; edge_every > 0 puts an edge row at every edge_every-th row.
 inline AcceptBatch random_batch(testing::Rng& rng, int32_t B, int32_t d, int32_t V,
                                 int edge_every = 7) {
@@ -127,26 +152,17 @@ inline AcceptBatch random_batch(testing::Rng& rng, int32_t B, int32_t d, int32_t
         edge_row({a.logits.data() + base, size_t(V)}, int(rng.randint(0, 4)));
       }
     }
-    // Drafts: the target's own tokens for `follow` positions, then a wrong one, then random.
-    const int32_t follow = static_cast<int32_t>(rng.randint(0, d));
-    const SamplingParams sp = a.sampling(b);
-    for (int32_t j = 0; j < d; ++j) {
-      int32_t g = static_cast<int32_t>(rng.randint(0, V - 1));
-      if (j <= follow) {
-        const std::span<const float> row(a.logits.data() + (size_t(b) * n + j) * size_t(V),
-                                         size_t(V));
-        const int32_t y = sample_token(row, sp, a.first_position.back() + j);
-        const int64_t wrong = rng.randint(0, 3);
-        // (y + 1 + r) mod V with r in [0, V - 2] is never y; V = 1 has no other in-vocabulary id.
-        g = j < follow   ? y
-            : wrong == 0 ? -1
-            : wrong == 1 || V == 1
-                ? V + 3
-                : static_cast<int32_t>((int64_t{y} + 1 + rng.randint(0, V - 2)) % V);
-      }
-      a.drafts.push_back(g);
-    }
+    a.drafts.resize(a.drafts.size() + size_t(d));
+    draw_drafts(a, b, rng);
   }
+  return a;
+}
+
+// The batch with every request at temperature 0 (its other params kept: not read at 0) and its
+// drafts drawn again against the argmax tokens, so every accept count 0..d occurs greedily.
+inline AcceptBatch greedy_batch(AcceptBatch a, testing::Rng& rng) {
+  for (float& t : a.temperature) t = 0.f;
+  for (int32_t b = 0; b < a.requests; ++b) draw_drafts(a, b, rng);
   return a;
 }
 
@@ -197,6 +213,29 @@ inline KeptForm kept_form(const AcceptBatch& a, testing::Rng& rng) {
     k.shift.push_back(sh);
     k.first_position.push_back(first - sh);
   }
+  return k;
+}
+
+// Kept drafts at the index's edges: draft entry e (of B d) in slot bound - 1 - e (bound = B d, so
+// the first entry takes the last slot and the last the first), except every third entry, left in
+// `drafts` (-1), and the last entry kept; each kept draft's `drafts` entry made wrong, as
+// kept_form. No shift.
+inline KeptForm kept_at_the_edges(const AcceptBatch& a) {
+  KeptForm k;
+  const int32_t entries = a.requests * a.drafts_per_request;
+  k.bound = std::max(1, entries);
+  k.slots.assign(size_t(k.bound), a.vocab + 1);
+  k.drafts = a.drafts;
+  k.index.assign(size_t(entries), -1);
+  for (int32_t e = 0; e < entries; ++e) {
+    if (e % 3 == 1 && e != entries - 1) continue;
+    const int32_t at = k.bound - 1 - e;
+    k.index[size_t(e)] = at;
+    k.slots[size_t(at)] = a.drafts[size_t(e)];
+    k.drafts[size_t(e)] = a.drafts[size_t(e)] == 0 ? 1 : 0;
+  }
+  k.first_position = a.first_position;
+  k.shift.assign(size_t(a.requests), 0);
   return k;
 }
 

@@ -9,10 +9,11 @@
 // its fraction of the fp8 MMA peak (SPEC.md §10: 1500; the figure that matters at T = 4096, where
 // the 32768 pairs make the products compute-bound). Then the decode-equivalent model's MoE at T =
 // 1, 4, 8 (bench_equivalent).
-//   usage: grouped_linear_fp8_bench
+//   usage: grouped_linear_fp8_bench [ROWS...]   (default: 1 8 32 128 4096 and the equivalent)
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <span>
 #include <utility>
@@ -237,20 +238,29 @@ Status bench_equivalent(int32_t rows, const Weights& w, const Weights& w_up, boo
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   // Unchecked, as a release run: checked mode adds validation passes and a device read.
   dsa::ScopedCheckedMode unchecked(false);
   dsa::testing::Rng rng(dsa::testing::test_seed());
   WeightSet gate, up;  // two sets: the paired launch must not find up's weights in L2
   Status st = make_weight_set(&gate);
   if (st.ok()) st = make_weight_set(&up);
-  for (int32_t rows : {1, 8, 32, 128, 4096}) {
+  // Rows from the command line (e.g. 4096 alone, for a side-by-side of the two forms), else all.
+  std::vector<int32_t> row_counts;
+  for (int i = 1; i < argc; ++i) row_counts.push_back(static_cast<int32_t>(std::atoi(argv[i])));
+  const bool all = row_counts.empty();
+  if (all) row_counts = {1, 8, 32, 128, 4096};
+  for (int32_t rows : row_counts) {
     if (!st.ok()) break;
+    if (rows < 1 || rows > 65536) {
+      std::fprintf(stderr, "grouped_linear_fp8_bench: rows = %d: must be in [1, 65536]\n", rows);
+      return 1;
+    }
     st = bench_rows(rows, gate.w, up.w, rng);
   }
   for (int32_t rows : {1, 4, 8}) {
     for (const bool bounded : {true, false}) {
-      if (st.ok()) st = bench_equivalent(rows, gate.w, up.w, bounded, rng);
+      if (st.ok() && all) st = bench_equivalent(rows, gate.w, up.w, bounded, rng);
     }
   }
   if (!st.ok()) {

@@ -133,9 +133,11 @@ StatusOr<void*> scratch_for(cudaStream_t stream, size_t bytes) {
 // back: created on first use (never inside a capture: the form is not taken there), kept for the
 // process. Each side stream has its own cuBLASLt workspace (cuda/cublaslt.h).
 struct SideStreams {
-  cudaEvent_t fork = nullptr;
   cudaStream_t stream[kSideStreams] = {};
-  cudaEvent_t done[kSideStreams] = {};
+  // Per chunk buffer (the chunks alternate between two): the fork after its gather, and each
+  // side stream's end of its GEMMs.
+  cudaEvent_t fork[2] = {};
+  cudaEvent_t done[2][kSideStreams] = {};
 };
 std::map<cudaStream_t, SideStreams>* g_sides = nullptr;  // guarded by g_scratch_mutex
 
@@ -145,10 +147,14 @@ StatusOr<SideStreams> sides_for(cudaStream_t caller) {
   auto it = g_sides->find(caller);
   if (it != g_sides->end()) return it->second;
   SideStreams s;
-  DSA_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming));
-  for (int i = 0; i < kSideStreams; ++i) {
-    DSA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s.stream[i], cudaStreamNonBlocking));
-    DSA_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s.done[i], cudaEventDisableTiming));
+  for (int b = 0; b < 2; ++b) {
+    DSA_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&s.fork[b], cudaEventDisableTiming));
+    for (cudaEvent_t& e : s.done[b]) {
+      DSA_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+  }
+  for (cudaStream_t& stream : s.stream) {
+    DSA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   }
   g_sides->emplace(caller, s);
   return s;
@@ -166,37 +172,46 @@ struct CurrentStream {
 };
 
 // The scratch: every chunk's row words (uploaded at once, so no copy waits between chunks), then
-// one chunk's quantised rows, scales and GEMM outputs, reused chunk after chunk in stream order.
-struct ChunkScratch {
-  int32_t* info;  // [total rows][kRowInfoWords]
+// two chunk buffers of quantised rows, scales and GEMM outputs: chunk c uses buffer c % 2, so its
+// gather and GEMMs are queued while chunk c - 1's GEMMs still run.
+struct ChunkBuffer {
   uint8_t* x8;
   float* sx;
   bf16* c;
   bf16* c_b;  // null unless paired
 };
-struct ScratchLayout {
-  size_t info, x8, sx, c, total;  // byte offsets, and the size
+struct ChunkScratch {
+  int32_t* info;  // [total rows][kRowInfoWords]
+  ChunkBuffer buf[2];
 };
-ScratchLayout layout(const GroupedLinearParams& p, int32_t nkb, bool paired, size_t total_rows) {
+// Bytes of one chunk buffer's regions, each 256-byte aligned.
+struct BufferBytes {
+  size_t x8, sx, c;
+  size_t total(bool paired) const { return x8 + sx + (paired ? 2 : 1) * c; }
+};
+BufferBytes buffer_bytes(const GroupedLinearParams& p, int32_t nkb) {
   const size_t rows = kChunkRows;
-  ScratchLayout l{};
-  l.info = 0;
-  l.x8 = l.info + align256(total_rows * kRowInfoWords * sizeof(int32_t));
-  l.sx = l.x8 + align256(rows * size_t(p.in_features));
-  l.c = l.sx + align256(rows * size_t(nkb) * sizeof(float));
-  l.total = l.c + (paired ? 2 : 1) * align256(rows * size_t(p.out_features) * sizeof(bf16));
-  return l;
+  return {align256(rows * size_t(p.in_features)), align256(rows * size_t(nkb) * sizeof(float)),
+          align256(rows * size_t(p.out_features) * sizeof(bf16))};
 }
-ChunkScratch carve(void* base, const ScratchLayout& l, const GroupedLinearParams& p, bool paired) {
+size_t scratch_bytes(const GroupedLinearParams& p, int32_t nkb, bool paired, size_t total_rows) {
+  return align256(total_rows * kRowInfoWords * sizeof(int32_t)) +
+         2 * buffer_bytes(p, nkb).total(paired);
+}
+ChunkScratch carve(void* base, const GroupedLinearParams& p, int32_t nkb, bool paired,
+                   size_t total_rows) {
+  const BufferBytes bb = buffer_bytes(p, nkb);
   uint8_t* at = static_cast<uint8_t*>(base);
   ChunkScratch s{};
-  s.info = reinterpret_cast<int32_t*>(at + l.info);
-  s.x8 = at + l.x8;
-  s.sx = reinterpret_cast<float*>(at + l.sx);
-  s.c = reinterpret_cast<bf16*>(at + l.c);
-  s.c_b = paired ? s.c + align256(size_t(kChunkRows) * size_t(p.out_features) * sizeof(bf16)) /
-                             sizeof(bf16)
-                 : nullptr;
+  s.info = reinterpret_cast<int32_t*>(at);
+  at += align256(total_rows * kRowInfoWords * sizeof(int32_t));
+  for (ChunkBuffer& b : s.buf) {
+    b.x8 = at;
+    b.sx = reinterpret_cast<float*>(at + bb.x8);
+    b.c = reinterpret_cast<bf16*>(at + bb.x8 + bb.sx);
+    b.c_b = paired ? reinterpret_cast<bf16*>(at + bb.x8 + bb.sx + bb.c) : nullptr;
+    at += bb.total(paired);
+  }
   return s;
 }
 
@@ -214,12 +229,16 @@ bool usable(const uint8_t* w, const float* s) {
   return w != nullptr && s != nullptr && reinterpret_cast<uintptr_t>(w) % 16 == 0;
 }
 
-// The caller's stream waits for every side stream's work so far.
-Status join(const SideStreams& sides, cudaStream_t stream) {
+// Each side stream marks the end of its GEMMs so far with done[b] (a chunk's, for buffer b).
+Status mark_done(const SideStreams& sides, int b) {
   for (int i = 0; i < kSideStreams; ++i) {
-    DSA_CUDA_RETURN_IF_ERROR(cudaEventRecord(sides.done[i], sides.stream[i]));
-    DSA_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, sides.done[i], 0));
+    DSA_CUDA_RETURN_IF_ERROR(cudaEventRecord(sides.done[b][i], sides.stream[i]));
   }
+  return ok_status();
+}
+// The caller's stream waits for the marks done[b].
+Status join(const SideStreams& sides, int b, cudaStream_t stream) {
+  for (cudaEvent_t e : sides.done[b]) DSA_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, e, 0));
   return ok_status();
 }
 
@@ -268,36 +287,55 @@ StatusOr<bool> launch_prefill(const GroupedLinearParams& p) {
     chunk_row_info(chunk, mask, &chunk_info);
     info.insert(info.end(), chunk_info.begin(), chunk_info.end());
   }
-  const ScratchLayout l = layout(p, nkb, paired, info.size() / kRowInfoWords);
-  DSA_ASSIGN_OR_RETURN(void* base, scratch_for(stream, l.total));
-  const ChunkScratch cs = carve(base, l, p, paired);
+  const size_t total_rows = info.size() / kRowInfoWords;
+  DSA_ASSIGN_OR_RETURN(void* base, scratch_for(stream, scratch_bytes(p, nkb, paired, total_rows)));
+  const ChunkScratch cs = carve(base, p, nkb, paired, total_rows);
   DSA_ASSIGN_OR_RETURN(const SideStreams sides, sides_for(stream));
   // Pageable memory: staged by the call itself, so `info` may go when this returns.
   DSA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(cs.info, info.data(), info.size() * sizeof(int32_t),
                                            cudaMemcpyHostToDevice, stream));
+  // Chunk c's scatter, on the caller's stream once the side streams finished its GEMMs.
+  std::vector<const int32_t*> words_of(chunks.size());
+  const auto scatter = [&](size_t c) -> Status {
+    const int b = int(c % 2);
+    DSA_RETURN_IF_ERROR(join(sides, b, stream));
+    const int64_t vecs = int64_t{chunks[c].rows} * (out / 8);
+    const unsigned blocks = static_cast<unsigned>(
+        std::min<int64_t>((vecs + kScatterThreads - 1) / kScatterThreads, int64_t{4096}));
+    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
+        cuda::LaunchShape{dim3(blocks), dim3(kScatterThreads), size_t(0), stream},
+        scatter_rows_kernel, p, words_of[c], chunks[c].rows, static_cast<const bf16*>(cs.buf[b].c),
+        static_cast<const bf16*>(cs.buf[b].c_b)));
+    return cuda::launch_error("grouped_linear_fp8_scatter");
+  };
   const int32_t* chunk_words = cs.info;
-  for (const PrefillChunk& chunk : chunks) {
+  int next_side = 0;
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const PrefillChunk& chunk = chunks[ci];
+    const int b = int(ci % 2);
+    const ChunkBuffer& buf = cs.buf[b];
+    words_of[ci] = chunk_words;
+    chunk_words += int64_t{chunk.rows} * kRowInfoWords;
+    // Buffer b was last used by chunk ci - 2, whose scatter is already queued on this stream (the
+    // previous iteration), so this gather follows its GEMMs and its scatter.
     const int64_t qblocks = (int64_t{chunk.rows} * nkb + kQuantWarps - 1) / kQuantWarps;
     DSA_CUDA_RETURN_IF_ERROR(
         cuda::launch(cuda::LaunchShape{dim3(static_cast<unsigned>(qblocks)), dim3(kQuantWarps * 32),
                                        size_t(0), stream},
-                     gather_quantize_kernel, p, chunk_words, chunk.rows, nkb, cs.x8, cs.sx));
+                     gather_quantize_kernel, p, words_of[ci], chunk.rows, nkb, buf.x8, buf.sx));
     DSA_RETURN_IF_ERROR(cuda::launch_error("grouped_linear_fp8_gather_quantize"));
-    // Fork: every side stream waits for the gather; the GEMMs go round the side streams; join:
-    // the caller's stream waits for each before the scatter (and the next chunk's gather, which
-    // reuses the scratch).
-    DSA_CUDA_RETURN_IF_ERROR(cudaEventRecord(sides.fork, stream));
+    // Fork: every side stream waits for the gather; the GEMMs go round the side streams.
+    DSA_CUDA_RETURN_IF_ERROR(cudaEventRecord(sides.fork[b], stream));
     for (cudaStream_t side : sides.stream) {
-      DSA_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side, sides.fork, 0));
+      DSA_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side, sides.fork[b], 0));
     }
-    int next_side = 0;
     for (const PrefillPiece& piece : chunk.pieces) {
       for (const bool second : {false, true}) {
         if ((mask[size_t(piece.group)] & (second ? kSecond : kFirst)) == 0) continue;
         LinearParams q;
         q.weight_fp8 = (second ? w_b : w)[size_t(piece.group)];
         q.weight_scale_inv = (second ? s_b : s)[size_t(piece.group)];
-        q.y = (second ? cs.c_b : cs.c) + int64_t{piece.row0} * out;
+        q.y = (second ? buf.c_b : buf.c) + int64_t{piece.row0} * out;
         q.num_tokens = piece.rows;
         q.in_features = in;
         q.out_features = out;
@@ -306,25 +344,20 @@ StatusOr<bool> launch_prefill(const GroupedLinearParams& p) {
           const CurrentStream on(sides.stream[next_side]);
           next_side = (next_side + 1) % kSideStreams;
           DSA_RETURN_IF_ERROR(linear_fp8::lt_prequantized_matmul(
-              q, cs.x8 + int64_t{piece.row0} * in, cs.sx + int64_t{piece.row0} * nkb, &ran));
+              q, buf.x8 + int64_t{piece.row0} * in, buf.sx + int64_t{piece.row0} * nkb, &ran));
         }
-        if (!ran) {
-          DSA_RETURN_IF_ERROR(join(sides, stream));
-          return false;  // no algorithm: the tile path rewrites every output
+        if (!ran) {  // no algorithm: the tile path rewrites every output, after the side streams
+          DSA_RETURN_IF_ERROR(mark_done(sides, b));
+          DSA_RETURN_IF_ERROR(join(sides, b, stream));
+          return false;
         }
       }
     }
-    DSA_RETURN_IF_ERROR(join(sides, stream));
-    const int64_t vecs = int64_t{chunk.rows} * (out / 8);
-    const unsigned blocks = static_cast<unsigned>(
-        std::min<int64_t>((vecs + kScatterThreads - 1) / kScatterThreads, int64_t{4096}));
-    DSA_CUDA_RETURN_IF_ERROR(
-        cuda::launch(cuda::LaunchShape{dim3(blocks), dim3(kScatterThreads), size_t(0), stream},
-                     scatter_rows_kernel, p, chunk_words, chunk.rows,
-                     static_cast<const bf16*>(cs.c), static_cast<const bf16*>(cs.c_b)));
-    DSA_RETURN_IF_ERROR(cuda::launch_error("grouped_linear_fp8_scatter"));
-    chunk_words += int64_t{chunk.rows} * kRowInfoWords;
+    DSA_RETURN_IF_ERROR(mark_done(sides, b));
+    // Join: the previous chunk's scatter waits for its GEMMs, while this chunk's run.
+    if (ci > 0) DSA_RETURN_IF_ERROR(scatter(ci - 1));
   }
+  DSA_RETURN_IF_ERROR(scatter(chunks.size() - 1));  // and the caller's stream joins every side
   return true;
 }
 

@@ -28,13 +28,13 @@ ab=$(find build-gpu -name acceptance_bench -type f -executable | head -1)
 timeout 40 "$ab" >"$W/acceptance_bench.log" 2>&1; echo "acceptance_bench rc=$?"
 grep -E "greedy" "$W/acceptance_bench.log" | head -24
 bundle
-if [ "$(el)" -lt 200 ]; then
-  timeout $((275 - $(el))) compute-sanitizer --tool memcheck "$t" --gtest_filter='*PrefillForm*' \
+if [ "$(el)" -lt 130 ]; then
+  timeout $((180 - $(el))) compute-sanitizer --tool memcheck "$t" --gtest_filter='*PrefillForm*' \
     >"$W/memcheck_prefill.log" 2>&1
   echo "memcheck prefill rc=$? $(grep -E 'ERROR SUMMARY' "$W/memcheck_prefill.log")"
 fi
-if [ "$(el)" -lt 240 ]; then
-  timeout $((280 - $(el))) compute-sanitizer --tool memcheck "$a" --gtest_filter='*GreedyVerify*' \
+if [ "$(el)" -lt 165 ]; then
+  timeout $((190 - $(el))) compute-sanitizer --tool memcheck "$a" --gtest_filter='*GreedyVerify*' \
     >"$W/memcheck_acceptance.log" 2>&1
   echo "memcheck acceptance rc=$? $(grep -E 'ERROR SUMMARY' "$W/memcheck_acceptance.log")"
 fi

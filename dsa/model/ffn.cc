@@ -24,7 +24,9 @@ namespace {
 // expert on the backend, the grouped linears read each expert's count from there and use a grid
 // fixed by rows * k, and the down projection scatters straight into slot order. Padded rows (id -1)
 // are neither dispatched nor computed. bf16 and FP8 experts alike (the tables say which form). No
-// host synchronisation, so a graph can capture it.
+// host synchronisation inside a capture, so a graph can capture it; eagerly, a prefill-sized FP8
+// call (>= 32 pairs an expert) reads the counts back once and runs one cuBLASLt GEMM an expert
+// (grouped_linear_fp8_cuda.h, the prefill form), within class T of the captured form.
 // `with_shared` (the shared expert in the tables, t.shared_in_table): it is expert E and every row
 // has k + 1 slots, the last its own.
 Status routed_experts(const BlockContext& c, const WeightStore::ExpertTables& t, const bf16* x,

@@ -88,6 +88,21 @@ struct Fp8Device {
     *out = host(y);
     return s;
   }
+  // The prefill form alone (no fallback to the tile path, which would pass the same checks), with
+  // y poisoned first: fails the test unless the form ran.
+  void run_prefill(std::vector<bf16>* out, const std::string& what) {
+    ASSERT_TRUE(y.fill_bytes(testing::kPoisonByte).ok());
+    if (params.y_b != nullptr) {
+      ASSERT_EQ(cudaMemset(params.y_b, testing::kPoisonByte,
+                           size_t(params.y_rows) * size_t(params.out_features) * sizeof(bf16)),
+                cudaSuccess);
+    }
+    const StatusOr<bool> ran = grouped_fp8::launch_prefill(params);
+    ASSERT_TRUE(ran.ok()) << what << ": " << ran.status().to_string();
+    ASSERT_TRUE(*ran) << what << ": the prefill form did not run (no cuBLASLt algorithm?)";
+    ASSERT_EQ(cudaStreamSynchronize(cuda::current_stream()), cudaSuccess);
+    *out = host(y);
+  }
 };
 
 // The reference and its class-T bounds per y row, from the host problem: each group's pairs
@@ -634,10 +649,45 @@ TEST(GroupedLinearFp8Cuda, PrefillFormMatchesTheReference) {
     const std::string what = "in " + std::to_string(c.in) + " out " + std::to_string(c.out);
     EXPECT_EQ(testing::or_die(grouped_fp8::takes_prefill_form(d.params)), c.prefill) << what;
     std::vector<bf16> got;
-    const Status s = d.run(&got);
+    if (c.prefill) {
+      d.run_prefill(&got, what);
+      expect_matches(pr, got, what + ", prefill form");
+    }
+    const Status s = d.run(&got);  // through the op's dispatch
     ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
     expect_matches(pr, got, what);
   }
+}
+
+// The chunk buffers' reuse: on a stream of its own (blocking, as the forwards' stream), a small
+// call grows the scratch, then a call of four chunks (three groups larger than a chunk) runs
+// twice: within class T, and bit-identical the second time (a buffer reused too early, before
+// its scatter or GEMMs, would show).
+TEST(GroupedLinearFp8Cuda, PrefillFormReusesItsChunkBuffers) {
+  DSA_SKIP_WITHOUT_GPU();
+  ScopedCheckedMode unchecked(false);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cuda::set_current_stream(stream);
+  {
+    Rng small_rng(testing::test_seed() + 45);
+    Fp8GroupedProblem small = make_fp8_grouped_problem(small_rng, {40, 0, 33}, 512, 64, 50, 1, 2);
+    Fp8Device ds(small);
+    std::vector<bf16> got;
+    ds.run_prefill(&got, "small");
+    expect_matches(small, got, "small");
+    Rng rng(testing::test_seed() + 46);
+    Fp8GroupedProblem pr =
+        make_fp8_grouped_problem(rng, {4100, 4100, 0, 4100, 5}, 512, 64, 300, 2, 3);
+    Fp8Device d(pr);
+    std::vector<bf16> first, second;
+    d.run_prefill(&first, "four chunks");
+    expect_matches(pr, first, "four chunks");
+    d.run_prefill(&second, "four chunks, again");
+    EXPECT_EQ(testing::first_bit_difference(first, second), "");
+  }
+  cuda::set_current_stream(nullptr);
+  cudaStreamDestroy(stream);
 }
 
 // The auto rule: at least 32 pairs a group on average (a prefill chunk); never while capturing;
@@ -700,18 +750,39 @@ TEST(GroupedLinearFp8Cuda, PrefillFormPairedEqualsTwoLaunches) {
   pb.y_row = pa.y_row;
   Fp8Device da(pa), db(pb);
   std::vector<bf16> alone_a, alone_b;
-  ASSERT_TRUE(da.run(&alone_a).ok());
-  ASSERT_TRUE(db.run(&alone_b).ok());
+  da.run_prefill(&alone_a, "first alone");
+  db.run_prefill(&alone_b, "second alone");
   expect_matches(pa, alone_a, "first alone");
   expect_matches(pb, alone_b, "second alone");
-  ASSERT_TRUE(db.y.fill_bytes(testing::kPoisonByte).ok());
   da.params.weights_fp8_b = db.weights_fp8.data();
   da.params.weight_scales_b = db.weight_scales.data();
   da.params.y_b = db.y.data();
   std::vector<bf16> paired_a;
-  ASSERT_TRUE(da.run(&paired_a).ok());
+  da.run_prefill(&paired_a, "paired");
   EXPECT_EQ(testing::first_bit_difference(paired_a, alone_a), "") << "y";
   EXPECT_EQ(testing::first_bit_difference(host(db.y), alone_b), "") << "y_b";
+  // Only one projection usable in a group (the other's scales null): that group's rows of that
+  // projection are never written, the rest as before.
+  std::vector<const float*> scales_b = host(db.weight_scales);
+  scales_b[3] = nullptr;  // group 3: 64 pairs
+  DeviceBuffer<const float*> masked = dev(scales_b);
+  da.params.weight_scales_b = masked.data();
+  da.run_prefill(&paired_a, "paired, group 3's second projection skipped");
+  EXPECT_EQ(testing::first_bit_difference(paired_a, alone_a), "") << "y, one side skipped";
+  const std::vector<bf16> got_b = host(db.y);
+  const size_t out = size_t(pb.out);
+  for (int32_t i = 0; i < int32_t(pb.y_row.size()); ++i) {
+    const bool in_group_3 = i >= pb.offsets[3] && i < pb.offsets[4];
+    const size_t yr = size_t(pb.y_row[size_t(i)]);
+    for (size_t o = 0; o < out; ++o) {
+      const bf16 v = got_b[yr * out + o];
+      if (in_group_3) {
+        ASSERT_TRUE(is_poison(v)) << "pair " << i << " of the skipped group written";
+      } else if (i < pb.offsets.back()) {
+        ASSERT_EQ(v.bits, alone_b[yr * out + o].bits) << "pair " << i << " o " << o;
+      }
+    }
+  }
 }
 
 // Unchecked on the prefill form, as on the tile path: offsets clamped, a pair with a bad x or
@@ -737,7 +808,7 @@ TEST(GroupedLinearFp8Cuda, PrefillFormNeutralises) {
   d.params.weight_scales = d.weight_scales.data();
   ASSERT_TRUE(testing::or_die(grouped_fp8::takes_prefill_form(d.params)));
   std::vector<bf16> got;
-  ASSERT_TRUE(d.run(&got).ok());
+  d.run_prefill(&got, "neutralised");
   Fp8GroupedProblem want = pr;
   want.offsets = {0, 20, 40, 40, 40};
   want.x_row[1] = 0;

@@ -21,8 +21,10 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "dsa/core/env_switch.h"
@@ -105,28 +107,39 @@ __global__ void __launch_bounds__(kScatterThreads)
   }
 }
 
-// The form's scratch of one stream: allocated outside any capture (the form is never taken in
-// one), grown when a call needs more, kept for the process.
-struct StreamScratch {
+// The form's scratch of one stream, in two allocations grown independently: the row words (sized
+// by the call's rows, so a longer prompt regrows only them) and the two chunk buffers (sized by the
+// shape alone). Allocated outside any capture (the form is never taken in one), kept for the
+// process. The one host thread that runs a stream's forwards uses its scratch (the model's rule).
+struct Region {
   void* base = nullptr;
   size_t bytes = 0;
+};
+struct StreamScratch {
+  Region words, chunks;
 };
 std::mutex g_scratch_mutex;
 std::map<cudaStream_t, StreamScratch>* g_scratch = nullptr;  // never destroyed (driver at exit)
 
-StatusOr<void*> scratch_for(cudaStream_t stream, size_t bytes) {
-  std::lock_guard<std::mutex> lock(g_scratch_mutex);
-  if (g_scratch == nullptr) g_scratch = new std::map<cudaStream_t, StreamScratch>();
-  StreamScratch& s = (*g_scratch)[stream];
-  if (s.bytes >= bytes) return s.base;
-  if (s.base != nullptr) {
-    DSA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));  // the old one's last reads
-    DSA_CUDA_RETURN_IF_ERROR(cudaFree(s.base));
-    s = StreamScratch{};
+// At least `bytes` of `r`; null when the device has no memory for it (the caller then takes the
+// tile path, which needs none). The old block may still be read by this stream or its side
+// streams: the device is synchronised before it is freed (rare: growth only).
+StatusOr<void*> grow(Region& r, size_t bytes) {
+  if (r.bytes >= bytes) return r.base;
+  if (r.base != nullptr) {
+    DSA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    DSA_CUDA_RETURN_IF_ERROR(cudaFree(r.base));
+    r = Region{};
   }
-  DSA_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.base, bytes));
-  s.bytes = bytes;
-  return s.base;
+  const cudaError_t e = cudaMalloc(&r.base, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // not sticky: clear it, and let the tile path run
+    r = Region{};
+    return static_cast<void*>(nullptr);
+  }
+  DSA_CUDA_RETURN_IF_ERROR(e);
+  r.bytes = bytes;
+  return r.base;
 }
 
 // The side streams of one caller stream, with the events that fork them from it and join them
@@ -171,9 +184,9 @@ struct CurrentStream {
   CurrentStream& operator=(const CurrentStream&) = delete;
 };
 
-// The scratch: every chunk's row words (uploaded at once, so no copy waits between chunks), then
-// two chunk buffers of quantised rows, scales and GEMM outputs: chunk c uses buffer c % 2, so its
-// gather and GEMMs are queued while chunk c - 1's GEMMs still run.
+// A call's scratch: every chunk's row words (uploaded at once, so no copy waits between chunks),
+// and two chunk buffers of quantised rows, scales and GEMM outputs: chunk c uses buffer c % 2, so
+// its gather and GEMMs are queued while chunk c - 1's GEMMs still run.
 struct ChunkBuffer {
   uint8_t* x8;
   float* sx;
@@ -194,17 +207,13 @@ BufferBytes buffer_bytes(const GroupedLinearParams& p, int32_t nkb) {
   return {align256(rows * size_t(p.in_features)), align256(rows * size_t(nkb) * sizeof(float)),
           align256(rows * size_t(p.out_features) * sizeof(bf16))};
 }
-size_t scratch_bytes(const GroupedLinearParams& p, int32_t nkb, bool paired, size_t total_rows) {
-  return align256(total_rows * kRowInfoWords * sizeof(int32_t)) +
-         2 * buffer_bytes(p, nkb).total(paired);
-}
-ChunkScratch carve(void* base, const GroupedLinearParams& p, int32_t nkb, bool paired,
-                   size_t total_rows) {
+// The two chunk buffers in one block of 2 * buffer_bytes(p, nkb).total(paired).
+ChunkScratch carve(int32_t* info, void* chunks, const GroupedLinearParams& p, int32_t nkb,
+                   bool paired) {
   const BufferBytes bb = buffer_bytes(p, nkb);
-  uint8_t* at = static_cast<uint8_t*>(base);
+  uint8_t* at = static_cast<uint8_t*>(chunks);
   ChunkScratch s{};
-  s.info = reinterpret_cast<int32_t*>(at);
-  at += align256(total_rows * kRowInfoWords * sizeof(int32_t));
+  s.info = info;
   for (ChunkBuffer& b : s.buf) {
     b.x8 = at;
     b.sx = reinterpret_cast<float*>(at + bb.x8);
@@ -213,6 +222,18 @@ ChunkScratch carve(void* base, const GroupedLinearParams& p, int32_t nkb, bool p
     at += bb.total(paired);
   }
   return s;
+}
+
+// The scratch of this call on `stream`: null info when the device had no memory for it.
+StatusOr<ChunkScratch> scratch_for(cudaStream_t stream, const GroupedLinearParams& p, int32_t nkb,
+                                   bool paired, size_t total_rows) {
+  std::lock_guard<std::mutex> lock(g_scratch_mutex);
+  if (g_scratch == nullptr) g_scratch = new std::map<cudaStream_t, StreamScratch>();
+  StreamScratch& s = (*g_scratch)[stream];
+  DSA_ASSIGN_OR_RETURN(void* words, grow(s.words, total_rows * kRowInfoWords * sizeof(int32_t)));
+  DSA_ASSIGN_OR_RETURN(void* chunks, grow(s.chunks, 2 * buffer_bytes(p, nkb).total(paired)));
+  if (words == nullptr || chunks == nullptr) return ChunkScratch{};
+  return carve(static_cast<int32_t*>(words), chunks, p, nkb, paired);
 }
 
 template <typename T>
@@ -228,6 +249,24 @@ Status read_back(std::vector<T>* to, const T* from, size_t n, cudaStream_t strea
 bool usable(const uint8_t* w, const float* s) {
   return w != nullptr && s != nullptr && reinterpret_cast<uintptr_t>(w) % 16 == 0;
 }
+// cuBLASLt's block-scale pointers are taken 16-byte aligned; the tile path reads them by the
+// float, so a usable group with other scales sends the whole call there.
+bool lt_scales_aligned(const float* s) { return reinterpret_cast<uintptr_t>(s) % 16 == 0; }
+
+// Shapes (in, out, paired) for which cuBLASLt offered no algorithm once: the form is not tried
+// for them again (each try costs a read-back and part of the work before the tile path reruns it).
+std::mutex g_refused_mutex;
+std::set<std::tuple<int32_t, int32_t, bool>>* g_refused = nullptr;
+bool refused(const GroupedLinearParams& p) {
+  std::lock_guard<std::mutex> lock(g_refused_mutex);
+  return g_refused != nullptr &&
+         g_refused->count({p.in_features, p.out_features, p.y_b != nullptr}) > 0;
+}
+void remember_refused(const GroupedLinearParams& p) {
+  std::lock_guard<std::mutex> lock(g_refused_mutex);
+  if (g_refused == nullptr) g_refused = new std::set<std::tuple<int32_t, int32_t, bool>>();
+  g_refused->insert({p.in_features, p.out_features, p.y_b != nullptr});
+}
 
 // Each side stream marks the end of its GEMMs so far with done[b] (a chunk's, for buffer b).
 Status mark_done(const SideStreams& sides, int b) {
@@ -242,6 +281,22 @@ Status join(const SideStreams& sides, int b, cudaStream_t stream) {
   return ok_status();
 }
 
+// On an error return after the first fork, the caller's stream still waits for every side
+// stream's work, so nothing the side streams run outlives the call unordered (best effort: the
+// call's error is what is returned).
+struct JoinOnError {
+  const SideStreams& sides;
+  cudaStream_t stream;
+  bool armed = true;
+  ~JoinOnError() {
+    if (!armed) return;
+    for (int b = 0; b < 2; ++b) {
+      (void)mark_done(sides, b);
+      (void)join(sides, b, stream);
+    }
+  }
+};
+
 }  // namespace
 
 StatusOr<bool> takes_prefill_form(const GroupedLinearParams& p) {
@@ -253,6 +308,7 @@ StatusOr<bool> takes_prefill_form(const GroupedLinearParams& p) {
   if (!cuda::is_aligned(p.y, 16) || (p.y_b != nullptr && !cuda::is_aligned(p.y_b, 16))) {
     return false;
   }
+  if (refused(p)) return false;
   if (form == "lt") return true;
   return int64_t{p.capacity} >= kPrefillMinMeanPairs * p.num_groups;
 }
@@ -276,6 +332,10 @@ StatusOr<bool> launch_prefill(const GroupedLinearParams& p) {
   for (size_t g = 0; g < G; ++g) {
     if (usable(w[g], s[g])) mask[g] |= kFirst;
     if (paired && usable(w_b[g], s_b[g])) mask[g] |= kSecond;
+    if (((mask[g] & kFirst) != 0 && !lt_scales_aligned(s[g])) ||
+        ((mask[g] & kSecond) != 0 && !lt_scales_aligned(s_b[g]))) {
+      return false;
+    }
   }
   const std::vector<PrefillChunk> chunks =
       plan_prefill(effective_offsets(offsets, p.capacity), kChunkRows);
@@ -288,9 +348,10 @@ StatusOr<bool> launch_prefill(const GroupedLinearParams& p) {
     info.insert(info.end(), chunk_info.begin(), chunk_info.end());
   }
   const size_t total_rows = info.size() / kRowInfoWords;
-  DSA_ASSIGN_OR_RETURN(void* base, scratch_for(stream, scratch_bytes(p, nkb, paired, total_rows)));
-  const ChunkScratch cs = carve(base, p, nkb, paired, total_rows);
+  DSA_ASSIGN_OR_RETURN(const ChunkScratch cs, scratch_for(stream, p, nkb, paired, total_rows));
+  if (cs.info == nullptr) return false;  // no device memory for the scratch: the tile path
   DSA_ASSIGN_OR_RETURN(const SideStreams sides, sides_for(stream));
+  JoinOnError guard{sides, stream};
   // Pageable memory: staged by the call itself, so `info` may go when this returns.
   DSA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(cs.info, info.data(), info.size() * sizeof(int32_t),
                                            cudaMemcpyHostToDevice, stream));
@@ -347,9 +408,8 @@ StatusOr<bool> launch_prefill(const GroupedLinearParams& p) {
               q, buf.x8 + int64_t{piece.row0} * in, buf.sx + int64_t{piece.row0} * nkb, &ran));
         }
         if (!ran) {  // no algorithm: the tile path rewrites every output, after the side streams
-          DSA_RETURN_IF_ERROR(mark_done(sides, b));
-          DSA_RETURN_IF_ERROR(join(sides, b, stream));
-          return false;
+          remember_refused(p);
+          return false;  // the guard joins them
         }
       }
     }
@@ -358,6 +418,7 @@ StatusOr<bool> launch_prefill(const GroupedLinearParams& p) {
     if (ci > 0) DSA_RETURN_IF_ERROR(scatter(ci - 1));
   }
   DSA_RETURN_IF_ERROR(scatter(chunks.size() - 1));  // and the caller's stream joins every side
+  guard.armed = false;
   return true;
 }
 

@@ -15,6 +15,8 @@ namespace {
 TEST(GroupedPrefillPlan, EffectiveOffsetsClampAndNeverDecrease) {
   const std::vector<int32_t> offsets = {-3, 4, 2, 9, 40, 12};
   EXPECT_EQ(effective_offsets(offsets, 30), (std::vector<int32_t>{0, 4, 4, 9, 30, 30}));
+  EXPECT_EQ(effective_offsets(offsets, 0), (std::vector<int32_t>(6, 0)));
+  EXPECT_EQ(effective_offsets(std::vector<int32_t>{-7, -2, -9}, 5), (std::vector<int32_t>(3, 0)));
 }
 
 // Every pair of eff once, group by group, in order; runs padded; chunks within their rows.
@@ -40,6 +42,22 @@ void expect_covers(const std::vector<int32_t>& eff, int32_t chunk_rows) {
       row += p.rows;
     }
     ASSERT_EQ(row, c.rows);
+    // The row words: each piece's rows name its pairs, then padding (-1), with the piece's run
+    // and its group's mask.
+    std::vector<uint8_t> mask(eff.size() - 1);
+    for (size_t k = 0; k < mask.size(); ++k) mask[k] = uint8_t(k % 4);
+    std::vector<int32_t> info;
+    chunk_row_info(c, mask, &info);
+    ASSERT_EQ(info.size(), size_t(c.rows) * kRowInfoWords);
+    for (const PrefillPiece& p : c.pieces) {
+      for (int32_t r = 0; r < p.rows; ++r) {
+        const int32_t* w = info.data() + size_t(p.row0 + r) * kRowInfoWords;
+        ASSERT_EQ(w[0], r < p.count ? p.pair0 + r : -1);
+        ASSERT_EQ(w[1], p.row0);
+        ASSERT_EQ(w[2], p.rows);
+        ASSERT_EQ(w[3], int32_t(mask[size_t(p.group)]));
+      }
+    }
   }
   EXPECT_EQ(next_pair, eff.empty() ? 0 : eff.back());
 }

@@ -47,6 +47,17 @@ Status linear_ref(const LinearParams& p);
 // kernel that checks every input.
 Status linear_cuda(const LinearParams& p);
 
+// For an op that quantises and lays out its own tokens (the FP8 grouped linear's prefill form,
+// kernels/moe_dispatch): cuBLASLt's block-scaled FP8 GEMM with linear_cuda's cached plans,
+// workspace and scale modes. linear_lt_shape_supported: whether cuBLASLt computes this `in` right
+// (whole 128-column blocks, a multiple of 4 of them; tools/probe_fp8_blockscale.cu).
+// linear_fp8_prequantized_cuda: y = x W^T for p's T tokens (a multiple of 4) from x8 [T][in] e4m3
+// and their scales, block k of token t at sx[k * T + t] (device pointers; p.x is ignored), on the
+// current stream; *ran = false when cuBLASLt offers no algorithm for the shape (nothing launched).
+bool linear_lt_shape_supported(int32_t in_features);
+Status linear_fp8_prequantized_cuda(const LinearParams& p, const uint8_t* x8, const float* sx,
+                                    bool* ran);
+
 // §8.8's class-T bound for one output: with M = sum_j |x^_j w^_j| over the dequantised operands,
 // |got - ref| <= 2^-8 M + 2^-7 |ref| (FP8 weight) or 2^-12 M + 2^-7 |ref| (bf16 weight).
 double linear_tolerance(bool fp8_weight, double abs_dot, double ref);

@@ -48,7 +48,6 @@
 #include "dsa/kernels/common/few_token_gemv.cuh"
 #include "dsa/kernels/linear/linear.h"
 #include "dsa/kernels/linear/linear_fp8_cuda.h"
-#include "dsa/kernels/linear/linear_lt_fp8.h"
 
 namespace dsa::kernels {
 
@@ -443,8 +442,8 @@ Status fp8_fast(const LinearParams& p) {
     DSA_ASSIGN_OR_RETURN(s, fp8_scratch_for(*st, cuda::current_stream()));
   }
   const int32_t T = p.num_tokens, in = p.in_features;
-  // cuBLASLt only where the probe showed it right (lt_shape_supported).
-  const bool lt_shape = linear_fp8::lt_shape_supported(in);
+  // cuBLASLt only where the probe showed it right (linear_lt_shape_supported).
+  const bool lt_shape = linear_lt_shape_supported(in);
   const int32_t lt_rows = (T >= lt_min_tokens() && lt_shape) ? T - T % 4 : 0;
   const int32_t pass = rows_per_pass(s, in, 4);  // cuBLASLt takes T % 4 == 0
   for (int32_t r0 = 0; r0 < lt_rows; r0 += pass) {
@@ -480,17 +479,13 @@ Status linear_cuda(const LinearParams& p) {
   return launch_simple(p, err);
 }
 
-namespace linear_fp8 {
-
-bool lt_shape_supported(int32_t in_features) {
+bool linear_lt_shape_supported(int32_t in_features) {
   return in_features % kLinearBlock == 0 && (in_features / kLinearBlock) % 4 == 0;
 }
 
-Status lt_prequantized_matmul(const LinearParams& p, const uint8_t* x8, const float* sx,
-                              bool* ran) {
+Status linear_fp8_prequantized_cuda(const LinearParams& p, const uint8_t* x8, const float* sx,
+                                    bool* ran) {
   return lt_fp8_matmul(p, x8, sx, ran);
 }
-
-}  // namespace linear_fp8
 
 }  // namespace dsa::kernels

@@ -34,7 +34,7 @@
 #include "dsa/cuda/launch_checks.h"
 #include "dsa/cuda/pdl.h"
 #include "dsa/cuda/stream.h"
-#include "dsa/kernels/linear/linear_lt_fp8.h"
+#include "dsa/kernels/linear/linear.h"
 #include "dsa/kernels/moe_dispatch/grouped_fp8_quantize.cuh"
 #include "dsa/kernels/moe_dispatch/grouped_linear_device.cuh"
 #include "dsa/kernels/moe_dispatch/grouped_linear_fp8_cuda.h"
@@ -304,7 +304,7 @@ StatusOr<bool> takes_prefill_form(const GroupedLinearParams& p) {
                        env_choice("DSA_GROUPED_FP8_PREFILL", {"auto", "lt", "kernel"}, "auto"));
   if (form == "kernel" || cuda::stream_capturing()) return false;
   if (p.capacity == 0 || p.x_rows == 0) return false;
-  if (!linear_fp8::lt_shape_supported(p.in_features) || p.out_features % 8 != 0) return false;
+  if (!linear_lt_shape_supported(p.in_features) || p.out_features % 8 != 0) return false;
   if (!cuda::is_aligned(p.y, 16) || (p.y_b != nullptr && !cuda::is_aligned(p.y_b, 16))) {
     return false;
   }
@@ -404,7 +404,7 @@ StatusOr<bool> launch_prefill(const GroupedLinearParams& p) {
         {
           const CurrentStream on(sides.stream[next_side]);
           next_side = (next_side + 1) % kSideStreams;
-          DSA_RETURN_IF_ERROR(linear_fp8::lt_prequantized_matmul(
+          DSA_RETURN_IF_ERROR(linear_fp8_prequantized_cuda(
               q, buf.x8 + int64_t{piece.row0} * in, buf.sx + int64_t{piece.row0} * nkb, &ran));
         }
         if (!ran) {  // no algorithm: the tile path rewrites every output, after the side streams

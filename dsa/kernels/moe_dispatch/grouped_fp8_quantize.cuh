@@ -15,6 +15,16 @@ namespace dsa::kernels::grouped_fp8 {
 inline constexpr int kQuantWarps = 8;  // warps per quantiser CTA
 inline constexpr unsigned kFull = 0xFFFFFFFFu;
 
+// This warp's item of a quantiser grid of kQuantWarps warps a CTA over rows x nkb (row t, block
+// k); false past the last one (warp-uniform).
+__device__ __forceinline__ bool quant_item(int32_t rows, int32_t nkb, int32_t* t, int32_t* k) {
+  const int64_t item = int64_t{blockIdx.x} * kQuantWarps + threadIdx.x / 32;
+  if (item >= int64_t{rows} * nkb) return false;
+  *t = static_cast<int32_t>(item / nkb);
+  *k = static_cast<int32_t>(item % nkb);
+  return true;
+}
+
 // One warp quantises one block of one row with §2.1's power-of-two rule, through the same DSA_HD
 // helpers as the CPU reference, so codes and scales are bit-identical to linear_ref's: src holds
 // the block's m values (m % 16 == 0; null: a zero row), the codes go to dst; returns the scale.

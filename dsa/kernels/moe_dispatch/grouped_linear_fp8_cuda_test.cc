@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -446,50 +447,67 @@ TEST(GroupedLinearFp8Cuda, Deterministic) {
   EXPECT_EQ(testing::first_bit_difference(a, b), "");
 }
 
+// The unchecked neutralisation both forms must show: four groups of n pairs with the offsets
+// outside [0, capacity] at the ends (eff = {0, n, 2n, 3n, 4n}), pair 1's x row past x_rows, pair
+// 2's y row -1, group 2's weights misaligned and group 3's scales null. Only the pairs of groups 0
+// and 1 but pairs 1 and 2 are written, each within the reference's bound.
+struct Neutralised {
+  Fp8GroupedProblem pr;
+  int32_t n = 0, lost = 0;
+  std::unique_ptr<Fp8Device> d;
+  Neutralised(uint64_t seed, int32_t pairs, int32_t in, int32_t x_rows) : n(pairs) {
+    Rng rng(seed);
+    pr = make_fp8_grouped_problem(rng, {n, n, n, n}, in, 128, x_rows, 0, 4);
+    pr.offsets = {-5, n, 2 * n, 3 * n, 99};
+    pr.x_row[1] = x_rows;
+    lost = pr.y_row[2];
+    pr.y_row[2] = -1;
+    d = std::make_unique<Fp8Device>(pr);
+    std::vector<const uint8_t*> wt = host(d->weights_fp8);
+    std::vector<const float*> st = host(d->weight_scales);
+    wt[2] = wt[2] + 1;  // misaligned
+    st[3] = nullptr;
+    d->weights_fp8 = dev(wt);
+    d->weight_scales = dev(st);
+    d->params.weights_fp8 = d->weights_fp8.data();
+    d->params.weight_scales = d->weight_scales.data();
+  }
+  void check(const std::vector<bf16>& got) const {
+    // The reference's view: the same clamping, pairs 1 and 2 and groups 2, 3 skipped.
+    Fp8GroupedProblem want = pr;
+    want.offsets = {0, n, 2 * n, 2 * n, 2 * n};
+    want.x_row[1] = 0;  // pairs 1 and 2 are compared as skipped below, whatever they compute
+    want.y_row[2] = lost;
+    const Expected e = expected(want);
+    const size_t out = size_t(pr.out);
+    for (size_t o = 0; o < out; ++o) {
+      ASSERT_TRUE(is_poison(got[size_t(lost) * out + o])) << "pair 2's row written";
+    }
+    for (int32_t i = 0; i < 4 * n; ++i) {
+      const int32_t yr = pr.y_row[size_t(i)];
+      if (yr < 0) continue;
+      const bool live = i < 2 * n && i != 1 && i != 2;
+      for (size_t o = 0; o < out; ++o) {
+        const bf16 v = got[size_t(yr) * out + o];
+        if (!live) {
+          ASSERT_TRUE(is_poison(v)) << "pair " << i << " written";
+          continue;
+        }
+        const size_t k = size_t(yr) * out + o;
+        ASSERT_LE(std::fabs(bf16_to_float(v) - e.ref[k]), e.bound[k]) << "pair " << i << " o " << o;
+      }
+    }
+  }
+};
+
 // Unchecked: offsets clamped, bad rows and misaligned / null weights or scales skip their pairs.
 TEST(GroupedLinearFp8Cuda, UncheckedNeutralises) {
   DSA_SKIP_WITHOUT_GPU();
   ScopedCheckedMode unchecked(false);
-  Rng rng(testing::test_seed());
-  Fp8GroupedProblem pr = make_fp8_grouped_problem(rng, {2, 2, 2, 2}, 256, 128, 6, 0, 4);
-  pr.offsets = {-5, 2, 4, 6, 99};  // eff = {0, 2, 4, 6, 8}: unchanged but for the ends
-  pr.x_row[1] = 6;                 // >= x_rows
-  const int32_t lost = pr.y_row[2];
-  pr.y_row[2] = -1;
-  Fp8Device d(pr);
-  std::vector<const uint8_t*> wt = host(d.weights_fp8);
-  std::vector<const float*> st = host(d.weight_scales);
-  wt[2] = wt[2] + 1;  // misaligned
-  st[3] = nullptr;
-  d.weights_fp8 = dev(wt);
-  d.weight_scales = dev(st);
-  d.params.weights_fp8 = d.weights_fp8.data();
-  d.params.weight_scales = d.weight_scales.data();
+  const Neutralised c(testing::test_seed(), 2, 256, 6);
   std::vector<bf16> got;
-  ASSERT_TRUE(d.run(&got).ok());
-  // The reference's view: the same clamping, pairs 1 and 2 and groups 2, 3 skipped.
-  Fp8GroupedProblem want = pr;
-  want.offsets = {0, 2, 4, 4, 4};
-  want.x_row[1] = 0;  // pairs 1 and 2 are compared as skipped below, whatever they compute
-  want.y_row[2] = lost;
-  const Expected e = expected(want);
-  for (int32_t o = 0; o < pr.out; ++o)
-    ASSERT_TRUE(is_poison(got[size_t(lost) * pr.out + o])) << "pair 2's row written";
-  const size_t out = size_t(pr.out);
-  for (int32_t i = 0; i < 8; ++i) {
-    const int32_t yr = pr.y_row[size_t(i)];
-    if (yr < 0) continue;
-    const bool live = i == 0 || i == 3;
-    for (size_t o = 0; o < out; ++o) {
-      const bf16 v = got[size_t(yr) * out + o];
-      if (!live) {
-        ASSERT_TRUE(is_poison(v)) << "pair " << i << " written";
-        continue;
-      }
-      const size_t k = size_t(yr) * out + o;
-      ASSERT_LE(std::fabs(bf16_to_float(v) - e.ref[k]), e.bound[k]) << "pair " << i << " o " << o;
-    }
-  }
+  ASSERT_TRUE(c.d->run(&got).ok());
+  c.check(got);
 }
 
 // Checked mode: the device error word, naming index and value.
@@ -791,47 +809,11 @@ TEST(GroupedLinearFp8Cuda, PrefillFormNeutralises) {
   DSA_SKIP_WITHOUT_GPU();
   ScopedCheckedMode unchecked(false);
   testing::ScopedEnv lt("DSA_GROUPED_FP8_PREFILL", "lt");
-  Rng rng(testing::test_seed() + 60);
-  Fp8GroupedProblem pr = make_fp8_grouped_problem(rng, {20, 20, 20, 20}, 512, 128, 30, 0, 4);
-  pr.offsets = {-5, 20, 40, 60, 99};  // eff = {0, 20, 40, 60, 80}
-  pr.x_row[1] = 30;                   // >= x_rows
-  const int32_t lost = pr.y_row[2];
-  pr.y_row[2] = -1;
-  Fp8Device d(pr);
-  std::vector<const uint8_t*> wt = host(d.weights_fp8);
-  std::vector<const float*> st = host(d.weight_scales);
-  wt[2] = wt[2] + 1;  // misaligned
-  st[3] = nullptr;
-  d.weights_fp8 = dev(wt);
-  d.weight_scales = dev(st);
-  d.params.weights_fp8 = d.weights_fp8.data();
-  d.params.weight_scales = d.weight_scales.data();
-  ASSERT_TRUE(testing::or_die(grouped_fp8::takes_prefill_form(d.params)));
+  const Neutralised c(testing::test_seed() + 60, 20, 512, 30);
+  ASSERT_TRUE(testing::or_die(grouped_fp8::takes_prefill_form(c.d->params)));
   std::vector<bf16> got;
-  d.run_prefill(&got, "neutralised");
-  Fp8GroupedProblem want = pr;
-  want.offsets = {0, 20, 40, 40, 40};
-  want.x_row[1] = 0;
-  want.y_row[2] = lost;
-  const Expected e = expected(want);
-  const size_t out = size_t(pr.out);
-  for (size_t o = 0; o < out; ++o) {
-    ASSERT_TRUE(is_poison(got[size_t(lost) * out + o])) << "pair 2's row written";
-  }
-  for (int32_t i = 0; i < 80; ++i) {
-    const int32_t yr = pr.y_row[size_t(i)];
-    if (yr < 0) continue;
-    const bool live = i < 40 && i != 1 && i != 2;
-    for (size_t o = 0; o < out; ++o) {
-      const bf16 v = got[size_t(yr) * out + o];
-      if (!live) {
-        ASSERT_TRUE(is_poison(v)) << "pair " << i << " written";
-        continue;
-      }
-      const size_t k = size_t(yr) * out + o;
-      ASSERT_LE(std::fabs(bf16_to_float(v) - e.ref[k]), e.bound[k]) << "pair " << i << " o " << o;
-    }
-  }
+  c.d->run_prefill(&got, "neutralised");
+  c.check(got);
 }
 
 }  // namespace

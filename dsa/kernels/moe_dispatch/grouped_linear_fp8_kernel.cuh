@@ -72,10 +72,9 @@ __global__ void __launch_bounds__(kQuantWarps * 32)
                          float* sx) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
-  const int64_t item = int64_t{blockIdx.x} * kQuantWarps + threadIdx.x / 32;
-  if (item >= int64_t{rows} * nkb) return;  // warp-uniform
+  int32_t t = 0, k = 0;
+  if (!quant_item(rows, nkb, &t, &k)) return;  // warp-uniform
   const int lane = threadIdx.x % 32;
-  const int32_t t = static_cast<int32_t>(item / nkb), k = static_cast<int32_t>(item % nkb);
   const int32_t j0 = k * kBlock, m = min(kBlock, in - j0);  // m % 16 == 0
   const float scale =
       quantize_block_warp(x + int64_t{t} * in + j0, m, x8 + int64_t{t} * in + j0, lane);

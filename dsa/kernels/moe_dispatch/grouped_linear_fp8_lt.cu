@@ -66,10 +66,9 @@ __global__ void __launch_bounds__(kQuantWarps * 32)
                            uint8_t* x8, float* sx) {
   cuda::pdl_wait();  // first: the PDL contract (cuda/pdl.h)
   cuda::pdl_trigger();
-  const int64_t item = int64_t{blockIdx.x} * kQuantWarps + threadIdx.x / 32;
-  if (item >= int64_t{rows} * nkb) return;  // warp-uniform
+  int32_t t = 0, k = 0;
+  if (!quant_item(rows, nkb, &t, &k)) return;  // warp-uniform
   const int lane = threadIdx.x % 32;
-  const int32_t t = static_cast<int32_t>(item / nkb), k = static_cast<int32_t>(item % nkb);
   const int32_t* r = info + int64_t{t} * kRowInfoWords;
   const int32_t pair = r[0], row0 = r[1], run = r[2];
   const int32_t xr = pair >= 0 ? gl::pair_row(p.x_row, pair, p.x_rows) : -1;

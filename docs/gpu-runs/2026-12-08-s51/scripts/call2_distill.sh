@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Stop 51, call 2 (carry ["data/corpus", ".deps"]): the tiny model's MTP layer fine-tuned by
+# self-distillation on its frozen target (tools/distill_mtp.py; every target tensor byte-identical),
+# the goldens regenerated from the new folder (tools/golden.py), both returned as <= 15 MB parts;
+# then the README prompt d = 0 / 3 with the new model (the d = 0 run is the target alone, unchanged).
+# Reassemble here: cat distill.tgz.part-* | tar xz  (models/tiny-dsa, testdata/tiny-dsa, logs)
+set -u
+. scripts/device_call.sh
+call_begin call2
+python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__)'
+timeout 260 python3 tools/distill_mtp.py --model models/tiny-dsa --out "$W/distill" \
+  --seconds "${DISTILL_SECONDS:-170}" --write-model >"$W/distill.log" 2>&1
+echo "distill rc=$?"; grep -E "^\[(start|final|export)\]|\*$" "$W/distill.log" | tail -12
+timeout 120 python3 tools/golden.py --model models/tiny-dsa --heldout testdata/heldout.txt \
+  --out testdata/tiny-dsa/golden.json >"$W/golden.log" 2>&1
+echo "golden rc=$?"; tail -3 "$W/golden.log"
+rm -f "$W/distill/model.safetensors"
+tar czf /tmp/distill.tgz models/tiny-dsa testdata/tiny-dsa -C /tmp call2
+split -b 15M /tmp/distill.tgz "$OUT/distill.tgz.part-"
+call_build dsa
+REPEAT=3 timeout $((590 - $(el))) scripts/bench_readme.sh build-gpu >"$W/readme.log" 2>&1
+cat "$W/readme.log"
+cp "$W/readme.log" "$OUT/readme.log"; echo "all done $(el) s"

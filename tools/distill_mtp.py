@@ -9,7 +9,9 @@ own next-token distribution:
 
   MTP row i takes (t_{i+1}, h_i) as in training (h_i the target's final-norm hidden state) and is pulled
   towards p_target(. | t_<=i+1), the target's distribution at row i + 1: KL(p_target || p_mtp) in fp32,
-  plus the MTP indexer's KL on its selected set (sparse top-k attention, as train.py's stage C).
+  plus the MTP indexer's KL on its selected set (sparse top-k attention, as train.py's stage C); and
+  depth 2 of the draft chain (SPEC 6.5 post_norm: (t_{i+2}, m_i) at position i + 1, attending to the
+  depth-1 keys at positions <= i and its own) towards the target at row i + 2 (--chain-weight).
 
 Only the MTP layer's own weights train (enorm, hnorm, eh_proj, its attention and indexer, its MoE with
 the aux-loss-free bias update, shared_head.norm); its embedding and head are the target's copies
@@ -38,7 +40,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dsa_ref import st_io  # noqa: E402
 from dsa_ref.config import DSAConfig  # noqa: E402
-from dsa_ref.model import DSAForCausalLM, MoE  # noqa: E402
+from dsa_ref.model import DecoderLayer, DSAForCausalLM, MoE  # noqa: E402
+from dsa_ref.rope import apply_rope  # noqa: E402
 from dsa_ref.tokenizer import load_tokenizer  # noqa: E402
 from train import Log, cosine_lr, tokenize_file  # noqa: E402
 
@@ -53,6 +56,23 @@ def is_trained(cfg, name):
     return name.startswith(p) and name not in (p + "embed_tokens.weight", p + "shared_head.head.weight")
 
 
+def mla_qkv(attn, x, cos, sin):
+    """The training MLA's (dsa_ref/model.py MLA.forward) queries, keys and values, [B, H, T, .]."""
+    cfg = attn.cfg
+    B, T, _ = x.shape
+    H, nope, rope, vd = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
+    c_q = attn.q_a_layernorm(attn.q_a_proj(x))
+    q = attn.q_b_proj(c_q).view(B, T, H, nope + rope)
+    q_pe = apply_rope(q[..., nope:], cos, sin, interleaved=True, heads=True)
+    kv = attn.kv_a_proj_with_mqa(x)
+    c = attn.kv_a_layernorm(kv[..., : cfg.kv_lora_rank])
+    k_pe = apply_rope(kv[..., cfg.kv_lora_rank:], cos, sin, interleaved=True)
+    kvb = attn.kv_b_proj(c).view(B, T, H, nope + vd)
+    q = torch.cat((q[..., :nope], q_pe), -1).transpose(1, 2)
+    k = torch.cat((kvb[..., :nope], k_pe[:, :, None, :].expand(B, T, H, rope).to(kvb.dtype)), -1).transpose(1, 2)
+    return q, k, kvb[..., nope:].transpose(1, 2)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="models/tiny-dsa")
@@ -64,7 +84,8 @@ def main():
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--bias-gamma", type=float, default=5e-4)
-    ap.add_argument("--mode", default="sparse", choices=("sparse", "dense"))
+    ap.add_argument("--mode", default="sparse", choices=("sparse", "dense"), help="depth 1's attention")
+    ap.add_argument("--chain-weight", type=float, default=1.0, help="depth 2's KL weight (0: depth 1 only)")
     ap.add_argument("--evals", type=int, default=12, help="held-out evaluations over the run")
     ap.add_argument("--seconds", type=float, default=150.0, help="wall-clock guard on the training loop")
     ap.add_argument("--seed", type=int, default=4321)
@@ -126,36 +147,83 @@ def main():
             logits = model.lm_head(hn).float()
         return hn, logits
 
-    def mtp_rows(ids, hn):
+    def mtp_chain(ids, hn):
+        """Depth 1 as training and inference run it, and depth 2 as the draft chain runs it.
+
+        Depth 1, row i (position i): (t_{i+1}, h_i) -> logits and the post-norm output m_i.
+        Depth 2, row i (position i + 1): (t_{i+2}, m_i), SPEC 6.5's post_norm chain; its attention sees
+        the depth-1 keys at positions <= i (the draft extend's cache) and its own key, as a chain decode
+        does. Dense attention there (exact up to index_topk visible positions)."""
         inp = ids[:, :-1]
         n = inp.shape[1]
         cos, sin = model.rope_cos[: n - 1], model.rope_sin[: n - 1]
         with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
-            ml, aux, load = mtp.mtp_forward(inp[:, 1:], hn[:, :-1], cos, sin, a.mode)
-        return ml.float(), aux, load
+            x1 = mtp_input(inp[:, 1:], hn[:, :-1])
+            out1, aux, load = DecoderLayer.forward(mtp, x1, cos, sin, a.mode)
+            m1 = mtp.shared_head.norm(out1)
+            ml1 = mtp.shared_head.head(m1)
+            if a.chain_weight <= 0:
+                return ml1.float(), None, aux, load
+            _, k1, v1 = mla_qkv(mtp.self_attn, mtp.input_layernorm(x1), cos, sin)
+            x2 = mtp_input(inp[:, 2:], m1[:, :-1])
+            q2, k2, v2 = mla_qkv(mtp.self_attn, mtp.input_layernorm(x2), model.rope_cos[1: n - 1],
+                                 model.rope_sin[1: n - 1])
+            scale = cfg.sm_scale
+            s1 = torch.matmul(q2.float(), k1.float().transpose(-1, -2)) * scale  # [B,H,n-2,n-1]
+            seen = torch.ones(n - 2, n - 1, dtype=torch.bool, device=x1.device).tril()
+            s1 = s1.masked_fill(~seen, float("-inf"))
+            s_self = (q2.float() * k2.float()).sum(-1, keepdim=True) * scale
+            prob = torch.softmax(torch.cat((s1, s_self), -1), -1)
+            o = torch.matmul(prob[..., :-1].to(v1.dtype), v1) + prob[..., -1:].to(v2.dtype) * v2
+            B, H = o.shape[0], o.shape[1]
+            o = o.transpose(1, 2).reshape(B, n - 2, H * cfg.v_head_dim)
+            h2 = x2 + mtp.self_attn.o_proj(o)
+            f = mtp.mlp(mtp.post_attention_layernorm(h2))
+            f = f[0] if isinstance(f, tuple) else f
+            ml2 = mtp.shared_head.head(mtp.shared_head.norm(h2 + f))
+        return ml1.float(), ml2.float(), aux, load
+
+    def mtp_input(tok, h):
+        return mtp.eh_proj(torch.cat((mtp.enorm(mtp.embed_tokens(tok)), mtp.hnorm(h)), -1))
+
+    def kl(ml, want):
+        return F.kl_div(F.log_softmax(ml, -1).flatten(0, 1), F.log_softmax(want, -1).flatten(0, 1),
+                        log_target=True, reduction="batchmean")
 
     def losses(ids):
         hn, tl = target(ids)
-        ml, aux, load = mtp_rows(ids, hn)
-        want = tl[:, 1:]  # the target at row i + 1 is what MTP row i's draft meets
-        kl = F.kl_div(F.log_softmax(ml, -1).flatten(0, 1), F.log_softmax(want, -1).flatten(0, 1),
-                      log_target=True, reduction="batchmean")
-        match = (ml.argmax(-1) == want.argmax(-1)).float().mean()
-        data = (ml.argmax(-1) == ids[:, 2:]).float().mean()
-        return kl, aux, load, match, data
+        ml1, ml2, aux, load = mtp_chain(ids, hn)
+        want1 = tl[:, 1:]  # the target at row i + 1 is what depth-1 row i's draft meets
+        o = {"kl": kl(ml1, want1), "aux": aux, "load": load,
+             "match": (ml1.argmax(-1) == want1.argmax(-1)).float().mean(),
+             "data": (ml1.argmax(-1) == ids[:, 2:]).float().mean()}
+        if ml2 is not None:
+            want2 = tl[:, 2:]  # depth-2 row i meets the target at row i + 2
+            o["kl2"] = kl(ml2, want2)
+            o["match2"] = (ml2.argmax(-1) == want2.argmax(-1)).float().mean()
+        return o
+
+    def score(ev):
+        """Expected drafts accepted of the first two, were the depths independent."""
+        return ev["match"] * (1 + ev.get("match2", 0.0))
 
     @torch.no_grad()
     def evaluate():
         mtp.eval()
-        sums, n = {"kl": 0.0, "match": 0.0, "data": 0.0}, 0
+        sums, n = {}, 0
         for i in range(0, V_windows.shape[0], a.batch):
             ids = V_windows[i:i + a.batch].to(dev)
-            kl, _, _, match, data = losses(ids)
-            for k, v in (("kl", kl), ("match", match), ("data", data)):
-                sums[k] += float(v) * ids.shape[0]
+            o = losses(ids)
+            for k in ("kl", "match", "data", "kl2", "match2"):
+                if k in o:
+                    sums[k] = sums.get(k, 0.0) + float(o[k]) * ids.shape[0]
             n += ids.shape[0]
         mtp.train()
         return {k: v / n for k, v in sums.items()}
+
+    def fmt(ev):
+        two = f", depth 2 {ev['match2']:.4f} KL {ev['kl2']:.4f}" if "match2" in ev else ""
+        return (f"match {ev['match']:.4f} data {ev['data']:.4f} KL {ev['kl']:.4f}{two} score {score(ev):.4f}")
 
     gen = torch.Generator().manual_seed(a.seed)
 
@@ -163,12 +231,32 @@ def main():
         idx = torch.randint(0, train.numel() - T - 1, (a.batch,), generator=gen)
         return torch.stack([train[i:i + T + 1] for i in idx.tolist()]).to(dev, non_blocking=True)
 
+    @torch.no_grad()
+    def check_chain(ids):
+        """Depth 2's row i equals the MTP block run plainly over [depth-1 rows 0..i, the depth-2 row]."""
+        hn, _ = target(ids)
+        _, ml2, _, _ = mtp_chain(ids, hn)
+        inp = ids[:, :-1]
+        n = inp.shape[1]
+        x1 = mtp_input(inp[:, 1:], hn[:, :-1])
+        m1 = mtp.shared_head.norm(DecoderLayer.forward(mtp, x1, model.rope_cos[: n - 1],
+                                                       model.rope_sin[: n - 1], a.mode)[0])
+        for i in (0, 5, n - 3):
+            x2 = mtp_input(inp[:, i + 2: i + 3], m1[:, i: i + 1])
+            seq = torch.cat((x1[:, : i + 1], x2), 1)
+            out = DecoderLayer.forward(mtp, seq, model.rope_cos[: i + 2], model.rope_sin[: i + 2], "dense")[0]
+            plain = mtp.shared_head.head(mtp.shared_head.norm(out[:, -1])).float()
+            err = float((plain - ml2[:, i]).abs().max())
+            assert err < 1e-3, (i, err)
+        log(f"[check] depth 2 equals the plain block over the draft extend's keys (rows 0, 5, {n - 3})")
+
+    if a.smoke and not amp and a.chain_weight > 0:
+        check_chain(V_windows[:1].to(dev))
     model.eval()  # no dropout anywhere (built with 0); the target's norms and routers are frozen
     mtp.train()
     ev0 = evaluate()
-    log(f"[start] held-out: MTP argmax = target argmax {ev0['match']:.4f}, = data {ev0['data']:.4f}, "
-        f"KL {ev0['kl']:.4f}")
-    best, best_state = ev0["match"], copy.deepcopy(mtp.state_dict())
+    log(f"[start] held-out (match: MTP argmax = target argmax; data: = the corpus token): {fmt(ev0)}")
+    best, best_state = score(ev0), copy.deepcopy(mtp.state_dict())
     curve = [{"step": 0, "t": 0.0, **ev0}]
     opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.95), weight_decay=a.weight_decay)
     every = max(1, a.steps // a.evals)
@@ -179,8 +267,9 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         ids = batch()
-        kl, aux, load, match, _ = losses(ids)
-        loss = kl + (aux if aux is not None else 0.0)
+        o = losses(ids)
+        loss = o["kl"] + a.chain_weight * o.get("kl2", 0.0) + (o["aux"] if o["aux"] is not None else 0.0)
+        load = o["load"]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -190,25 +279,24 @@ def main():
                 b = mtp_moe.gate.e_score_correction_bias
                 b += a.bias_gamma * torch.sign(load.mean() - load).to(b.dtype)
         tokens += ids.numel()
-        run_kl = float(kl) if run_kl is None else 0.9 * run_kl + 0.1 * float(kl)
+        run_kl = float(o["kl"]) if run_kl is None else 0.9 * run_kl + 0.1 * float(o["kl"])
         elapsed = time.time() - t0
         last = step == a.steps - 1 or elapsed > a.seconds
         if (step + 1) % every == 0 or last:
             ev = evaluate()
             curve.append({"step": step + 1, "t": round(elapsed, 1), "lr": lr, "train_kl": run_kl, **ev})
             mark = ""
-            if ev["match"] > best:
-                best, best_state, mark = ev["match"], copy.deepcopy(mtp.state_dict()), " *"
-            log(f"[distill] step {step + 1}/{a.steps} lr {lr:.2e} | train KL {run_kl:.4f} batch match "
-                f"{float(match):.3f} | held-out match {ev['match']:.4f} data {ev['data']:.4f} KL {ev['kl']:.4f} | "
+            if score(ev) > best:
+                best, best_state, mark = score(ev), copy.deepcopy(mtp.state_dict()), " *"
+            log(f"[distill] step {step + 1}/{a.steps} lr {lr:.2e} | train KL {run_kl:.4f} | held-out {fmt(ev)} | "
                 f"{elapsed:.0f}s {tokens / max(elapsed, 1e-9) / 1e3:.0f}k tok/s{mark}")
         if elapsed > a.seconds:
             log(f"[distill] wall-clock guard ({a.seconds:.0f}s) reached at step {step + 1}")
             break
     mtp.load_state_dict(best_state)
     evF = evaluate()
-    log(f"[final] held-out match {evF['match']:.4f} (start {ev0['match']:.4f}), data {evF['data']:.4f} "
-        f"(start {ev0['data']:.4f}), KL {evF['kl']:.4f} (start {ev0['kl']:.4f})")
+    log(f"[final] held-out {fmt(evF)}")
+    log(f"[final] (start   {fmt(ev0)})")
 
     trained = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     out_tensors, changed = {}, 0

@@ -20,4 +20,11 @@ split -b 15M /tmp/distill.tgz "$OUT/distill.tgz.part-"
 call_build dsa
 REPEAT=3 timeout $((590 - $(el))) scripts/bench_readme.sh build-gpu >"$W/readme.log" 2>&1
 cat "$W/readme.log"
+for d in 0 3; do  # lossless: d = 3 (greedy verify on the argmax kernel, 4324284) emits d = 0's tokens
+  f=(--device cuda --json --max-new-tokens 64)
+  [ $d -gt 0 ] && f+=(--speculative-algorithm NEXTN --speculative-num-steps 3)
+  build-gpu/dsa/cli/dsa generate --model models/tiny-dsa --prompt "And the king said unto" "${f[@]}" \
+    2>/dev/null | grep token_ids | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["token_ids"])' >"$W/tokens_d$d.txt"
+done
+cmp -s "$W/tokens_d0.txt" "$W/tokens_d3.txt" && echo "README prompt: d = 3 tokens equal d = 0's" || echo "README prompt: d = 3 tokens DIFFER from d = 0's"
 cp "$W/readme.log" "$OUT/readme.log"; echo "all done $(el) s"

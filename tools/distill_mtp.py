@@ -259,11 +259,14 @@ def main():
     best, best_state = score(ev0), copy.deepcopy(mtp.state_dict())
     curve = [{"step": 0, "t": 0.0, **ev0}]
     opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.95), weight_decay=a.weight_decay)
-    every = max(1, a.steps // a.evals)
-    t0, tokens, run_kl = time.time(), 0, None
+    t0, tokens, run_kl, next_eval = time.time(), 0, None, 1
     warmup = min(50, a.steps // 10 + 1)
     for step in range(a.steps):
-        lr = cosine_lr(step, a.steps, a.lr, warmup)
+        # The schedule runs on steps or on the wall clock, whichever is further along, so a run cut
+        # by --seconds still ends at the floor.
+        done = max(step / a.steps, (time.time() - t0) / a.seconds)
+        lr = cosine_lr(int(done * a.steps), a.steps, a.lr, warmup) if step >= warmup else \
+            cosine_lr(step, a.steps, a.lr, warmup)
         for g in opt.param_groups:
             g["lr"] = lr
         ids = batch()
@@ -282,7 +285,8 @@ def main():
         run_kl = float(o["kl"]) if run_kl is None else 0.9 * run_kl + 0.1 * float(o["kl"])
         elapsed = time.time() - t0
         last = step == a.steps - 1 or elapsed > a.seconds
-        if (step + 1) % every == 0 or last:
+        if max((step + 1) / a.steps, elapsed / a.seconds) >= next_eval / a.evals or last:
+            next_eval += 1
             ev = evaluate()
             curve.append({"step": step + 1, "t": round(elapsed, 1), "lr": lr, "train_kl": run_kl, **ev})
             mark = ""

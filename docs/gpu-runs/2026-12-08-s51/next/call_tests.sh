@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Stop 51, call 3 (s50 scripts/call1_tests.sh) (carry [".deps"]), on the tree with call 2's distilled
-# MTP layer and goldens: every gpu test (the whole-model ones verbose), which includes what landed
+# A next-stop call (s50 scripts/call1_tests.sh) (carry [".deps"]), on the tree with call_distill.sh's
+# MTP layer and goldens landed: every gpu test (the whole-model ones verbose), which includes what landed
 # after s50's call 3 without a GPU (the prefill form's side streams and double-buffered chunks with
 # the review's tests, 658895a; the greedy verify's argmax kernel, 4324284); then, time allowing,
 # the prefill form at T = 4096 with the form and with the tile kernel, side by side.
 set -u
 . scripts/device_call.sh
-call_begin call3
+call_begin call_tests
 ( while sleep 60; do bundle; done ) & keeper=$!
 OUT=$W/check SKIP_V32=1 SKIP_BENCH=1 ENGINE_BENCH=0 SKIP_SAN=1 GPU_TEST_SECONDS=230 \
   timeout 440 scripts/gpu_check.sh 2>&1 | tail -20

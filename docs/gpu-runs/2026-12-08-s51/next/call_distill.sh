@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Stop 51, call 2 (carry ["data/corpus", ".deps"]): the tiny model's MTP layer fine-tuned by
+# A next-stop call (stop 51 got no machine) (carry ["data/corpus", ".deps"]; data/corpus is made
+# here by tools/corpus/prepare.sh): the tiny model's MTP layer fine-tuned by
 # self-distillation on its frozen target (tools/distill_mtp.py; every target tensor byte-identical),
 # the goldens regenerated from the new folder (tools/golden.py), both returned as <= 15 MB parts;
 # then the README prompt d = 0 / 3 with the new model (the d = 0 run is the target alone, unchanged).
 # Reassemble here: cat distill.tgz.part-* | tar xz  (models/tiny-dsa, testdata/tiny-dsa, logs)
 set -u
 . scripts/device_call.sh
-call_begin call2
+call_begin call_distill
 python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__)'
 timeout 260 python3 tools/distill_mtp.py --model models/tiny-dsa --out "$W/distill" \
   --seconds "${DISTILL_SECONDS:-170}" --write-model >"$W/distill.log" 2>&1
@@ -15,7 +16,7 @@ timeout 120 python3 tools/golden.py --model models/tiny-dsa --heldout testdata/h
   --out testdata/tiny-dsa/golden.json >"$W/golden.log" 2>&1
 echo "golden rc=$?"; tail -3 "$W/golden.log"
 rm -f "$W/distill/model.safetensors"
-tar czf /tmp/distill.tgz models/tiny-dsa testdata/tiny-dsa -C /tmp call2
+tar czf /tmp/distill.tgz models/tiny-dsa testdata/tiny-dsa -C /tmp call_distill
 split -b 15M /tmp/distill.tgz "$OUT/distill.tgz.part-"
 call_build dsa
 REPEAT=3 timeout $((590 - $(el))) scripts/bench_readme.sh build-gpu >"$W/readme.log" 2>&1
@@ -27,4 +28,10 @@ for d in 0 3; do  # lossless: d = 3 (greedy verify on the argmax kernel, 4324284
     2>/dev/null | grep token_ids | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["token_ids"])' >"$W/tokens_d$d.txt"
 done
 cmp -s "$W/tokens_d0.txt" "$W/tokens_d3.txt" && echo "README prompt: d = 3 tokens equal d = 0's" || echo "README prompt: d = 3 tokens DIFFER from d = 0's"
-cp "$W/readme.log" "$OUT/readme.log"; echo "all done $(el) s"
+cp "$W/readme.log" "$OUT/readme.log"
+if [ "$(el)" -lt 470 ]; then  # issue 15's table: the engine bench at batch 1 and 8, d = 0 and 3
+  BATCHES="1 8" PROFILE=1 RUNS=on:device timeout $((590 - $(el))) scripts/bench_engine.sh build-gpu \
+    >"$OUT/engine_bench.log" 2>&1
+  cat "$OUT/engine_bench.log"
+fi
+echo "all done $(el) s"

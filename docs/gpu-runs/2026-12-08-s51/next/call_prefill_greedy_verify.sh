@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop 51, call 1 (s50 next/call_prefill_greedy_verify.sh) (carry [".deps"]):
+# A next-stop call (s50 next/call_prefill_greedy_verify.sh; stop 51 got no machine) (carry [".deps"]):
 # 1. The FP8 grouped linear's prefill form as landed (GEMMs over 8 side streams, chunks double
 #    buffered): the op's GroupedLinearFp8Cuda tests, then grouped_linear_fp8_bench at T = 4096 with
 #    the form (auto) and with DSA_GROUPED_FP8_PREFILL=kernel, side by side.
@@ -10,7 +10,7 @@
 #    kernel timeline.
 set -u
 . scripts/device_call.sh
-call_begin call1
+call_begin call_prefill_greedy_verify
 call_build moe_dispatch_cuda_test grouped_linear_fp8_bench acceptance_cuda_test acceptance_bench
 t=$(find build-gpu -name moe_dispatch_cuda_test -type f -executable | head -1)
 timeout 90 "$t" --gtest_filter='GroupedLinearFp8Cuda.*' >"$W/grouped_fp8_tests.log" 2>&1

@@ -13,6 +13,11 @@ own next-token distribution:
   depth 2 of the draft chain (SPEC 6.5 post_norm: (t_{i+2}, m_i) at position i + 1, attending to the
   depth-1 keys at positions <= i and its own) towards the target at row i + 2 (--chain-weight).
 
+Half the batches (--gen-fraction) come from an on-policy pool: corpus prompts continued by the target's
+own greedy tokens (--gen-seconds to make it, before training). Served greedy decoding meets exactly such
+text, and its contexts are not the corpus's (the README prompt's continuation repeats itself); the
+held-out score is the mean over held-out corpus windows and held-out greedy continuations.
+
 Only the MTP layer's own weights train (enorm, hnorm, eh_proj, its attention and indexer, its MoE with
 the aux-loss-free bias update, shared_head.norm); its embedding and head are the target's copies
 (SPEC 8.2, tied in DeepSeek-V3) and stay. Every target tensor of the output file is the input's, byte
@@ -88,6 +93,12 @@ def main():
     ap.add_argument("--chain-weight", type=float, default=1.0, help="depth 2's KL weight (0: depth 1 only)")
     ap.add_argument("--evals", type=int, default=12, help="held-out evaluations over the run")
     ap.add_argument("--seconds", type=float, default=150.0, help="wall-clock guard on the training loop")
+    ap.add_argument("--gen-seconds", type=float, default=40.0,
+                    help="time for the on-policy pool: the target's own greedy continuations (0: none)")
+    ap.add_argument("--gen-prompt", type=int, default=32, help="corpus tokens before each continuation")
+    ap.add_argument("--gen-len", type=int, default=224, help="greedy tokens per continuation")
+    ap.add_argument("--gen-batch", type=int, default=128)
+    ap.add_argument("--gen-fraction", type=float, default=0.5, help="share of the batches from the pool")
     ap.add_argument("--seed", type=int, default=4321)
     ap.add_argument("--write-model", action="store_true", help="replace MODEL/model.safetensors")
     ap.add_argument("--smoke", action="store_true", help="CPU: small data, a few steps")
@@ -100,6 +111,7 @@ def main():
     max_bytes = 0
     if a.smoke:
         a.ctx, a.batch, a.steps, a.evals, max_bytes = 160, 2, 4, 2, 60_000
+        a.gen_seconds, a.gen_prompt, a.gen_len, a.gen_batch = min(a.gen_seconds, 1.0), 8, 12, 2
     cfg = DSAConfig.load(os.path.join(a.model, "config.json"))
     tok = load_tokenizer(os.path.join(a.model, "tokenizer.json"))
     bos = tok.token_to_id("<｜begin▁of▁sentence｜>")
@@ -208,11 +220,11 @@ def main():
         return ev["match"] * (1 + ev.get("match2", 0.0))
 
     @torch.no_grad()
-    def evaluate():
+    def evaluate_on(windows, bs):
         mtp.eval()
         sums, n = {}, 0
-        for i in range(0, V_windows.shape[0], a.batch):
-            ids = V_windows[i:i + a.batch].to(dev)
+        for i in range(0, windows.shape[0], bs):
+            ids = windows[i:i + bs].to(dev)
             o = losses(ids)
             for k in ("kl", "match", "data", "kl2", "match2"):
                 if k in o:
@@ -221,13 +233,55 @@ def main():
         mtp.train()
         return {k: v / n for k, v in sums.items()}
 
-    def fmt(ev):
+    gen = torch.Generator().manual_seed(a.seed)
+
+    @torch.no_grad()
+    def continue_greedily(text, count, seconds):
+        """The on-policy pool: `count` corpus prompts of --gen-prompt tokens, each continued by the
+        target's greedy tokens (sparse attention, as served) for --gen-len tokens; stops early at
+        `seconds`. A draft on the README prompt meets the target's own continuation, which training on
+        the corpus alone never shows the MTP layer."""
+        P, L, out, t_start = a.gen_prompt, a.gen_len, [], time.time()
+        while sum(x.shape[0] for x in out) < count and time.time() - t_start < seconds:
+            bs = min(a.gen_batch, count - sum(x.shape[0] for x in out))
+            idx = torch.randint(0, text.numel() - P - 1, (bs,), generator=gen)
+            seqs = torch.stack([text[i:i + P] for i in idx.tolist()]).to(dev)
+            for _ in range(L):
+                _, logits = target(torch.cat((seqs, seqs[:, -1:]), 1))  # target() drops the last id
+                seqs = torch.cat((seqs, logits[:, -1].argmax(-1, keepdim=True)), 1)
+            out.append(seqs.cpu())
+        return torch.cat(out) if out else torch.empty(0, P + L, dtype=torch.long)
+
+    pool, pool_valid = None, None
+    if a.gen_seconds > 0 and a.gen_fraction > 0:
+        t_gen = time.time()
+        pool_valid = continue_greedily(valid, max(2, a.gen_batch // 2), a.gen_seconds / 4)
+        pool = continue_greedily(train, 1 << 30, a.gen_seconds)
+        log(f"[pool] {pool.shape[0]} training and {pool_valid.shape[0]} held-out continuations of "
+            f"{a.gen_len} greedy tokens after {a.gen_prompt} corpus tokens ({time.time() - t_gen:.0f}s)")
+    gen_bs = max(1, a.batch * T // (a.gen_prompt + a.gen_len))
+
+    def evaluate():
+        ev = {"corpus": evaluate_on(V_windows, a.batch)}
+        if pool_valid is not None and pool_valid.shape[0]:
+            ev["greedy"] = evaluate_on(pool_valid, gen_bs)
+        return ev
+
+    def total(ev):
+        """The selection score: the mean over the held-out sets (corpus text, greedy continuations)."""
+        return sum(score(x) for x in ev.values()) / len(ev)
+
+    def fmt_one(ev):
         two = f", depth 2 {ev['match2']:.4f} KL {ev['kl2']:.4f}" if "match2" in ev else ""
         return (f"match {ev['match']:.4f} data {ev['data']:.4f} KL {ev['kl']:.4f}{two} score {score(ev):.4f}")
 
-    gen = torch.Generator().manual_seed(a.seed)
+    def fmt(ev):
+        return " | ".join(f"{k}: {fmt_one(v)}" for k, v in ev.items()) + f" | total {total(ev):.4f}"
 
     def batch():
+        if pool is not None and pool.shape[0] and torch.rand((), generator=gen) < a.gen_fraction:
+            idx = torch.randint(0, pool.shape[0], (gen_bs,), generator=gen)
+            return pool[idx].to(dev, non_blocking=True)
         idx = torch.randint(0, train.numel() - T - 1, (a.batch,), generator=gen)
         return torch.stack([train[i:i + T + 1] for i in idx.tolist()]).to(dev, non_blocking=True)
 
@@ -256,7 +310,7 @@ def main():
     mtp.train()
     ev0 = evaluate()
     log(f"[start] held-out (match: MTP argmax = target argmax; data: = the corpus token): {fmt(ev0)}")
-    best, best_state = score(ev0), copy.deepcopy(mtp.state_dict())
+    best, best_state = total(ev0), copy.deepcopy(mtp.state_dict())
     curve = [{"step": 0, "t": 0.0, **ev0}]
     opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.95), weight_decay=a.weight_decay)
     t0, tokens, run_kl, next_eval = time.time(), 0, None, 1
@@ -290,8 +344,8 @@ def main():
             ev = evaluate()
             curve.append({"step": step + 1, "t": round(elapsed, 1), "lr": lr, "train_kl": run_kl, **ev})
             mark = ""
-            if score(ev) > best:
-                best, best_state, mark = score(ev), copy.deepcopy(mtp.state_dict()), " *"
+            if total(ev) > best:
+                best, best_state, mark = total(ev), copy.deepcopy(mtp.state_dict()), " *"
             log(f"[distill] step {step + 1}/{a.steps} lr {lr:.2e} | train KL {run_kl:.4f} | held-out {fmt(ev)} | "
                 f"{elapsed:.0f}s {tokens / max(elapsed, 1e-9) / 1e3:.0f}k tok/s{mark}")
         if elapsed > a.seconds:

@@ -9,9 +9,10 @@ set -u
 . scripts/device_call.sh
 call_begin call_distill
 python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__)'
-timeout 260 python3 tools/distill_mtp.py --model models/tiny-dsa --out "$W/distill" \
-  --seconds "${DISTILL_SECONDS:-170}" --write-model >"$W/distill.log" 2>&1
-echo "distill rc=$?"; grep -E "^\[(start|final|export)\]|\*$" "$W/distill.log" | tail -12
+timeout 250 python3 tools/distill_mtp.py --model models/tiny-dsa --out "$W/distill" \
+  --gen-seconds "${GEN_SECONDS:-30}" --seconds "${DISTILL_SECONDS:-130}" --write-model \
+  >"$W/distill.log" 2>&1
+echo "distill rc=$?"; grep -E "^\[(pool|start|final|export)\]|\*$" "$W/distill.log" | tail -12
 timeout 120 python3 tools/golden.py --model models/tiny-dsa --heldout testdata/heldout.txt \
   --out testdata/tiny-dsa/golden.json >"$W/golden.log" 2>&1
 echo "golden rc=$?"; tail -3 "$W/golden.log"

@@ -45,16 +45,20 @@ Status check_args(const PerplexityArgs& a) {
   return ok_status();
 }
 
-// JSON objects keep the order written (index first). mtp_top1 is null without MTP rows
-// (0 would read as a measured accuracy).
+// JSON objects keep the order written (index first). mtp_top1 and mtp_agree are null without MTP
+// rows (0 would read as a measured rate).
 nlohmann::ordered_json mtp_top1_json(int64_t rows, double top1) {
   return rows ? nlohmann::ordered_json(top1) : nlohmann::ordered_json(nullptr);
 }
 
 nlohmann::ordered_json window_json(const model::PerplexityWindow& w) {
-  return {{"index", w.index},      {"scored", w.scored},
-          {"nll", w.nll},          {"perplexity", w.perplexity},
-          {"top1", w.top1},        {"mtp_top1", mtp_top1_json(w.mtp_rows, w.mtp_top1)},
+  return {{"index", w.index},
+          {"scored", w.scored},
+          {"nll", w.nll},
+          {"perplexity", w.perplexity},
+          {"top1", w.top1},
+          {"mtp_top1", mtp_top1_json(w.mtp_rows, w.mtp_top1)},
+          {"mtp_agree", mtp_top1_json(w.mtp_rows, w.mtp_agree)},
           {"mtp_rows", w.mtp_rows}};
 }
 
@@ -160,6 +164,7 @@ Status run(const PerplexityArgs& a) {
                                   {"perplexity", r.perplexity},
                                   {"top1", r.top1},
                                   {"mtp_top1", mtp_top1_json(r.mtp_rows, r.mtp_top1)},
+                                  {"mtp_agree", mtp_top1_json(r.mtp_rows, r.mtp_agree)},
                                   {"mtp_rows", r.mtp_rows},
                                   {"seconds", s},
                                   {"tokens_per_s", double(r.predicted) / s}}}};
@@ -172,7 +177,10 @@ Status run(const PerplexityArgs& a) {
              a.window);
   fmt::print("tokens {}  scored {}  windows {}\n", r.stream_tokens, r.predicted, r.windows);
   fmt::print("perplexity {:.4f}  top-1 {:.4f}", r.perplexity, r.top1);
-  if (r.mtp_rows) fmt::print("  mtp top-1 {:.4f} ({} rows)", r.mtp_top1, r.mtp_rows);
+  if (r.mtp_rows) {
+    fmt::print("  mtp top-1 {:.4f}, agrees with the target {:.4f} ({} rows)", r.mtp_top1,
+               r.mtp_agree, r.mtp_rows);
+  }
   fmt::print("\n{:.1f} s, {:.0f} tokens/s\n", s, double(r.predicted) / s);
   return ok_status();
 }

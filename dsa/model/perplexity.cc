@@ -26,19 +26,26 @@ std::vector<int32_t> token_stream(const Tokenizer& tok, const std::string& text)
   return stream;
 }
 
-// log-softmax of `row` at `target` in double, and whether target is the argmax.
-std::pair<double, bool> score_row(const float* row, int32_t V, int32_t target) {
-  double mx = -INFINITY;
-  int32_t arg = 0;
+// The row's argmax, the lowest id among ties (a NaN is never it); -1 for a row of NaNs or -inf.
+int32_t argmax_row(const float* row, int32_t V) {
+  float mx = -INFINITY;
+  int32_t arg = -1;
   for (int32_t v = 0; v < V; ++v) {
     if (row[v] > mx) {
       mx = row[v];
       arg = v;
     }
   }
+  return arg;
+}
+
+// log-softmax of `row` at `target` in double, and the row's argmax.
+std::pair<double, int32_t> score_row(const float* row, int32_t V, int32_t target) {
+  const int32_t arg = argmax_row(row, V);
+  const double mx = arg < 0 ? -INFINITY : row[arg];
   double sum = 0;
   for (int32_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - mx);
-  return {double(row[target]) - mx - std::log(sum), arg == target};
+  return {double(row[target]) - mx - std::log(sum), arg};
 }
 
 // The windows the run scores: [first, end) of the stream, each window's inputs being
@@ -73,10 +80,13 @@ StatusOr<PerplexityWindow> score_window(DsaModel& model, const std::vector<int32
   ForwardOutput out;
   DSA_RETURN_IF_ERROR(model.forward(b, inp, {}, &out));
   PerplexityWindow w;
+  std::vector<int32_t> target_argmax(size_t(T), 0);
   for (int32_t i = 0; i < T; ++i) {
-    auto [lp, hit] = score_row(&out.logits[size_t(i) * V], V, stream[s0 + size_t(i) + 1]);
+    const int32_t next = stream[s0 + size_t(i) + 1];
+    auto [lp, arg] = score_row(&out.logits[size_t(i) * V], V, next);
     w.nll -= lp;
-    w.top1_hits += hit;
+    w.top1_hits += arg == next;
+    target_argmax[size_t(i)] = arg;
   }
   w.scored = T;
   if (with_mtp && model.config().has_mtp() && T >= 2) {
@@ -90,7 +100,9 @@ StatusOr<PerplexityWindow> score_window(DsaModel& model, const std::vector<int32
     ForwardOutput mo;
     DSA_RETURN_IF_ERROR(model.forward(mb, next, out.hidden, &mo));
     for (int32_t i = 0; i + 1 < T; ++i) {
-      w.mtp_hits += score_row(&mo.logits[size_t(i) * V], V, stream[s0 + size_t(i) + 2]).second;
+      const int32_t arg = argmax_row(&mo.logits[size_t(i) * V], V);
+      w.mtp_hits += arg == stream[s0 + size_t(i) + 2];
+      w.mtp_agree_hits += arg == target_argmax[size_t(i) + 1];
     }
     w.mtp_rows = T - 1;
   }
@@ -98,6 +110,7 @@ StatusOr<PerplexityWindow> score_window(DsaModel& model, const std::vector<int32
   w.perplexity = std::exp(w.nll / double(w.scored));
   w.top1 = double(w.top1_hits) / double(w.scored);
   w.mtp_top1 = w.mtp_rows ? double(w.mtp_hits) / double(w.mtp_rows) : 0;
+  w.mtp_agree = w.mtp_rows ? double(w.mtp_agree_hits) / double(w.mtp_rows) : 0;
   return w;
 }
 
@@ -129,6 +142,7 @@ StatusOr<PerplexityResult> evaluate_perplexity(DsaModel& model, const Tokenizer&
     res.predicted += w.scored;
     res.top1_hits += w.top1_hits;
     res.mtp_hits += w.mtp_hits;
+    res.mtp_agree_hits += w.mtp_agree_hits;
     res.mtp_rows += w.mtp_rows;
     ++res.windows;
     if (o.on_window) o.on_window(w);
@@ -136,6 +150,7 @@ StatusOr<PerplexityResult> evaluate_perplexity(DsaModel& model, const Tokenizer&
   res.perplexity = std::exp(res.nll / double(res.predicted));
   res.top1 = double(res.top1_hits) / double(res.predicted);
   res.mtp_top1 = res.mtp_rows ? double(res.mtp_hits) / double(res.mtp_rows) : 0;
+  res.mtp_agree = res.mtp_rows ? double(res.mtp_agree_hits) / double(res.mtp_rows) : 0;
   return res;
 }
 

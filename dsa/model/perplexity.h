@@ -2,7 +2,9 @@
 // lines) each start with BOS and are concatenated into one token stream, cut into windows of
 // `window` inputs; each window is a fresh request prefilled with one EXTEND forward whose every row
 // is sampled. The MTP layer's teacher-forced top-1 (row i consumes token i + 1 and h_i, predicts
-// token i + 2) is measured on the same windows.
+// token i + 2) is measured on the same windows, and so is its agreement with the target: how often
+// MTP row i's argmax is the target's argmax at row i + 1, the first draft's greedy acceptance rate
+// with the text as the accepted prefix (what a draft is judged by, where top-1 judges the text).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,8 @@ struct PerplexityWindow {
   int64_t mtp_rows = 0;  // 0 without an MTP layer or with_mtp off
   int64_t mtp_hits = 0;
   double mtp_top1 = 0;  // mtp_hits / mtp_rows, 0 without MTP rows
+  int64_t mtp_agree_hits = 0;
+  double mtp_agree = 0;  // mtp_agree_hits / mtp_rows, 0 without MTP rows
 };
 
 struct PerplexityOptions {
@@ -48,6 +52,8 @@ struct PerplexityResult {
   double top1 = 0;  // main head's argmax accuracy
   int64_t mtp_hits = 0;
   double mtp_top1 = 0;  // MTP layer's teacher-forced argmax accuracy
+  int64_t mtp_agree_hits = 0;
+  double mtp_agree = 0;  // how often its argmax is the target's at the next row
   int64_t mtp_rows = 0;
 };
 

@@ -45,7 +45,8 @@ check "windows 0 and 1 in order, 16 tokens each" \
   '.[0].index == 0 and .[1].index == 1 and .[0].scored == 16 and .[1].scored == 16' "$tmp/out"
 check "window figures present and in range" \
   '.[0:2] | all(.nll > 0 and .perplexity > 1 and .top1 >= 0 and .top1 <= 1
-               and .mtp_top1 >= 0 and .mtp_top1 <= 1 and .mtp_rows == 15)' "$tmp/out"
+               and .mtp_top1 >= 0 and .mtp_top1 <= 1 and .mtp_agree >= 0 and .mtp_agree <= 1
+               and .mtp_rows == 15)' "$tmp/out"
 check "window perplexity is exp(nll / scored)" \
   '.[0:2] | all(((.nll / .scored | exp) / .perplexity - 1) | fabs < 1e-9)' "$tmp/out"
 check "summary last: 2 windows, 32 scored, nll the windows' sum" \
@@ -76,7 +77,7 @@ check "one window then the summary" 'length == 2 and .[0].index == 0 and .[1].su
   >"$tmp/text" 2>/dev/null
 if [ "$(wc -l <"$tmp/text")" -eq 4 ] && grep -Eq '^model .* window 16$' "$tmp/text" &&
   grep -Eq '^tokens [0-9]+  scored 16  windows 1$' "$tmp/text" &&
-  grep -Eq '^perplexity [0-9.]+  top-1 [0-9.]+  mtp top-1 [0-9.]+ \(15 rows\)$' "$tmp/text" &&
+  grep -Eq '^perplexity [0-9.]+  top-1 [0-9.]+  mtp top-1 [0-9.]+, agrees with the target [0-9.]+ \(15 rows\)$' "$tmp/text" &&
   grep -Eq '^[0-9.]+ s, [0-9]+ tokens/s$' "$tmp/text"; then
   echo "ok: text output"
 else

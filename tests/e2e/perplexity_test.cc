@@ -79,7 +79,7 @@ TEST(PerplexityWindows, AddUpToTheResult) {
   ASSERT_EQ(r.windows.size(), 3u);
   EXPECT_EQ(r.result.windows, 3);
   double nll = 0;
-  int64_t scored = 0, hits = 0, mtp_rows = 0, mtp_hits = 0;
+  int64_t scored = 0, hits = 0, mtp_rows = 0, mtp_hits = 0, agree_hits = 0;
   for (size_t i = 0; i < r.windows.size(); ++i) {
     const model::PerplexityWindow& w = r.windows[i];
     EXPECT_EQ(w.index, int32_t(i));
@@ -91,17 +91,27 @@ TEST(PerplexityWindows, AddUpToTheResult) {
     EXPECT_NEAR(w.perplexity, std::exp(w.nll / double(w.scored)), 1e-9 * w.perplexity);
     EXPECT_DOUBLE_EQ(w.top1, double(w.top1_hits) / double(w.scored));
     EXPECT_DOUBLE_EQ(w.mtp_top1, double(w.mtp_hits) / double(w.mtp_rows));
+    EXPECT_DOUBLE_EQ(w.mtp_agree, double(w.mtp_agree_hits) / double(w.mtp_rows));
+    // Where the target's argmax at row i + 1 is the text's token i + 2, agreeing with the target
+    // and hitting the text are one event; they can differ only at the target's misses.
+    EXPECT_LE(std::abs(w.mtp_agree_hits - w.mtp_hits), w.scored - w.top1_hits) << "window " << i;
     nll += w.nll;
     scored += w.scored;
     hits += w.top1_hits;
     mtp_rows += w.mtp_rows;
     mtp_hits += w.mtp_hits;
+    agree_hits += w.mtp_agree_hits;
   }
   EXPECT_NEAR(r.result.nll, nll, 1e-12 * nll);
   EXPECT_EQ(r.result.predicted, scored);
   EXPECT_EQ(r.result.top1_hits, hits);
   EXPECT_EQ(r.result.mtp_rows, mtp_rows);
   EXPECT_EQ(r.result.mtp_hits, mtp_hits);
+  EXPECT_EQ(r.result.mtp_agree_hits, agree_hits);
+  EXPECT_DOUBLE_EQ(r.result.mtp_agree, double(agree_hits) / double(mtp_rows));
+  // A drafter meets the target more often than the text (the shipped layer: 0.55 against 0.32 on
+  // held-out text): the two counts are different measurements.
+  EXPECT_GT(agree_hits, mtp_hits);
   EXPECT_NEAR(r.result.perplexity, std::exp(nll / double(scored)), 1e-9 * r.result.perplexity);
   EXPECT_DOUBLE_EQ(r.result.top1, double(hits) / double(scored));
   EXPECT_DOUBLE_EQ(r.result.mtp_top1, double(mtp_hits) / double(mtp_rows));
@@ -124,9 +134,11 @@ TEST(PerplexityWindows, AWindowDoesNotDependOnTheOthers) {
   EXPECT_NEAR(one.windows[0].nll, three.windows[0].nll, 1e-9 * three.windows[0].nll);
   EXPECT_EQ(one.windows[0].top1_hits, three.windows[0].top1_hits);
   EXPECT_EQ(one.windows[0].mtp_hits, three.windows[0].mtp_hits);
+  EXPECT_EQ(one.windows[0].mtp_agree_hits, three.windows[0].mtp_agree_hits);
   EXPECT_NEAR(no_mtp.windows[0].nll, one.windows[0].nll, 1e-9 * one.windows[0].nll);
   EXPECT_EQ(no_mtp.windows[0].mtp_rows, 0);
   EXPECT_EQ(no_mtp.windows[0].mtp_top1, 0);
+  EXPECT_EQ(no_mtp.windows[0].mtp_agree_hits, 0);
   EXPECT_EQ(no_mtp.result.mtp_rows, 0);
 }
 

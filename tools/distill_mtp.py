@@ -89,7 +89,8 @@ def main():
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--bias-gamma", type=float, default=5e-4)
-    ap.add_argument("--mode", default="sparse", choices=("sparse", "dense"), help="depth 1's attention")
+    ap.add_argument("--mode", default="sparse", choices=("sparse", "dense"),
+                    help="depth 1's attention (the target's is sparse, as served)")
     ap.add_argument("--chain-weight", type=float, default=1.0, help="depth 2's KL weight (0: depth 1 only)")
     ap.add_argument("--evals", type=int, default=12, help="held-out evaluations over the run")
     ap.add_argument("--seconds", type=float, default=150.0, help="wall-clock guard on the training loop")
@@ -154,7 +155,7 @@ def main():
         with torch.no_grad(), torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
             h = model.model.embed_tokens(inp)
             for layer in model.model.layers[: cfg.num_hidden_layers]:
-                h, _, _ = layer(h, cos, sin, a.mode)
+                h, _, _ = layer(h, cos, sin, "sparse")  # as served
             hn = model.model.norm(h)
             logits = model.lm_head(hn).float()
         return hn, logits
@@ -181,14 +182,17 @@ def main():
             q2, k2, v2 = mla_qkv(mtp.self_attn, mtp.input_layernorm(x2), model.rope_cos[1: n - 1],
                                  model.rope_sin[1: n - 1])
             scale = cfg.sm_scale
-            s1 = torch.matmul(q2.float(), k1.float().transpose(-1, -2)) * scale  # [B,H,n-2,n-1]
-            seen = torch.ones(n - 2, n - 1, dtype=torch.bool, device=x1.device).tril()
-            s1 = s1.masked_fill(~seen, float("-inf"))
-            s_self = (q2.float() * k2.float()).sum(-1, keepdim=True) * scale
-            prob = torch.softmax(torch.cat((s1, s_self), -1), -1)
-            o = torch.matmul(prob[..., :-1].to(v1.dtype), v1) + prob[..., -1:].to(v2.dtype) * v2
+            # Scores and probabilities in fp32 (autocast would round the scores to bf16; SDPA, which
+            # depth 1 runs, keeps them in fp32).
+            with torch.autocast(device_type=dev.type, enabled=False):
+                s1 = torch.matmul(q2.float(), k1.float().transpose(-1, -2)) * scale  # [B,H,n-2,n-1]
+                seen = torch.ones(n - 2, n - 1, dtype=torch.bool, device=x1.device).tril()
+                s1 = s1.masked_fill(~seen, float("-inf"))
+                s_self = (q2.float() * k2.float()).sum(-1, keepdim=True) * scale
+                prob = torch.softmax(torch.cat((s1, s_self), -1), -1)
+                o = torch.matmul(prob[..., :-1], v1.float()) + prob[..., -1:] * v2.float()
             B, H = o.shape[0], o.shape[1]
-            o = o.transpose(1, 2).reshape(B, n - 2, H * cfg.v_head_dim)
+            o = o.to(x2.dtype).transpose(1, 2).reshape(B, n - 2, H * cfg.v_head_dim)
             h2 = x2 + mtp.self_attn.o_proj(o)
             f = mtp.mlp(mtp.post_attention_layernorm(h2))
             f = f[0] if isinstance(f, tuple) else f
@@ -261,10 +265,24 @@ def main():
             f"{a.gen_len} greedy tokens after {a.gen_prompt} corpus tokens ({time.time() - t_gen:.0f}s)")
     gen_bs = max(1, a.batch * T // (a.gen_prompt + a.gen_len))
 
+    trained_named = [(n, prm) for n, prm in model.named_parameters() if prm.requires_grad]
+
+    def round_to_shipped():
+        """The trained weights as the file will hold them (bf16), in place."""
+        with torch.no_grad():
+            for n, prm in trained_named:
+                prm.copy_(prm.to(shipped[n].dtype).to(prm.dtype))
+
     def evaluate():
+        """The held-out figures of the weights as they would ship; the fp32 masters are kept."""
+        saved = [prm.detach().clone() for _, prm in trained_named]
+        round_to_shipped()
         ev = {"corpus": evaluate_on(V_windows, a.batch)}
         if pool_valid is not None and pool_valid.shape[0]:
             ev["greedy"] = evaluate_on(pool_valid, gen_bs)
+        with torch.no_grad():
+            for (_, prm), x in zip(trained_named, saved):
+                prm.copy_(x)
         return ev
 
     def total(ev):
@@ -339,8 +357,9 @@ def main():
         run_kl = float(o["kl"]) if run_kl is None else 0.9 * run_kl + 0.1 * float(o["kl"])
         elapsed = time.time() - t0
         last = step == a.steps - 1 or elapsed > a.seconds
-        if max((step + 1) / a.steps, elapsed / a.seconds) >= next_eval / a.evals or last:
-            next_eval += 1
+        progress = max((step + 1) / a.steps, elapsed / a.seconds)
+        if progress >= next_eval / a.evals or last:
+            next_eval = int(progress * a.evals) + 1
             ev = evaluate()
             curve.append({"step": step + 1, "t": round(elapsed, 1), "lr": lr, "train_kl": run_kl, **ev})
             mark = ""
@@ -352,6 +371,7 @@ def main():
             log(f"[distill] wall-clock guard ({a.seconds:.0f}s) reached at step {step + 1}")
             break
     mtp.load_state_dict(best_state)
+    round_to_shipped()
     evF = evaluate()
     log(f"[final] held-out {fmt(evF)}")
     log(f"[final] (start   {fmt(ev0)})")

@@ -134,6 +134,8 @@ def main():
     assert torch.equal(shipped[p + "embed_tokens.weight"], shipped["model.embed_tokens.weight"])
     assert torch.equal(shipped[p + "shared_head.head.weight"], shipped["lm_head.weight"])
     model.to(dev)
+    for layer in model.model.layers[: cfg.num_hidden_layers]:
+        layer.self_attn.indexer_loss = False  # frozen: its indexer KL would be computed for nothing
     params = []
     for name, prm in model.named_parameters():
         prm.requires_grad_(is_trained(cfg, name))

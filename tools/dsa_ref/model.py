@@ -128,6 +128,9 @@ class MLA(nn.Module):
         self.kv_b_proj = linear(cfg.kv_lora_rank, H * (nope + vd))
         self.o_proj = linear(H * vd, cfg.hidden_size)
         self.indexer = Indexer(cfg)
+        # Sparse mode's indexer KL (aux); a caller that only runs the layer (a frozen target) turns
+        # it off and saves the explicit [B, H, T, T] probabilities it needs.
+        self.indexer_loss = True
 
     def forward(self, x, cos, sin, mode: str):
         cfg = self.cfg
@@ -160,10 +163,11 @@ class MLA(nn.Module):
                 with torch.no_grad():
                     sel = topk_mask(ilog, causal, cfg.index_topk)
                 o = attend(qf, kf, v, sel, scale, causal=False)
-                with torch.no_grad():
-                    target = attention_probs(qf, kf, sel, scale).sum(1)
-                    target = target / target.sum(-1, keepdim=True)
-                aux = kl_to_target(target, ilog, sel)
+                if self.indexer_loss:
+                    with torch.no_grad():
+                        target = attention_probs(qf, kf, sel, scale).sum(1)
+                        target = target / target.sum(-1, keepdim=True)
+                    aux = kl_to_target(target, ilog, sel)
             else:
                 raise ValueError(mode)
         o = o.transpose(1, 2).reshape(B, T, H * vd)

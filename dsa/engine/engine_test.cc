@@ -96,8 +96,9 @@ TEST(Engine, OracleAndAdversarialDrafters) {
 // Accept-length regression on held-out text (d = 3): the mean stays at or above the value
 // measured when the model shipped, minus 0.05 (SPEC.md §6.6).
 TEST(Engine, AcceptLengthDoesNotRegress) {
-  // Measured 2026-11-30 on the shipped checkpoint: 2.7961 (per-position 0.777 0.700 0.875).
-  constexpr double kBaseline = 2.7961;
+  // Measured 2026-12-07 on the shipped checkpoint (its MTP layer distilled from the target,
+  // tools/distill_mtp.py): 3.3448 (per-position 0.862 0.893 0.925). Before: 2.7961.
+  constexpr double kBaseline = 3.3448;
   auto prompts = heldout_prompts({60, 60, 60, 60, 60, 60});
   auto m = tiny_model(3, 6);
   auto r = generate(*m, prompts, std::vector<int32_t>(6, 48));

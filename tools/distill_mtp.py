@@ -33,7 +33,6 @@ OUT/distill_curve.json; --write-model also replaces MODEL/model.safetensors.
 import argparse
 import copy
 import json
-import math
 import os
 import shutil
 import sys
@@ -46,7 +45,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dsa_ref import st_io  # noqa: E402
 from dsa_ref.config import DSAConfig  # noqa: E402
 from dsa_ref.model import DecoderLayer, DSAForCausalLM, MoE  # noqa: E402
-from dsa_ref.rope import apply_rope  # noqa: E402
 from dsa_ref.tokenizer import load_tokenizer  # noqa: E402
 from train import Log, cosine_lr, tokenize_file  # noqa: E402
 
@@ -59,23 +57,6 @@ def is_trained(cfg, name):
     """The MTP layer's own tensors: not its embedding or head, which are the target's copies."""
     p = mtp_prefix(cfg)
     return name.startswith(p) and name not in (p + "embed_tokens.weight", p + "shared_head.head.weight")
-
-
-def mla_qkv(attn, x, cos, sin):
-    """The training MLA's (dsa_ref/model.py MLA.forward) queries, keys and values, [B, H, T, .]."""
-    cfg = attn.cfg
-    B, T, _ = x.shape
-    H, nope, rope, vd = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
-    c_q = attn.q_a_layernorm(attn.q_a_proj(x))
-    q = attn.q_b_proj(c_q).view(B, T, H, nope + rope)
-    q_pe = apply_rope(q[..., nope:], cos, sin, interleaved=True, heads=True)
-    kv = attn.kv_a_proj_with_mqa(x)
-    c = attn.kv_a_layernorm(kv[..., : cfg.kv_lora_rank])
-    k_pe = apply_rope(kv[..., cfg.kv_lora_rank:], cos, sin, interleaved=True)
-    kvb = attn.kv_b_proj(c).view(B, T, H, nope + vd)
-    q = torch.cat((q[..., :nope], q_pe), -1).transpose(1, 2)
-    k = torch.cat((kvb[..., :nope], k_pe[:, :, None, :].expand(B, T, H, rope).to(kvb.dtype)), -1).transpose(1, 2)
-    return q, k, kvb[..., nope:].transpose(1, 2)
 
 
 def main():
@@ -179,9 +160,9 @@ def main():
             ml1 = mtp.shared_head.head(m1)
             if a.chain_weight <= 0:
                 return ml1.float(), None, aux, load
-            _, k1, v1 = mla_qkv(mtp.self_attn, mtp.input_layernorm(x1), cos, sin)
+            _, k1, v1, _ = mtp.self_attn.qkv(mtp.input_layernorm(x1), cos, sin)
             x2 = mtp_input(inp[:, 2:], m1[:, :-1])
-            q2, k2, v2 = mla_qkv(mtp.self_attn, mtp.input_layernorm(x2), model.rope_cos[1: n - 1],
+            q2, k2, v2, _ = mtp.self_attn.qkv(mtp.input_layernorm(x2), model.rope_cos[1: n - 1],
                                  model.rope_sin[1: n - 1])
             scale = cfg.sm_scale
             # Scores and probabilities in fp32 (autocast would round the scores to bf16; SDPA, which

@@ -132,7 +132,8 @@ class MLA(nn.Module):
         # it off and saves the explicit [B, H, T, T] probabilities it needs.
         self.indexer_loss = True
 
-    def forward(self, x, cos, sin, mode: str):
+    def qkv(self, x, cos, sin):
+        """Queries [B,H,T,128], keys [B,H,T,128], values [B,H,T,vd] and c_q (the indexer's input)."""
         cfg = self.cfg
         B, T, _ = x.shape
         H, nope, rope, vd = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
@@ -146,6 +147,13 @@ class MLA(nn.Module):
         qf = torch.cat((q[..., :nope], q_pe), -1).transpose(1, 2)  # [B,H,T,128]
         kf = torch.cat((kvb[..., :nope], k_pe[:, :, None, :].expand(B, T, H, rope).to(kvb.dtype)), -1).transpose(1, 2)
         v = kvb[..., nope:].transpose(1, 2)
+        return qf, kf, v, c_q
+
+    def forward(self, x, cos, sin, mode: str):
+        cfg = self.cfg
+        B, T, _ = x.shape
+        H, vd = cfg.num_attention_heads, cfg.v_head_dim
+        qf, kf, v, c_q = self.qkv(x, cos, sin)
         scale = cfg.sm_scale
         aux = None
         if mode == "dense":

@@ -47,8 +47,8 @@ Status check_args(const PerplexityArgs& a) {
 
 // JSON objects keep the order written (index first). mtp_top1 and mtp_agree are null without MTP
 // rows (0 would read as a measured rate).
-nlohmann::ordered_json mtp_top1_json(int64_t rows, double top1) {
-  return rows ? nlohmann::ordered_json(top1) : nlohmann::ordered_json(nullptr);
+nlohmann::ordered_json mtp_rate_json(int64_t rows, double rate) {
+  return rows ? nlohmann::ordered_json(rate) : nlohmann::ordered_json(nullptr);
 }
 
 nlohmann::ordered_json window_json(const model::PerplexityWindow& w) {
@@ -57,8 +57,8 @@ nlohmann::ordered_json window_json(const model::PerplexityWindow& w) {
           {"nll", w.nll},
           {"perplexity", w.perplexity},
           {"top1", w.top1},
-          {"mtp_top1", mtp_top1_json(w.mtp_rows, w.mtp_top1)},
-          {"mtp_agree", mtp_top1_json(w.mtp_rows, w.mtp_agree)},
+          {"mtp_top1", mtp_rate_json(w.mtp_rows, w.mtp_top1)},
+          {"mtp_agree", mtp_rate_json(w.mtp_rows, w.mtp_agree)},
           {"mtp_rows", w.mtp_rows}};
 }
 
@@ -163,8 +163,8 @@ Status run(const PerplexityArgs& a) {
                                   {"nll", r.nll},
                                   {"perplexity", r.perplexity},
                                   {"top1", r.top1},
-                                  {"mtp_top1", mtp_top1_json(r.mtp_rows, r.mtp_top1)},
-                                  {"mtp_agree", mtp_top1_json(r.mtp_rows, r.mtp_agree)},
+                                  {"mtp_top1", mtp_rate_json(r.mtp_rows, r.mtp_top1)},
+                                  {"mtp_agree", mtp_rate_json(r.mtp_rows, r.mtp_agree)},
                                   {"mtp_rows", r.mtp_rows},
                                   {"seconds", s},
                                   {"tokens_per_s", double(r.predicted) / s}}}};

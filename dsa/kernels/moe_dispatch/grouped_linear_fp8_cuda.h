@@ -24,7 +24,7 @@ StatusOr<int> decode_row_tiles(const GroupedLinearParams& p);
 int tile_pairs(const GroupedLinearParams& p);
 
 // Whether launch() takes the prefill form for p (grouped_linear_fp8_lt.cu: the offsets read back,
-// one cuBLASLt block-scaled GEMM per group): not while the stream captures, and only for shapes
+// the pairs gathered, one grouped GEMM): not while the stream captures, and only for shapes
 // cuBLASLt computes right (in a multiple of 512, out of 8, 16-byte aligned outputs); then
 // DSA_GROUPED_FP8_PREFILL = auto (default: at least 32 pairs a group on average, capacity / G),
 // lt (always) or kernel (never). InvalidArgument for a bad switch value. Exposed so tests can
@@ -32,8 +32,10 @@ int tile_pairs(const GroupedLinearParams& p);
 StatusOr<bool> takes_prefill_form(const GroupedLinearParams& p);
 
 // The prefill form (p valid, FP8, takes_prefill_form): true when it ran; false when cuBLASLt
-// offered no algorithm for a group's GEMM (launch() then runs the tile path, which rewrites
-// every output). Synchronises the stream once, to read the offsets and weight tables.
+// offered no algorithm for a group's GEMM (the lt GEMM) or the device had no memory for the
+// form's scratch (launch() then runs the tile path, which rewrites every output). Synchronises
+// the stream once, to read the offsets and weight tables. DSA_GROUPED_FP8_PREFILL_GEMM = wgmma
+// (default) or lt picks the GEMM; InvalidArgument for a bad value.
 StatusOr<bool> launch_prefill(const GroupedLinearParams& p);
 
 // The prefill form where takes_prefill_form says so, else the quantiser, then the tile kernel. p is

@@ -640,7 +640,11 @@ TEST(GroupedLinearFp8Cuda, GraphReplayMatchesEager) {
   cudaStreamDestroy(stream);
 }
 
-// ---- The prefill form (grouped_linear_fp8_lt.cu): one cuBLASLt block-scaled GEMM a group ----
+// ---- The prefill form (grouped_linear_fp8_lt.cu): gathered rows, one grouped GEMM ----
+
+// The prefill form's two GEMMs (DSA_GROUPED_FP8_PREFILL_GEMM): the grouped wgmma kernel (the
+// default) and one cuBLASLt GEMM a group.
+constexpr const char* kPrefillGemms[] = {"wgmma", "lt"};
 
 // DSA_GROUPED_FP8_PREFILL=lt forces it wherever the shape allows: V3.2's gate and down shapes
 // with 0 / 1 / odd / 64 / 65 / 130 pairs a group, a group of more pairs than one scratch chunk
@@ -660,20 +664,24 @@ TEST(GroupedLinearFp8Cuda, PrefillFormMatchesTheReference) {
                {{4100, 0, 3, 17, 1}, 512, 64, 300, true},
                {{1, 0, 2, 1}, 272, 200, 37, false}};
   uint64_t seed = testing::test_seed() + 41;
-  for (const Case& c : cases) {
-    Rng r(seed++);
-    Fp8GroupedProblem pr = make_fp8_grouped_problem(r, c.counts, c.in, c.out, c.x_rows, 3, 4);
-    Fp8Device d(pr);
-    const std::string what = "in " + std::to_string(c.in) + " out " + std::to_string(c.out);
-    EXPECT_EQ(testing::or_die(grouped_fp8::takes_prefill_form(d.params)), c.prefill) << what;
-    std::vector<bf16> got;
-    if (c.prefill) {
-      d.run_prefill(&got, what);
-      expect_matches(pr, got, what + ", prefill form");
+  for (const char* gemm : kPrefillGemms) {
+    testing::ScopedEnv engine("DSA_GROUPED_FP8_PREFILL_GEMM", gemm);
+    for (const Case& c : cases) {
+      Rng r(seed++);
+      Fp8GroupedProblem pr = make_fp8_grouped_problem(r, c.counts, c.in, c.out, c.x_rows, 3, 4);
+      Fp8Device d(pr);
+      const std::string what =
+          std::string(gemm) + " GEMM, in " + std::to_string(c.in) + " out " + std::to_string(c.out);
+      EXPECT_EQ(testing::or_die(grouped_fp8::takes_prefill_form(d.params)), c.prefill) << what;
+      std::vector<bf16> got;
+      if (c.prefill) {
+        d.run_prefill(&got, what);
+        expect_matches(pr, got, what + ", prefill form");
+      }
+      const Status s = d.run(&got);  // through the op's dispatch
+      ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
+      expect_matches(pr, got, what);
     }
-    const Status s = d.run(&got);  // through the op's dispatch
-    ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
-    expect_matches(pr, got, what);
   }
 }
 
@@ -754,10 +762,13 @@ TEST(GroupedLinearFp8Cuda, PrefillFormChosenByPairsPerGroup) {
 
 // The paired form (gate and up over x quantised once) on the prefill form: y and y_b
 // bit-identical to two single launches of the form (cuBLASLt's plans are deterministic).
-TEST(GroupedLinearFp8Cuda, PrefillFormPairedEqualsTwoLaunches) {
+class PrefillGemm : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PrefillGemm, PairedEqualsTwoLaunches) {
   DSA_SKIP_WITHOUT_GPU();
   ScopedCheckedMode unchecked(false);
   testing::ScopedEnv lt("DSA_GROUPED_FP8_PREFILL", "lt");
+  testing::ScopedEnv engine("DSA_GROUPED_FP8_PREFILL_GEMM", GetParam());
   const std::vector<int32_t> counts = {0, 40, 3, 64, 65, 0, 7, 130};
   uint64_t seed = testing::test_seed() + 50;
   Rng ra(seed++), rb(seed++);
@@ -805,16 +816,22 @@ TEST(GroupedLinearFp8Cuda, PrefillFormPairedEqualsTwoLaunches) {
 
 // Unchecked on the prefill form, as on the tile path: offsets clamped, a pair with a bad x or
 // y row skipped, a group with misaligned weights or null scales skipped (its rows never written).
-TEST(GroupedLinearFp8Cuda, PrefillFormNeutralises) {
+TEST_P(PrefillGemm, Neutralises) {
   DSA_SKIP_WITHOUT_GPU();
   ScopedCheckedMode unchecked(false);
   testing::ScopedEnv lt("DSA_GROUPED_FP8_PREFILL", "lt");
+  testing::ScopedEnv engine("DSA_GROUPED_FP8_PREFILL_GEMM", GetParam());
   const Neutralised c(testing::test_seed() + 60, 20, 512, 30);
   ASSERT_TRUE(testing::or_die(grouped_fp8::takes_prefill_form(c.d->params)));
   std::vector<bf16> got;
   c.d->run_prefill(&got, "neutralised");
   c.check(got);
 }
+
+INSTANTIATE_TEST_SUITE_P(GroupedLinearFp8Cuda, PrefillGemm, ::testing::ValuesIn(kPrefillGemms),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
 
 }  // namespace
 }  // namespace dsa::kernels

@@ -1,24 +1,26 @@
 // The FP8 grouped linear's prefill form (SPEC.md §8.6, §8.8): where every group has many pairs
 // (a prefill chunk: V3.2's 4096 rows x top-8 over 256 experts is 128 pairs a group), the tile
-// kernel (grouped_linear_fp8_kernel.cuh, built for decode) runs at under 10% of the fp8 peak,
-// while cuBLASLt's block-scaled FP8 GEMM runs the dense linear at ~1000 TFLOP/s. So here each
-// group's pairs are one cuBLASLt GEMM:
+// kernel (grouped_linear_fp8_kernel.cuh, built for decode) runs at under 10% of the fp8 peak. Here
+// the pairs are gathered into scratch rows and multiplied there:
 //   1. the offsets and the weight pointer tables are read back (one stream synchronisation: this
 //      form is never taken inside a graph capture, and a prefill's forward is long);
 //   2. the host plan (grouped_prefill_plan.h) packs the groups' pairs into chunks of scratch rows,
 //      each group's run padded to kPrefillPad rows;
 //   3. per chunk: gather_quantize_kernel writes the pairs' x rows quantised (the tile path's
-//      codes and scales, bit for bit) with each run's scales in the [K blocks][rows] order
-//      cuBLASLt's VEC128 mode reads; one GEMM per run and projection into chunk rows of bf16,
-//      spread over kSideStreams streams forked from the caller's and joined again (a group's GEMM
-//      of ~128 tokens fills a few dozen CTAs: one at a time they left the GPU mostly idle, 12% of
-//      the fp8 peak on the H100); scatter_rows_kernel stores each pair's output row through y_row.
+//      codes and scales, bit for bit) with each run's scales in [K blocks][rows] order; the GEMM
+//      writes chunk rows of bf16; scatter_rows_kernel stores each pair's output row through y_row.
+// The GEMM (DSA_GROUPED_FP8_PREFILL_GEMM): "wgmma" (default), the grouped kernel of
+// grouped_prefill_gemm.cu, one launch per chunk for every group, on the caller's stream; or "lt",
+// one cuBLASLt block-scaled GEMM per group and projection, spread over kSideStreams streams forked
+// from the caller's and joined again (a group's GEMM of ~128 tokens fills a few dozen CTAs; even
+// so, 256 launches a projection held it to 14-21% of the fp8 peak on the H100).
 // A group whose weights or scales are null or misaligned is skipped (no GEMM, no store), and so
 // is a pair with an out-of-range row index, as on the tile path. Class T (§8.8), as the dense
 // linear's cuBLASLt path.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -38,6 +40,7 @@
 #include "dsa/kernels/moe_dispatch/grouped_fp8_quantize.cuh"
 #include "dsa/kernels/moe_dispatch/grouped_linear_device.cuh"
 #include "dsa/kernels/moe_dispatch/grouped_linear_fp8_cuda.h"
+#include "dsa/kernels/moe_dispatch/grouped_prefill_gemm.h"
 #include "dsa/kernels/moe_dispatch/grouped_prefill_plan.h"
 
 namespace dsa::kernels::grouped_fp8 {
@@ -106,6 +109,29 @@ __global__ void __launch_bounds__(kScatterThreads)
   }
 }
 
+// Launches scatter_rows_kernel for a chunk of `rows` rows (its row words at `words`) on `stream`.
+Status launch_scatter(const GroupedLinearParams& p, const int32_t* words, int32_t rows,
+                      const bf16* c, const bf16* c_b, cudaStream_t stream) {
+  const int64_t vecs = int64_t{rows} * (p.out_features / 8);
+  const unsigned blocks = static_cast<unsigned>(
+      std::min<int64_t>((vecs + kScatterThreads - 1) / kScatterThreads, int64_t{4096}));
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(blocks), dim3(kScatterThreads), size_t(0), stream},
+                   scatter_rows_kernel, p, words, rows, c, c_b));
+  return cuda::launch_error("grouped_linear_fp8_scatter");
+}
+
+// Launches gather_quantize_kernel for a chunk of `rows` rows into buf's x8 / sx on `stream`.
+Status launch_gather(const GroupedLinearParams& p, const int32_t* words, int32_t rows, int32_t nkb,
+                     uint8_t* x8, float* sx, cudaStream_t stream) {
+  const int64_t qblocks = (int64_t{rows} * nkb + kQuantWarps - 1) / kQuantWarps;
+  DSA_CUDA_RETURN_IF_ERROR(
+      cuda::launch(cuda::LaunchShape{dim3(static_cast<unsigned>(qblocks)), dim3(kQuantWarps * 32),
+                                     size_t(0), stream},
+                   gather_quantize_kernel, p, words, rows, nkb, x8, sx));
+  return cuda::launch_error("grouped_linear_fp8_gather_quantize");
+}
+
 // The form's scratch of one stream, in two allocations grown independently: the row words (sized
 // by the call's rows, so a longer prompt regrows only them) and the two chunk buffers (sized by the
 // shape alone). Allocated outside any capture (the form is never taken in one), kept for the
@@ -116,6 +142,7 @@ struct Region {
 };
 struct StreamScratch {
   Region words, chunks;
+  Region tables;  // the wgmma GEMM's weight maps, scale pointers and tiles
 };
 std::mutex g_scratch_mutex;
 std::map<cudaStream_t, StreamScratch>* g_scratch = nullptr;  // never destroyed (driver at exit)
@@ -296,6 +323,92 @@ struct JoinOnError {
   }
 };
 
+// The groups' weights and scales as read back (w_b, s_b empty unless paired).
+struct WeightTables {
+  const std::vector<const uint8_t*>& w;
+  const std::vector<const float*>& s;
+  const std::vector<const uint8_t*>& w_b;
+  const std::vector<const float*>& s_b;
+};
+
+// At least `bytes` of the stream's table region (null when the device has no memory for it).
+StatusOr<void*> tables_for(cudaStream_t stream, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_scratch_mutex);
+  if (g_scratch == nullptr) g_scratch = new std::map<cudaStream_t, StreamScratch>();
+  return grow((*g_scratch)[stream].tables, bytes);
+}
+
+// The chunks' GEMMs by the grouped wgmma kernel (grouped_prefill_gemm.h), all on the caller's
+// stream: per chunk the gather, one GEMM launch over every group's tiles, the scatter. The weight
+// maps, scale pointers and every chunk's tiles are uploaded at once beforehand. false: no device
+// memory for the tables (the tile path then runs).
+StatusOr<bool> run_wgmma(const GroupedLinearParams& p, const std::vector<PrefillChunk>& chunks,
+                         const std::vector<uint8_t>& mask, const WeightTables& wt,
+                         const ChunkScratch& cs, int32_t nkb, cudaStream_t stream) {
+  namespace pg = prefill_gemm;
+  const size_t G = size_t(p.num_groups);
+  const int32_t in = p.in_features, out = p.out_features;
+  // Host tables: [2G maps | 2G scale pointers | tiles of every chunk], each part 256-aligned.
+  std::vector<CUtensorMap> maps(2 * G);
+  std::vector<const float*> scales(2 * G, nullptr);
+  std::memset(static_cast<void*>(maps.data()), 0, maps.size() * sizeof(CUtensorMap));
+  for (size_t g = 0; g < G; ++g) {
+    if ((mask[g] & kFirst) != 0) {
+      DSA_RETURN_IF_ERROR(pg::weight_map(wt.w[g], in, out, &maps[g]));
+      scales[g] = wt.s[g];
+    }
+    if ((mask[g] & kSecond) != 0) {
+      DSA_RETURN_IF_ERROR(pg::weight_map(wt.w_b[g], in, out, &maps[G + g]));
+      scales[G + g] = wt.s_b[g];
+    }
+  }
+  std::vector<PrefillTile> tiles;
+  std::vector<size_t> first_tile(chunks.size() + 1, 0);
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const std::vector<PrefillTile> t = prefill_tiles(chunks[c], mask, p.num_groups, pg::kTileRows);
+    tiles.insert(tiles.end(), t.begin(), t.end());
+    first_tile[c + 1] = tiles.size();
+  }
+  const size_t maps_bytes = align256(maps.size() * sizeof(CUtensorMap));
+  const size_t scales_bytes = align256(scales.size() * sizeof(const float*));
+  const size_t tiles_bytes = tiles.size() * sizeof(PrefillTile);
+  std::vector<uint8_t> host(maps_bytes + scales_bytes + tiles_bytes, 0);
+  std::memcpy(host.data(), maps.data(), maps.size() * sizeof(CUtensorMap));
+  std::memcpy(host.data() + maps_bytes, scales.data(), scales.size() * sizeof(const float*));
+  if (!tiles.empty()) {
+    std::memcpy(host.data() + maps_bytes + scales_bytes, tiles.data(), tiles_bytes);
+  }
+  DSA_ASSIGN_OR_RETURN(void* tables, tables_for(stream, host.size()));
+  if (tables == nullptr) return false;
+  // Pageable memory: staged by the call itself, so `host` may go when this returns.
+  DSA_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(tables, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
+  uint8_t* const base = static_cast<uint8_t*>(tables);
+  pg::Args a;
+  a.weight_maps = reinterpret_cast<const CUtensorMap*>(base);
+  a.weight_scales = reinterpret_cast<const float* const*>(base + maps_bytes);
+  a.nkb = nkb;
+  a.out = out;
+  const PrefillTile* const device_tiles =
+      reinterpret_cast<const PrefillTile*>(base + maps_bytes + scales_bytes);
+  const int32_t* words = cs.info;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const ChunkBuffer& buf = cs.buf[c % 2];
+    DSA_RETURN_IF_ERROR(launch_gather(p, words, chunks[c].rows, nkb, buf.x8, buf.sx, stream));
+    CUtensorMap tokens;
+    DSA_RETURN_IF_ERROR(pg::token_map(buf.x8, kChunkRows, in, &tokens));
+    a.tiles = device_tiles + first_tile[c];
+    a.num_tiles = static_cast<int32_t>(first_tile[c + 1] - first_tile[c]);
+    a.sx = buf.sx;
+    a.c = buf.c;
+    a.c_b = buf.c_b;
+    DSA_RETURN_IF_ERROR(pg::launch(tokens, a, stream));
+    DSA_RETURN_IF_ERROR(launch_scatter(p, words, chunks[c].rows, buf.c, buf.c_b, stream));
+    words += int64_t{chunks[c].rows} * kRowInfoWords;
+  }
+  return true;
+}
+
 }  // namespace
 
 StatusOr<bool> takes_prefill_form(const GroupedLinearParams& p) {
@@ -349,24 +462,23 @@ StatusOr<bool> launch_prefill(const GroupedLinearParams& p) {
   const size_t total_rows = info.size() / kRowInfoWords;
   DSA_ASSIGN_OR_RETURN(const ChunkScratch cs, scratch_for(stream, p, nkb, paired, total_rows));
   if (cs.info == nullptr) return false;  // no device memory for the scratch: the tile path
-  DSA_ASSIGN_OR_RETURN(const SideStreams sides, sides_for(stream));
-  JoinOnError guard{sides, stream};
   // Pageable memory: staged by the call itself, so `info` may go when this returns.
   DSA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(cs.info, info.data(), info.size() * sizeof(int32_t),
                                            cudaMemcpyHostToDevice, stream));
+  DSA_ASSIGN_OR_RETURN(const std::string_view gemm,
+                       env_choice("DSA_GROUPED_FP8_PREFILL_GEMM", {"wgmma", "lt"}, "wgmma"));
+  if (gemm == "wgmma") {
+    const WeightTables weights{w, s, w_b, s_b};
+    return run_wgmma(p, chunks, mask, weights, cs, nkb, stream);
+  }
+  DSA_ASSIGN_OR_RETURN(const SideStreams sides, sides_for(stream));
+  JoinOnError guard{sides, stream};
   // Chunk c's scatter, on the caller's stream once the side streams finished its GEMMs.
   std::vector<const int32_t*> words_of(chunks.size());
   const auto scatter = [&](size_t c) -> Status {
     const int b = int(c % 2);
     DSA_RETURN_IF_ERROR(join(sides, b, stream));
-    const int64_t vecs = int64_t{chunks[c].rows} * (out / 8);
-    const unsigned blocks = static_cast<unsigned>(
-        std::min<int64_t>((vecs + kScatterThreads - 1) / kScatterThreads, int64_t{4096}));
-    DSA_CUDA_RETURN_IF_ERROR(cuda::launch(
-        cuda::LaunchShape{dim3(blocks), dim3(kScatterThreads), size_t(0), stream},
-        scatter_rows_kernel, p, words_of[c], chunks[c].rows, static_cast<const bf16*>(cs.buf[b].c),
-        static_cast<const bf16*>(cs.buf[b].c_b)));
-    return cuda::launch_error("grouped_linear_fp8_scatter");
+    return launch_scatter(p, words_of[c], chunks[c].rows, cs.buf[b].c, cs.buf[b].c_b, stream);
   };
   const int32_t* chunk_words = cs.info;
   int next_side = 0;
@@ -378,12 +490,7 @@ StatusOr<bool> launch_prefill(const GroupedLinearParams& p) {
     chunk_words += int64_t{chunk.rows} * kRowInfoWords;
     // Buffer b was last used by chunk ci - 2, whose scatter is already queued on this stream (the
     // previous iteration), so this gather follows its GEMMs and its scatter.
-    const int64_t qblocks = (int64_t{chunk.rows} * nkb + kQuantWarps - 1) / kQuantWarps;
-    DSA_CUDA_RETURN_IF_ERROR(
-        cuda::launch(cuda::LaunchShape{dim3(static_cast<unsigned>(qblocks)), dim3(kQuantWarps * 32),
-                                       size_t(0), stream},
-                     gather_quantize_kernel, p, words_of[ci], chunk.rows, nkb, buf.x8, buf.sx));
-    DSA_RETURN_IF_ERROR(cuda::launch_error("grouped_linear_fp8_gather_quantize"));
+    DSA_RETURN_IF_ERROR(launch_gather(p, words_of[ci], chunk.rows, nkb, buf.x8, buf.sx, stream));
     // Fork: every side stream waits for the gather; the GEMMs go round the side streams.
     DSA_CUDA_RETURN_IF_ERROR(cudaEventRecord(sides.fork[b], stream));
     for (cudaStream_t side : sides.stream) {

@@ -48,4 +48,25 @@ void chunk_row_info(const PrefillChunk& c, std::span<const uint8_t> group_mask,
   }
 }
 
+std::vector<PrefillTile> prefill_tiles(const PrefillChunk& c, std::span<const uint8_t> group_mask,
+                                       int32_t num_groups, int32_t tile_rows) {
+  std::vector<PrefillTile> tiles;
+  for (const PrefillPiece& p : c.pieces) {
+    for (const int32_t second : {0, 1}) {
+      if ((group_mask[size_t(p.group)] & (1 << second)) == 0) continue;
+      for (int32_t m = 0; m < p.count; m += tile_rows) {
+        PrefillTile t;
+        t.row0 = p.row0 + m;
+        t.rows = std::min(tile_rows, p.count - m);
+        t.run0 = p.row0;
+        t.run_rows = p.rows;
+        t.weight = second * num_groups + p.group;
+        t.second = second;
+        tiles.push_back(t);
+      }
+    }
+  }
+  return tiles;
+}
+
 }  // namespace dsa::kernels::grouped_fp8

@@ -45,4 +45,21 @@ inline constexpr int32_t kRowInfoWords = 4;
 void chunk_row_info(const PrefillChunk& c, std::span<const uint8_t> group_mask,
                     std::vector<int32_t>* info);
 
+// One row tile of the prefill GEMM (grouped_prefill_gemm.h): chunk rows [row0, row0 + rows) of a
+// piece whose scales sit at [K blocks][run_rows] from run0 (chunk_row_info's row0 and rows), times
+// weight `weight`: g for group g's first projection, G + g for its second (then second = 1).
+struct PrefillTile {
+  int32_t row0 = 0, rows = 0;
+  int32_t run0 = 0, run_rows = 0;
+  int32_t weight = 0;
+  int32_t second = 0;
+};
+
+// The tiles of chunk c: per piece and projection whose bit is set in its group's mask (bit 0 the
+// first, bit 1 the second), its real pairs (count, not the padded rows) in tiles of at most
+// tile_rows rows; pieces in chunk order, each piece's first projection's tiles before its second's
+// (neighbours in the grid, so the piece's rows are read from L2 the second time).
+std::vector<PrefillTile> prefill_tiles(const PrefillChunk& c, std::span<const uint8_t> group_mask,
+                                       int32_t num_groups, int32_t tile_rows);
+
 }  // namespace dsa::kernels::grouped_fp8

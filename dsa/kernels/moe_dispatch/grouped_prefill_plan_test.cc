@@ -124,5 +124,31 @@ TEST(GroupedPrefillPlan, RowInfoNamesPairsRunsAndMasks) {
   }
 }
 
+// The prefill GEMM's tiles: real pairs only (not the padding), at most tile_rows each, a piece's
+// first projection then its second where its group's mask bit is set, the second's weight index
+// offset by G.
+TEST(GroupedPrefillPlan, TilesCoverRealPairsPerProjection) {
+  // Groups (G = 3): 0 has 2 pairs, 1 has 9 (mask: second only), 2 has 0, ... in one chunk of 64.
+  const std::vector<PrefillChunk> chunks = plan_prefill(std::vector<int32_t>{0, 2, 11, 11}, 64);
+  ASSERT_EQ(chunks.size(), 1u);
+  const std::vector<uint8_t> mask = {3, 2, 1};
+  const std::vector<PrefillTile> tiles = prefill_tiles(chunks[0], mask, 3, 4);
+  // Group 0 (rows 0..15, 2 pairs): first then second, one tile each; group 1 (rows 16..31, 9
+  // pairs): second only, tiles of 4, 4, 1.
+  ASSERT_EQ(tiles.size(), 5u);
+  const int32_t want[5][6] = {{0, 2, 0, 16, 0, 0},
+                              {0, 2, 0, 16, 3, 1},
+                              {16, 4, 16, 16, 4, 1},
+                              {20, 4, 16, 16, 4, 1},
+                              {24, 1, 16, 16, 4, 1}};
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    const PrefillTile& t = tiles[i];
+    const int32_t got[6] = {t.row0, t.rows, t.run0, t.run_rows, t.weight, t.second};
+    for (int f = 0; f < 6; ++f) EXPECT_EQ(got[f], want[i][f]) << "tile " << i << " field " << f;
+  }
+  // No usable projection: no tile.
+  EXPECT_TRUE(prefill_tiles(chunks[0], std::vector<uint8_t>{0, 0, 0}, 3, 4).empty());
+}
+
 }  // namespace
 }  // namespace dsa::kernels::grouped_fp8

@@ -85,6 +85,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     regs_release<kProducerRegs>();
     if (tid == 0) {
       const CUtensorMap* weights = a.weight_maps + tile.weight;
+      // The weight maps were written to global memory by a host copy (and the region is reused by
+      // later calls with other maps): acquire them for the tensor-map proxy before the copy engine
+      // reads one, or it may use a stale cached map.
+      asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;\n" ::"l"(
+                       reinterpret_cast<uint64_t>(weights))
+                   : "memory");
       prefetch_tensor_map(&tokens);
       prefetch_tensor_map(weights);
       for (int i = 0; i < nkb; ++i) {

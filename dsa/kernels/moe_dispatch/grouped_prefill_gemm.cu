@@ -15,7 +15,7 @@
 // warpgroup runs four m64n128k32 e4m3 steps into fresh accumulators, then promotes them into its
 // fp32 sums scaled by sw[block] * sx[row][block] — the per-block promotion §8.8 requires; while one
 // warpgroup promotes, the other's MMA runs. A thread's accumulators cover two rows, so a block's
-// scales are two products.
+// scales are two products, their loads issued two blocks ahead.
 //
 // Rows of the tile past the run's real pairs (the next run's rows, padding, or past the chunk:
 // zero-filled by the copy) are computed and never stored; a warpgroup whose 64 rows are all past
@@ -114,21 +114,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float* sx = a.sx + int64_t{tile.run0} * nkb;
   const int lo = tile.row0 - tile.run0 + r, hi = lo + 8;  // the rows within the run
   const bool lo_ok = r < tile.rows, hi_ok = r + 8 < tile.rows;
-  // Block i's scales of this thread's two rows; loaded before the block's MMA is awaited.
-  const auto load_scales = [&](int i, float& s_lo, float& s_hi) {
-    const float w = sw[i];
+  // Block i's scales of this thread's two rows, as loaded: multiplied only where used, so the
+  // loads of blocks i + 1 and i + 2 stay in flight while block i is computed. (Loaded and
+  // multiplied at once, each block waited a full L2 round trip before its promotion: the first
+  // landed form, 17.6-21.5% of the fp8 peak on the H100.)
+  struct Scales {
+    float w = 0.f, lo = 0.f, hi = 0.f;
+  };
+  const auto fetch = [&](int i) {
+    Scales f;
+    if (!active || i >= nkb) return f;
     const float* sxk = sx + int64_t{i} * tile.run_rows;
-    s_lo = lo_ok ? sxk[lo] * w : 0.f;  // exact: sx is a power of two
-    s_hi = hi_ok ? sxk[hi] * w : 0.f;
+    f.w = sw[i];
+    f.lo = lo_ok ? sxk[lo] : 0.f;
+    f.hi = hi_ok ? sxk[hi] : 0.f;
+    return f;
   };
   float acc[64];
 #pragma unroll
   for (int j = 0; j < 64; ++j) acc[j] = 0.f;
   float d[64];
+  Scales cur = fetch(0), next = fetch(1);
   for (int i = 0; i < nkb; ++i) {
     const int s = i % kStages;
-    float s_lo = 0.f, s_hi = 0.f;
-    if (active) load_scales(i, s_lo, s_hi);
+    const Scales later = fetch(i + 2);
     mbar_wait(&full[s], (i / kStages) & 1);
     if (active) {
       const uint32_t ta = smem_u32(smem + s * kStageBytes) + wg * (kTokenTileBytes / 2);
@@ -145,6 +154,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     mbar_arrive(&empty[s]);  // this thread's reads of the stage are done
     if (active) {
+      const float s_lo = cur.lo * cur.w, s_hi = cur.hi * cur.w;  // exact: sx is a power of two
 #pragma unroll
       for (int c = 0; c < 16; ++c) {
         acc[4 * c + 0] = fmaf(d[4 * c + 0], s_lo, acc[4 * c + 0]);
@@ -153,6 +163,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         acc[4 * c + 3] = fmaf(d[4 * c + 3], s_hi, acc[4 * c + 3]);
       }
     }
+    cur = next;
+    next = later;
   }
   if (!active) return;
   bf16* const out = tile.second != 0 ? a.c_b : a.c;

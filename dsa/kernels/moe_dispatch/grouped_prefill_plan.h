@@ -1,7 +1,8 @@
-// The host plan of the FP8 grouped linear's prefill form (grouped_linear_fp8_lt.cu): one cuBLASLt
-// block-scaled GEMM per group over that group's pairs, gathered and quantised into chunks of
-// scratch rows. From the offsets read back to the host it says which pairs land in which chunk
-// rows. Pure host code, so the CPU tests cover it.
+// The host plan of the FP8 grouped linear's prefill form (grouped_linear_fp8_lt.cu): the groups'
+// pairs gathered and quantised into chunks of scratch rows, then one grouped GEMM launch per chunk
+// (the wgmma GEMM's row tiles) or one cuBLASLt block-scaled GEMM per group's run. From the offsets
+// read back to the host it says which pairs land in which chunk rows and tiles. Pure host code, so
+// the CPU tests cover it.
 #pragma once
 
 #include <cstdint>

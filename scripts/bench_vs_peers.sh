@@ -67,8 +67,12 @@ grep -E '^check .*status=FAIL|^done ' "$out/anchors.log"
 
 phase "dsa"
 : >"$out/dsa.log"
-sa "${dsa_pl_shapes[@]}"
-run "$out/dsa.log" 100 "$bin/paged_logits_bench" "${SA[@]}"
+# One process per shape, each capped: on stop 52's H100 the one-process run stalled at
+# B=128 L=64K n=2 past its 100 s cap and lost every shape after it.
+for s in "${dsa_pl_shapes[@]}"; do
+  sa "$s"
+  run "$out/dsa.log" 25 "$bin/paged_logits_bench" "${SA[@]}"
+done
 sa "${tk_shapes[@]}"
 run "$out/dsa.log" 60 "$bin/topk_bench" "${SA[@]}"
 sa "${fm_shapes[@]}"

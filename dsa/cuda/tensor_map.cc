@@ -78,4 +78,14 @@ Status encode_tensor_map(const ByteTensorMap& m, CUtensorMap* out) {
   return ok_status();
 }
 
+Status byte_rows_map(const void* base, int32_t rows, int32_t cols, int box_rows, CUtensorMap* out) {
+  ByteTensorMap m;
+  m.base = base;
+  m.rank = 2;
+  m.dims = {uint64_t(cols), uint64_t(rows)};
+  m.strides = {uint64_t(cols)};
+  m.box = {128u, uint32_t(box_rows)};
+  return encode_tensor_map(m, out);
+}
+
 }  // namespace dsa::cuda

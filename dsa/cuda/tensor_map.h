@@ -29,4 +29,8 @@ struct ByteTensorMap {
 // Writes the map to *out (a 64-byte aligned type: returned through a pointer, not a StatusOr).
 Status encode_tensor_map(const ByteTensorMap& m, CUtensorMap* out);
 
+// The K-major byte operand wgmma reads (e4m3 weights or quantised tokens): [rows][cols] bytes,
+// one box = [box_rows][128 B] in the 128-byte swizzle; rows past the end are zero-filled.
+Status byte_rows_map(const void* base, int32_t rows, int32_t cols, int box_rows, CUtensorMap* out);
+
 }  // namespace dsa::cuda

@@ -50,17 +50,6 @@ __global__ void __launch_bounds__(kQuantWarps * 32)
   if (live && lane == 0) sx[int64_t{k} * rows + t] = q.scale;
 }
 
-// [rows][in] bytes, one box = [box_rows][128 B]; rows past the end are zero-filled.
-Status byte_rows_map(const void* base, int32_t rows, int32_t in, int box_rows, CUtensorMap* out) {
-  cuda::ByteTensorMap m;
-  m.base = base;
-  m.rank = 2;
-  m.dims = {uint64_t(in), uint64_t(rows)};
-  m.strides = {uint64_t(in)};
-  m.box = {uint32_t{kBlock}, uint32_t(box_rows)};
-  return cuda::encode_tensor_map(m, out);
-}
-
 // Whether split-K fills the GPU with one wave of CTAs (DSA_FP8_SPLITS unset or "wave") or with at
 // least one ("fill", the earlier rule, for side-by-side runs). Read per call (host work, only when
 // a linear is enqueued), so a test can run both.
@@ -192,8 +181,8 @@ Status small_gemm(const LinearParams& p, int32_t rows, const uint8_t* x8, const 
   const int n = small_n(rows);
   CUtensorMap weights, tokens;
   DSA_RETURN_IF_ERROR(
-      byte_rows_map(p.weight_fp8, p.out_features, p.in_features, kTileRows, &weights));
-  DSA_RETURN_IF_ERROR(byte_rows_map(x8, rows, p.in_features, n, &tokens));
+      cuda::byte_rows_map(p.weight_fp8, p.out_features, p.in_features, kTileRows, &weights));
+  DSA_RETURN_IF_ERROR(cuda::byte_rows_map(x8, rows, p.in_features, n, &tokens));
   DSA_ASSIGN_OR_RETURN(SmallArgs a, small_plan(p, rows, scratch));
   a.sx = sx;
   a.sx_ld = sx_ld;
@@ -228,7 +217,7 @@ std::optional<SmallArgs> fused_plan(const LinearParams& p, int32_t rows, const S
 Status fused_small_gemm(const LinearParams& p, const SmallArgs& plan) {
   CUtensorMap weights;
   DSA_RETURN_IF_ERROR(
-      byte_rows_map(p.weight_fp8, p.out_features, p.in_features, kTileRows, &weights));
+      cuda::byte_rows_map(p.weight_fp8, p.out_features, p.in_features, kTileRows, &weights));
   switch (small_n(plan.rows)) {
     case 8:
       return launch_small<8, true>(p, weights, weights, plan);

@@ -183,18 +183,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// [rows][in] bytes in boxes of box_rows by 128 bytes, 128-byte swizzle; rows past the end are
-// zero-filled.
-Status byte_rows_map(const void* base, int32_t rows, int32_t in, int box_rows, CUtensorMap* out) {
-  cuda::ByteTensorMap m;
-  m.base = base;
-  m.rank = 2;
-  m.dims = {uint64_t(in), uint64_t(rows)};
-  m.strides = {uint64_t(in)};
-  m.box = {uint32_t{kBlock}, uint32_t(box_rows)};
-  return cuda::encode_tensor_map(m, out);
-}
-
 std::mutex g_maps_mutex;
 // Never destroyed (used until exit); a map is 128 bytes, one per expert projection.
 std::map<std::tuple<const uint8_t*, int32_t, int32_t>, CUtensorMap>* g_maps = nullptr;
@@ -209,7 +197,7 @@ Status weight_map(const uint8_t* w, int32_t in, int32_t out, CUtensorMap* map) {
   auto it = g_maps->find(key);
   if (it == g_maps->end()) {
     CUtensorMap fresh;
-    DSA_RETURN_IF_ERROR(byte_rows_map(w, out, in, kTileCols, &fresh));
+    DSA_RETURN_IF_ERROR(cuda::byte_rows_map(w, out, in, kTileCols, &fresh));
     it = g_maps->emplace(key, fresh).first;
   }
   *map = it->second;
@@ -217,7 +205,7 @@ Status weight_map(const uint8_t* w, int32_t in, int32_t out, CUtensorMap* map) {
 }
 
 Status token_map(const uint8_t* x8, int32_t rows, int32_t in, CUtensorMap* map) {
-  return byte_rows_map(x8, rows, in, kTileRows, map);
+  return cuda::byte_rows_map(x8, rows, in, kTileRows, map);
 }
 
 Status launch(const CUtensorMap& tokens, const Args& a, cudaStream_t stream) {
